@@ -1,0 +1,104 @@
+//! The ABORT marker contract: any tool may create `runs/<job_id>/ABORT`
+//! (any content) to abort a job. `jobwarden abort` writes it atomically as
+//! JSON with the time and an optional reason; readers take a reason from
+//! JSON `reason`, or else the first line of plain text. The daemon never
+//! removes a marker.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::error::IoError;
+use crate::fsio;
+use crate::job::JobId;
+use crate::layout::Layout;
+
+/// Longest reason kept from a marker.
+const MAX_REASON: usize = 200;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Marker {
+    requested_at: Option<Timestamp>,
+    reason: Option<String>,
+    #[serde(default)]
+    by: Option<String>,
+}
+
+/// Write the ABORT marker of `id` (atomically; replacing an earlier marker
+/// is harmless, the job only looks at its presence and reason).
+pub fn write_marker(layout: &Layout, id: &JobId, reason: Option<&str>) -> Result<(), IoError> {
+    let marker = Marker {
+        requested_at: Some(Timestamp::now()),
+        reason: reason.map(str::to_owned),
+        by: Some(format!("jobwarden abort (uid {})", nix::unistd::getuid())),
+    };
+    fsio::write_json_atomic(&layout.abort_marker(id), &marker)
+}
+
+/// Does `id` have an ABORT marker?
+pub fn requested(layout: &Layout, id: &JobId) -> bool {
+    layout.abort_marker(id).exists()
+}
+
+/// The `state_reason` for a job ended by its marker.
+pub fn reason(layout: &Layout, id: &JobId) -> String {
+    let text = std::fs::read(layout.abort_marker(id)).unwrap_or_default();
+    match marker_reason(&text) {
+        Some(r) => format!("aborted by request: {r}"),
+        None => "aborted by request (ABORT marker)".into(),
+    }
+}
+
+fn marker_reason(bytes: &[u8]) -> Option<String> {
+    let from_json = serde_json::from_slice::<Marker>(bytes)
+        .ok()
+        .map(|m| m.reason);
+    let text = match from_json {
+        Some(reason) => reason?,
+        None => String::from_utf8_lossy(bytes).lines().next()?.to_owned(),
+    };
+    let text: String = text
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_REASON)
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_from_json_plain_text_or_nothing() {
+        assert_eq!(
+            marker_reason(br#"{"requested_at":null,"reason":"wrong repo"}"#).as_deref(),
+            Some("wrong repo")
+        );
+        assert_eq!(
+            marker_reason(br#"{"requested_at":null,"reason":null}"#),
+            None
+        );
+        assert_eq!(
+            marker_reason(b"  stop it\nmore").as_deref(),
+            Some("stop it")
+        );
+        assert_eq!(marker_reason(b""), None);
+        assert_eq!(
+            marker_reason(&[0xff, 0xfe]).as_deref(),
+            Some("\u{fffd}\u{fffd}")
+        );
+    }
+
+    #[test]
+    fn written_marker_round_trips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let id = JobId::generate();
+        fsio::create_dirs(&layout.run_dir(&id)).expect("run dir");
+        assert!(!requested(&layout, &id));
+        write_marker(&layout, &id, Some("operator said so")).expect("write");
+        assert!(requested(&layout, &id));
+        assert_eq!(reason(&layout, &id), "aborted by request: operator said so");
+    }
+}

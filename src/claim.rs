@@ -1,0 +1,180 @@
+//! The claim: turning an inbox file into a job, exactly once.
+//!
+//! Order of writes (each step recoverable if the process dies after it):
+//! 1. Rename `<name>.prompt.md` → `<name>.running.md` in place, never
+//!    replacing a file. This is the claim: one claimer wins; a lost race
+//!    (source gone) or a busy name (same prompt's job still holds it) is an
+//!    ordinary outcome. A crash after it leaves a `.running.md` without a
+//!    record, which startup reconciliation finds.
+//! 2. Create `runs/<job_id>/` (new, fsynced).
+//! 3. Copy the prompt's exact bytes to `prompt.md` (fsynced).
+//! 4. Write `job.json` in state `queued` (fsynced): from here the job exists.
+//! 5. `claimed` and `queued` events (fail-soft).
+//!
+//! Input that cannot run (symlink, not a regular file, too large, not
+//! UTF-8, a name that is not a safe path component) is claimed the same way
+//! and then ends `rejected` with its reason, its file moved to
+//! `archive/rejected/`: nothing is followed, nothing is lost.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::error::{IoError, JobError};
+use crate::events::EventLog;
+use crate::fsio::{self, Renamed};
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::{InboxEntry, Layout, PromptName};
+use crate::terminal;
+
+/// What happened to a candidate.
+#[derive(Debug)]
+pub enum Claimed {
+    /// A job was created in state `queued`.
+    Queued(JobRecord),
+    /// The input was claimed and refused; the job is `rejected`.
+    Rejected(JobRecord),
+    /// Someone else claimed or removed the file first.
+    Lost,
+    /// A job for the same prompt still holds `<name>.running.md`; the prompt
+    /// waits until that job ends.
+    Busy(PromptName),
+}
+
+/// Claim the inbox file at `path`, classified as `entry`.
+pub fn claim(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    path: &Path,
+    entry: InboxEntry,
+) -> Result<Claimed, JobError> {
+    match entry {
+        InboxEntry::Prompt(prompt) => claim_prompt(layout, config, host, path, prompt),
+        InboxEntry::InvalidName { display, reason } => {
+            claim_invalid_name(layout, config, host, path, display, reason)
+        }
+        InboxEntry::Ignored => Ok(Claimed::Lost),
+    }
+}
+
+fn claim_prompt(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    path: &Path,
+    prompt: PromptName,
+) -> Result<Claimed, JobError> {
+    let running = layout.running_prompt(&prompt);
+    match fsio::rename_noreplace(path, &running)? {
+        Renamed::Done => {}
+        Renamed::SourceGone => return Ok(Claimed::Lost),
+        Renamed::TargetExists => return Ok(Claimed::Busy(prompt)),
+    }
+    let id = JobId::generate();
+    fsio::create_dir_new(&layout.run_dir(&id))?;
+    let inbox_rel = layout.relative(&running).to_string_lossy().into_owned();
+    let mut rec = JobRecord::new_queued(id, &prompt, inbox_rel, host);
+    rec.profile = Some(config.default_profile().name.clone());
+    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
+    match read_prompt(&running, config.max_prompt_bytes) {
+        Ok(bytes) => {
+            fsio::create_new_synced(&layout.prompt_copy(&rec.job_id), &bytes)?;
+            rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
+            rec.save(layout)?;
+            events.append("claimed", json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256}));
+            events.append("queued", json!({}));
+            Ok(Claimed::Queued(rec))
+        }
+        Err(reason) => {
+            events.append("claimed", json!({"path": rec.inbox_path}));
+            terminal::finish(
+                layout,
+                &mut rec,
+                &mut events,
+                JobState::Rejected,
+                Some(reason),
+            )?;
+            Ok(Claimed::Rejected(rec))
+        }
+    }
+}
+
+/// A `*.prompt.md` whose name cannot be used in a path: the claim moves it
+/// straight to `archive/rejected/unnamed.<job_id>.md`.
+fn claim_invalid_name(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    path: &Path,
+    display: String,
+    reason: String,
+) -> Result<Claimed, JobError> {
+    let id = JobId::generate();
+    let archive = layout.archived_prompt(JobState::Rejected, None, &id);
+    if let Some(dir) = archive.parent() {
+        fsio::create_dirs(dir)?;
+    }
+    match fsio::rename_noreplace(path, &archive)? {
+        Renamed::Done => {}
+        Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
+    }
+    fsio::create_dir_new(&layout.run_dir(&id))?;
+    let shown = PromptName {
+        project: String::new(),
+        name: display.clone(),
+    };
+    let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
+    let mut rec = JobRecord::new_queued(id, &shown, archive_rel, host);
+    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
+    events.append("claimed", json!({"path": format!("inbox/{display}")}));
+    let reason = format!(
+        "inbox file {display:?} has an invalid name: {reason}; rename it to a plain name and drop it again"
+    );
+    terminal::finish(
+        layout,
+        &mut rec,
+        &mut events,
+        JobState::Rejected,
+        Some(reason),
+    )?;
+    Ok(Claimed::Rejected(rec))
+}
+
+/// The prompt's bytes, or why it is refused.
+fn read_prompt(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let meta = fs::symlink_metadata(path).map_err(|e| format!("cannot inspect the prompt: {e}"))?;
+    if meta.file_type().is_symlink() {
+        return Err("the prompt is a symlink; symlinks in the inbox are never followed, drop the file itself".into());
+    }
+    if !meta.is_file() {
+        return Err("the prompt is not a regular file".into());
+    }
+    if meta.len() > max {
+        return Err(too_large(meta.len(), max));
+    }
+    let (bytes, over) =
+        fsio::read_capped_nofollow(path, max).map_err(|e: IoError| e.to_string())?;
+    if over {
+        return Err(too_large(max + 1, max));
+    }
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err("the prompt is not valid UTF-8 text".into());
+    }
+    Ok(bytes)
+}
+
+fn too_large(len: u64, max: u64) -> String {
+    format!(
+        "the prompt is {len} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
+        crate::config::format_size(max)
+    )
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

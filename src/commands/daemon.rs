@@ -1,0 +1,47 @@
+//! `jobwarden daemon`: the foreground daemon. Turns SIGTERM/SIGINT into the
+//! shutdown token that `daemon::run` takes.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::GlobalArgs;
+use crate::config::ConfigSource;
+
+pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    if config.source == ConfigSource::BuiltIn {
+        tracing::warn!(
+            "no config file: running on built-in defaults, whose demo profile only echoes prompts; \
+             write [profiles.default] in a config file to run a real agent"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        spawn_signal_listener(shutdown.clone())?;
+        crate::daemon::run(Arc::new(config), layout, shutdown).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn spawn_signal_listener(shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!("{name} received: stopping (running jobs keep running)");
+        shutdown.cancel();
+    });
+    Ok(())
+}

@@ -1,0 +1,42 @@
+//! `jobwarden monitor <job>` (hidden): one job's supervisor, started by the
+//! daemon. Reads the daemon's config text on stdin, then runs on a
+//! current-thread runtime (required by the parent-death signal, see
+//! `monitor::spawn`).
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::{GlobalArgs, MonitorArgs};
+use crate::config::{self, ConfigSource, Env};
+use crate::job::JobId;
+use crate::layout::Layout;
+use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, Outcome};
+
+pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
+    let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("reading the config from stdin")?;
+    let source = if text.is_empty() {
+        ConfigSource::BuiltIn
+    } else {
+        ConfigSource::Inherited
+    };
+    let config = config::parse(&text, source)?;
+    let root = config::resolve_root(global, &Env::from_process(), &config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(monitor::run(Layout::new(root), &config, id.clone()))?;
+    Ok(match outcome {
+        Outcome::Finished(_) => ExitCode::SUCCESS,
+        Outcome::AlreadySupervised => {
+            tracing::info!(job = %id, "another monitor already supervises this job");
+            ExitCode::from(EXIT_ALREADY_SUPERVISED as u8)
+        }
+    })
+}

@@ -1,0 +1,558 @@
+//! Configuration: where the root and the config file are (DESIGN §2), the
+//! raw TOML shape (unknown keys rejected by name), and its validation, once,
+//! into typed values ([`Config`]). Nothing downstream parses a string again.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::GlobalArgs;
+
+mod template;
+
+pub use template::{Template, Vars};
+
+/// The profile used when nothing selects another.
+pub const DEFAULT_PROFILE: &str = "default";
+
+/// The built-in default profile's command: a demo that needs nothing
+/// installed and shows the prompt reached the job. A real deployment sets
+/// `[profiles.default] command` (see `config/config.toml`).
+const DEMO_COMMAND: [&str; 3] = [
+    "sh",
+    "-c",
+    "echo 'jobwarden demo profile: no agent is configured, so the prompt is echoed back:'; cat",
+];
+
+/// The environment a config is resolved in, captured once at the CLI edge so
+/// that resolution is a pure function (and testable).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub jobwarden_home: Option<PathBuf>,
+    pub jobwarden_config: Option<PathBuf>,
+    pub xdg_config_home: Option<PathBuf>,
+    pub xdg_data_home: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub is_root: bool,
+}
+
+impl Env {
+    pub fn from_process() -> Self {
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        Env {
+            jobwarden_home: var("JOBWARDEN_HOME"),
+            jobwarden_config: var("JOBWARDEN_CONFIG"),
+            xdg_config_home: var("XDG_CONFIG_HOME"),
+            xdg_data_home: var("XDG_DATA_HOME"),
+            home: var("HOME"),
+            is_root: nix::unistd::geteuid().is_root(),
+        }
+    }
+}
+
+/// A configuration problem, naming the file (or "built-in defaults") and
+/// the key or value at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("config {origin}: {message}")]
+pub struct ConfigError {
+    pub origin: String,
+    pub message: String,
+}
+
+/// Where the effective configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    BuiltIn,
+    /// Handed to a monitor by its daemon.
+    Inherited,
+}
+
+impl std::fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::BuiltIn => f.write_str("built-in defaults (no config file)"),
+            ConfigSource::Inherited => f.write_str("configuration handed over by the daemon"),
+        }
+    }
+}
+
+/// What to do with running jobs when the daemon stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShutdownPolicy {
+    /// Leave monitors running; a restarted daemon re-adopts them.
+    Detach,
+}
+
+/// How the prompt reaches the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptVia {
+    /// The prompt file is the command's stdin.
+    Stdin,
+    /// The prompt text is appended as the last argument; stdin is /dev/null.
+    Arg,
+    /// The command gets the prompt's path (`{prompt_file}`, appended when the
+    /// command does not use it); stdin is /dev/null.
+    File,
+}
+
+/// One validated profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub command: Vec<Template>,
+    pub prompt_via: PromptVia,
+    pub workdir: Template,
+    pub timeout: Duration,
+    pub env: BTreeMap<String, String>,
+    pub env_passthrough: Vec<String>,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: ConfigSource,
+    /// The TOML text it was read from ("" for built-in defaults), handed to
+    /// monitors so that they run on exactly the daemon's configuration.
+    pub text: String,
+    pub root: Option<PathBuf>,
+    pub max_jobs: usize,
+    pub heartbeat_interval: Duration,
+    pub rescan_interval: Duration,
+    pub settle: Duration,
+    pub abort_grace: Duration,
+    pub max_prompt_bytes: u64,
+    pub max_log_bytes: u64,
+    pub shutdown: ShutdownPolicy,
+    pub events: bool,
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+// ---------------------------------------------------------------------------
+// Raw shape, as written in TOML.
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    root: Option<PathBuf>,
+    max_jobs: Option<i64>,
+    heartbeat_interval: Option<String>,
+    rescan_interval: Option<String>,
+    settle: Option<String>,
+    abort_grace: Option<String>,
+    max_prompt_bytes: Option<RawSize>,
+    max_log_bytes: Option<RawSize>,
+    shutdown: Option<String>,
+    events: Option<bool>,
+    #[serde(default)]
+    profiles: BTreeMap<String, RawProfile>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    command: Option<Vec<String>>,
+    prompt_via: Option<String>,
+    workdir: Option<String>,
+    timeout: Option<String>,
+    env: Option<BTreeMap<String, String>>,
+    env_passthrough: Option<Vec<String>>,
+}
+
+/// A size is a string with a unit (`"64MiB"`) or a plain number of bytes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Bytes(i64),
+    Text(String),
+}
+
+// ---------------------------------------------------------------------------
+// Resolution.
+
+/// Find the config file: `--config`, `JOBWARDEN_CONFIG`, the user's config
+/// folder, `/etc/jobwarden/config.toml`. An explicitly named file must
+/// exist; the default locations are optional.
+pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
+    let explicit = global
+        .config
+        .clone()
+        .or_else(|| env.jobwarden_config.clone());
+    if let Some(path) = explicit {
+        if !path.is_file() {
+            return Err(ConfigError {
+                origin: path.display().to_string(),
+                message: "file not found (named by --config or JOBWARDEN_CONFIG); create it or drop the option to use built-in defaults".into(),
+            });
+        }
+        return Ok(Some(path));
+    }
+    let user = env
+        .xdg_config_home
+        .clone()
+        .or_else(|| env.home.as_ref().map(|h| h.join(".config")))
+        .map(|d| d.join("jobwarden/config.toml"));
+    let candidates = user
+        .into_iter()
+        .chain([PathBuf::from("/etc/jobwarden/config.toml")]);
+    Ok(candidates.into_iter().find(|p| p.is_file()))
+}
+
+/// Load and validate the configuration the CLI flags and environment select.
+pub fn load(global: &GlobalArgs, env: &Env) -> Result<Config, ConfigError> {
+    match config_path(global, env)? {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
+                origin: path.display().to_string(),
+                message: format!("cannot read: {e}"),
+            })?;
+            parse(&text, ConfigSource::File(path))
+        }
+        None => parse("", ConfigSource::BuiltIn),
+    }
+}
+
+/// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
+/// `/var/lib/jobwarden` for root and the XDG data folder otherwise.
+pub fn resolve_root(
+    global: &GlobalArgs,
+    env: &Env,
+    config: &Config,
+) -> Result<PathBuf, ConfigError> {
+    let chosen = global
+        .root
+        .clone()
+        .or_else(|| env.jobwarden_home.clone())
+        .or_else(|| config.root.clone());
+    if let Some(root) = chosen {
+        return absolute(root);
+    }
+    if env.is_root {
+        return Ok(PathBuf::from("/var/lib/jobwarden"));
+    }
+    env.xdg_data_home
+        .clone()
+        .or_else(|| env.home.as_ref().map(|h| h.join(".local/share")))
+        .map(|d| d.join("jobwarden"))
+        .ok_or_else(|| ConfigError {
+            origin: "root".into(),
+            message: "cannot choose a root: neither --root, JOBWARDEN_HOME, `root`, XDG_DATA_HOME nor HOME is set".into(),
+        })
+}
+
+fn absolute(root: PathBuf) -> Result<PathBuf, ConfigError> {
+    std::path::absolute(&root).map_err(|e| ConfigError {
+        origin: "root".into(),
+        message: format!("cannot make {} absolute: {e}", root.display()),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Validation.
+
+/// Parse and validate TOML text into a [`Config`].
+pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
+    let origin = source.to_string();
+    let err = |message: String| ConfigError {
+        origin: origin.clone(),
+        message,
+    };
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+    let v = Validator { err: &err };
+    let profiles = v.profiles(&raw.profiles)?;
+    Ok(Config {
+        source,
+        text: text.to_owned(),
+        root: raw.root,
+        max_jobs: v.max_jobs(raw.max_jobs)?,
+        heartbeat_interval: v.duration("heartbeat_interval", raw.heartbeat_interval, "5s", true)?,
+        rescan_interval: v.duration("rescan_interval", raw.rescan_interval, "60s", true)?,
+        settle: v.duration("settle", raw.settle, "2s", false)?,
+        abort_grace: v.duration("abort_grace", raw.abort_grace, "10s", false)?,
+        max_prompt_bytes: v.size("max_prompt_bytes", raw.max_prompt_bytes, 1 << 20)?,
+        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20)?,
+        shutdown: v.shutdown(raw.shutdown)?,
+        events: raw.events.unwrap_or(true),
+        profiles,
+    })
+}
+
+struct Validator<'a, F: Fn(String) -> ConfigError> {
+    err: &'a F,
+}
+
+impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
+    fn max_jobs(&self, v: Option<i64>) -> Result<usize, ConfigError> {
+        match v.unwrap_or(4) {
+            n @ 1..=4096 => Ok(n as usize),
+            n => Err((self.err)(format!(
+                "max_jobs = {n}: must be between 1 and 4096"
+            ))),
+        }
+    }
+
+    fn duration(
+        &self,
+        key: &str,
+        v: Option<String>,
+        default: &str,
+        nonzero: bool,
+    ) -> Result<Duration, ConfigError> {
+        let text = v.as_deref().unwrap_or(default);
+        let d = humantime::parse_duration(text).map_err(|e| {
+            (self.err)(format!(
+                "{key} = {text:?}: not a duration ({e}); write e.g. \"500ms\", \"5s\", \"2h\""
+            ))
+        })?;
+        if nonzero && d.is_zero() {
+            return Err((self.err)(format!(
+                "{key} = {text:?}: must be greater than zero"
+            )));
+        }
+        Ok(d)
+    }
+
+    fn size(&self, key: &str, v: Option<RawSize>, default: u64) -> Result<u64, ConfigError> {
+        let bytes = match v {
+            None => default,
+            Some(RawSize::Bytes(n)) => u64::try_from(n)
+                .map_err(|_| (self.err)(format!("{key} = {n}: must not be negative")))?,
+            Some(RawSize::Text(t)) => t
+                .parse::<bytesize::ByteSize>()
+                .map(|b| b.as_u64())
+                .map_err(|e| {
+                    (self.err)(format!("{key} = {t:?}: not a size ({e}); write e.g. \"64KiB\", \"1MiB\" or a number of bytes"))
+                })?,
+        };
+        if bytes == 0 {
+            return Err((self.err)(format!("{key}: must be greater than zero")));
+        }
+        Ok(bytes)
+    }
+
+    fn shutdown(&self, v: Option<String>) -> Result<ShutdownPolicy, ConfigError> {
+        match v.as_deref().unwrap_or("detach") {
+            "detach" => Ok(ShutdownPolicy::Detach),
+            other => Err((self.err)(format!(
+                "shutdown = {other:?}: this version supports only \"detach\" (running jobs keep running when the daemon stops)"
+            ))),
+        }
+    }
+
+    /// Validate every profile; each inherits unset keys from `default`
+    /// (which itself falls back to the built-in demo).
+    fn profiles(
+        &self,
+        raw: &BTreeMap<String, RawProfile>,
+    ) -> Result<BTreeMap<String, Profile>, ConfigError> {
+        let base = raw.get(DEFAULT_PROFILE).cloned().unwrap_or_default();
+        let mut out = BTreeMap::new();
+        out.insert(
+            DEFAULT_PROFILE.to_owned(),
+            self.profile(DEFAULT_PROFILE, &base, &RawProfile::default())?,
+        );
+        for (name, p) in raw.iter().filter(|(n, _)| n.as_str() != DEFAULT_PROFILE) {
+            crate::layout::validate_segment(name)
+                .map_err(|e| (self.err)(format!("profile name {name:?} {e}")))?;
+            out.insert(name.clone(), self.profile(name, p, &base)?);
+        }
+        Ok(out)
+    }
+
+    fn profile(
+        &self,
+        name: &str,
+        p: &RawProfile,
+        base: &RawProfile,
+    ) -> Result<Profile, ConfigError> {
+        let key = |k: &str| format!("profiles.{name}.{k}");
+        let command = p.command.clone().or_else(|| base.command.clone());
+        let command = command.unwrap_or_else(|| DEMO_COMMAND.map(String::from).to_vec());
+        if command.is_empty() || command[0].is_empty() {
+            return Err((self.err)(format!(
+                "{}: must name a program, e.g. [\"codex\", \"exec\", \"-\"]",
+                key("command")
+            )));
+        }
+        let command = command
+            .iter()
+            .map(|a| {
+                Template::parse(a, Template::JOB_VARS)
+                    .map_err(|e| (self.err)(format!("{}: {e}", key("command"))))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let workdir_text = p
+            .workdir
+            .clone()
+            .or_else(|| base.workdir.clone())
+            .unwrap_or_else(|| "{run_dir}".into());
+        let workdir = Template::parse(&workdir_text, Template::WORKDIR_VARS)
+            .map_err(|e| (self.err)(format!("{}: {e}", key("workdir"))))?;
+        let via = p.prompt_via.clone().or_else(|| base.prompt_via.clone());
+        let timeout = p.timeout.clone().or_else(|| base.timeout.clone());
+        Ok(Profile {
+            name: name.to_owned(),
+            command,
+            prompt_via: self.prompt_via(&key("prompt_via"), via)?,
+            workdir,
+            timeout: self.duration(&key("timeout"), timeout, "2h", true)?,
+            env: self.env(
+                &key("env"),
+                p.env
+                    .clone()
+                    .or_else(|| base.env.clone())
+                    .unwrap_or_default(),
+            )?,
+            env_passthrough: self.env_names(
+                &key("env_passthrough"),
+                p.env_passthrough
+                    .clone()
+                    .or_else(|| base.env_passthrough.clone())
+                    .unwrap_or_default(),
+            )?,
+        })
+    }
+
+    fn prompt_via(&self, key: &str, v: Option<String>) -> Result<PromptVia, ConfigError> {
+        match v.as_deref().unwrap_or("stdin") {
+            "stdin" => Ok(PromptVia::Stdin),
+            "arg" => Ok(PromptVia::Arg),
+            "file" => Ok(PromptVia::File),
+            other => Err((self.err)(format!(
+                "{key} = {other:?}: must be \"stdin\", \"arg\" or \"file\""
+            ))),
+        }
+    }
+
+    fn env(
+        &self,
+        key: &str,
+        env: BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        for (k, v) in &env {
+            self.env_name(key, k)?;
+            if v.contains('\0') {
+                return Err((self.err)(format!("{key}.{k}: value contains a NUL byte")));
+            }
+        }
+        Ok(env)
+    }
+
+    fn env_names(&self, key: &str, names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+        for n in &names {
+            self.env_name(key, n)?;
+        }
+        Ok(names)
+    }
+
+    fn env_name(&self, key: &str, name: &str) -> Result<(), ConfigError> {
+        let ok = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err((self.err)(format!(
+                "{key}: {name:?} is not a valid environment variable name"
+            )));
+        }
+        if name.starts_with("JOBWARDEN_") {
+            return Err((self.err)(format!(
+                "{key}: {name:?}: JOBWARDEN_* variables are set by jobwarden itself"
+            )));
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Display of the effective configuration (`config show`).
+
+#[derive(Serialize)]
+struct ShownConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    root: Option<&'a Path>,
+    max_jobs: usize,
+    heartbeat_interval: String,
+    rescan_interval: String,
+    settle: String,
+    abort_grace: String,
+    max_prompt_bytes: String,
+    max_log_bytes: String,
+    shutdown: ShutdownPolicy,
+    events: bool,
+    profiles: BTreeMap<&'a str, ShownProfile<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShownProfile<'a> {
+    command: Vec<&'a str>,
+    prompt_via: PromptVia,
+    workdir: &'a str,
+    timeout: String,
+    env: &'a BTreeMap<String, String>,
+    env_passthrough: &'a [String],
+}
+
+impl Config {
+    /// The effective configuration as TOML, every default filled in.
+    pub fn to_toml(&self) -> String {
+        let dur = |d: Duration| humantime::format_duration(d).to_string();
+        let shown = ShownConfig {
+            root: self.root.as_deref(),
+            max_jobs: self.max_jobs,
+            heartbeat_interval: dur(self.heartbeat_interval),
+            rescan_interval: dur(self.rescan_interval),
+            settle: dur(self.settle),
+            abort_grace: dur(self.abort_grace),
+            max_prompt_bytes: format_size(self.max_prompt_bytes),
+            max_log_bytes: format_size(self.max_log_bytes),
+            shutdown: self.shutdown,
+            events: self.events,
+            profiles: self
+                .profiles
+                .iter()
+                .map(|(n, p)| {
+                    let shown = ShownProfile {
+                        command: p.command.iter().map(Template::source).collect(),
+                        prompt_via: p.prompt_via,
+                        workdir: p.workdir.source(),
+                        timeout: dur(p.timeout),
+                        env: &p.env,
+                        env_passthrough: &p.env_passthrough,
+                    };
+                    (n.as_str(), shown)
+                })
+                .collect(),
+        };
+        toml::to_string(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+
+    /// The profile a job uses. Selection by route and front matter comes
+    /// with routing; until then every job uses `default`.
+    pub fn default_profile(&self) -> &Profile {
+        // `profiles()` always inserts the default profile.
+        &self.profiles[DEFAULT_PROFILE]
+    }
+}
+
+/// A size in the largest binary unit that divides it exactly.
+pub fn format_size(bytes: u64) -> String {
+    for (unit, factor) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if bytes >= factor && bytes % factor == 0 {
+            return format!("{}{unit}", bytes / factor);
+        }
+    }
+    bytes.to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,133 @@
+//! Placeholder templates (`"{run_dir}/out"`) in argv and paths. Parsed and
+//! checked against the known names when the config is validated, so an
+//! unknown placeholder is a config error at start, never at run time.
+//! `{{` and `}}` stand for literal braces.
+
+use std::collections::BTreeMap;
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    source: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Var(String),
+}
+
+/// Values for placeholders, by name.
+pub type Vars = BTreeMap<&'static str, String>;
+
+impl Template {
+    /// Placeholders available to a job's command.
+    pub const JOB_VARS: &'static [&'static str] = &[
+        "job_id",
+        "run_dir",
+        "prompt_file",
+        "project",
+        "name",
+        "attempt",
+        "root",
+        "workdir",
+    ];
+    /// Placeholders available to `workdir` (everything but itself).
+    pub const WORKDIR_VARS: &'static [&'static str] = &[
+        "job_id",
+        "run_dir",
+        "prompt_file",
+        "project",
+        "name",
+        "attempt",
+        "root",
+    ];
+
+    pub fn parse(source: &str, known: &[&str]) -> Result<Self, String> {
+        let mut parts = Vec::new();
+        let mut text = String::new();
+        let mut chars = source.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (c, chars.peek()) {
+                ('{', Some('{')) | ('}', Some('}')) => {
+                    chars.next();
+                    text.push(c);
+                }
+                ('{', _) => {
+                    let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                    if !known.contains(&name.as_str()) {
+                        return Err(format!(
+                            "{source:?}: unknown placeholder {{{name}}}; known: {}",
+                            known
+                                .iter()
+                                .map(|k| format!("{{{k}}}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                    }
+                    parts.push(Part::Text(std::mem::take(&mut text)));
+                    parts.push(Part::Var(name));
+                }
+                ('}', _) => {
+                    return Err(format!(
+                        "{source:?}: unmatched '}}' (write '}}}}' for a literal brace)"
+                    ));
+                }
+                _ => text.push(c),
+            }
+        }
+        parts.push(Part::Text(text));
+        parts.retain(|p| !matches!(p, Part::Text(t) if t.is_empty()));
+        Ok(Template {
+            source: source.to_owned(),
+            parts,
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Does the template use placeholder `name`?
+    pub fn uses(&self, name: &str) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(p, Part::Var(v) if v == name))
+    }
+
+    /// Substitute values. Every name was checked at parse time; a name
+    /// missing from `vars` renders empty.
+    pub fn render(&self, vars: &Vars) -> String {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Text(t) => t.as_str(),
+                Part::Var(v) => vars.get(v.as_str()).map(String::as_str).unwrap_or(""),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_known_placeholders_and_escapes() {
+        let t = Template::parse("{run_dir}/x-{job_id}{{lit}}", Template::JOB_VARS).expect("parse");
+        let vars = Vars::from([("run_dir", "/r".to_owned()), ("job_id", "J".to_owned())]);
+        assert_eq!(t.render(&vars), "/r/x-J{lit}");
+        assert!(t.uses("job_id") && !t.uses("name"));
+    }
+
+    #[test]
+    fn unknown_placeholder_is_named() {
+        let err = Template::parse("--out={bogus}", Template::JOB_VARS).expect_err("unknown");
+        assert!(err.contains("{bogus}"), "{err}");
+        let err = Template::parse("{workdir}", Template::WORKDIR_VARS).expect_err("self");
+        assert!(err.contains("{workdir}"), "{err}");
+        assert!(Template::parse("a}b", Template::JOB_VARS).is_err());
+        assert!(Template::parse("{unclosed", Template::JOB_VARS).is_err());
+    }
+}

@@ -1,0 +1,132 @@
+//! Config validation against the fixtures in `tests/fixtures/config/`: one
+//! file per invalid case, whose first line says what the error must name.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")
+}
+
+#[test]
+fn every_invalid_fixture_fails_naming_its_fault() {
+    let dir = fixtures().join("invalid");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("fixture dir") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("fixture");
+        let expect = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{} lacks an '# expect:' first line", path.display()));
+        let err = parse(&text, ConfigSource::File(path.clone()))
+            .expect_err(&format!("{} must be rejected", path.display()));
+        let msg = err.to_string();
+        assert!(
+            msg.contains(expect),
+            "{}: error {msg:?} does not mention {expect:?}",
+            path.display()
+        );
+        assert!(
+            msg.contains(&path.display().to_string()),
+            "error must name the file: {msg}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 15, "only {seen} invalid fixtures found");
+}
+
+#[test]
+fn valid_fixture_gives_typed_values_and_inheritance() {
+    let path = fixtures().join("valid.toml");
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let c = parse(&text, ConfigSource::File(path)).expect("valid");
+    assert_eq!(c.max_jobs, 2);
+    assert_eq!(c.heartbeat_interval, Duration::from_millis(250));
+    assert_eq!(c.max_log_bytes, 4096);
+    assert_eq!(c.max_prompt_bytes, 2 << 20);
+    let review = &c.profiles["review"];
+    assert_eq!(review.prompt_via, PromptVia::Arg);
+    assert_eq!(
+        review.timeout,
+        Duration::from_secs(30 * 60),
+        "inherits default's timeout"
+    );
+    assert_eq!(review.env_passthrough, vec!["SSH_AUTH_SOCK".to_owned()]);
+    assert_eq!(review.workdir.source(), "{root}/work/{project}");
+}
+
+#[test]
+fn empty_text_is_the_built_in_default() {
+    let c = parse("", ConfigSource::BuiltIn).expect("defaults");
+    assert_eq!(c.max_jobs, 4);
+    assert_eq!(c.heartbeat_interval, Duration::from_secs(5));
+    assert_eq!(c.abort_grace, Duration::from_secs(10));
+    let p = c.default_profile();
+    assert_eq!(p.timeout, Duration::from_secs(2 * 3600));
+    assert_eq!(p.command[0].source(), "sh");
+    assert_eq!(p.workdir.source(), "{run_dir}");
+}
+
+#[test]
+fn shown_config_parses_back_to_the_same_values() {
+    let path = fixtures().join("valid.toml");
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let c = parse(&text, ConfigSource::File(path)).expect("valid");
+    let again = parse(&c.to_toml(), ConfigSource::BuiltIn).expect("shown config is valid");
+    assert_eq!(again.to_toml(), c.to_toml());
+    assert_eq!(again.max_log_bytes, c.max_log_bytes);
+}
+
+#[test]
+fn root_resolution_order() {
+    let c = parse("root = \"/from/config\"", ConfigSource::BuiltIn).expect("valid");
+    let mut env = Env {
+        home: Some("/home/u".into()),
+        ..Env::default()
+    };
+    let flag = GlobalArgs {
+        root: Some("/from/flag".into()),
+        config: None,
+    };
+    assert_eq!(
+        resolve_root(&flag, &env, &c).expect("flag"),
+        PathBuf::from("/from/flag")
+    );
+    env.jobwarden_home = Some("/from/env".into());
+    let none = GlobalArgs::default();
+    assert_eq!(
+        resolve_root(&none, &env, &c).expect("env"),
+        PathBuf::from("/from/env")
+    );
+    env.jobwarden_home = None;
+    assert_eq!(
+        resolve_root(&none, &env, &c).expect("config"),
+        PathBuf::from("/from/config")
+    );
+    let bare = parse("", ConfigSource::BuiltIn).expect("defaults");
+    assert_eq!(
+        resolve_root(&none, &env, &bare).expect("xdg"),
+        PathBuf::from("/home/u/.local/share/jobwarden")
+    );
+    env.is_root = true;
+    assert_eq!(
+        resolve_root(&none, &env, &bare).expect("root"),
+        PathBuf::from("/var/lib/jobwarden")
+    );
+}
+
+#[test]
+fn explicit_config_must_exist() {
+    let g = GlobalArgs {
+        root: None,
+        config: Some("/nonexistent/jobwarden.toml".into()),
+    };
+    let err = config_path(&g, &Env::default()).expect_err("missing");
+    assert!(
+        err.to_string().contains("/nonexistent/jobwarden.toml"),
+        "{err}"
+    );
+}

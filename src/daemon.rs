@@ -1,0 +1,481 @@
+//! The daemon: lock the root, reconcile what is on disk, then one loop that
+//! owns all scheduling state — it claims prompts as the watcher reports
+//! them, starts a detached monitor per job when a slot is free (FIFO by
+//! claim time), notices monitors ending, and heartbeats `daemon.json`.
+//!
+//! `run` takes its world as parameters (config, layout, a shutdown token):
+//! it reads no environment and installs no signal handler.
+//!
+//! The loop does its small synchronous file operations (a claim is a rename
+//! and three fsynced writes) inline: they are sub-millisecond, and one
+//! owner of the queue needs no locks.
+
+mod lock;
+mod state_file;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::DelayQueue;
+
+use crate::claim::{self, Claimed};
+use crate::clock::Timestamp;
+use crate::config::Config;
+use crate::error::{DaemonError, IoContext, JobError};
+use crate::events::EventLog;
+use crate::inbox::{self, Found, InboxWatcher, Signal};
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::{self, Layout, PromptName};
+use crate::recover::{self, Recovered};
+use crate::{abort, fsio, terminal};
+
+use state_file::{DaemonFile, Phase};
+
+/// Run the daemon until `shutdown` is cancelled.
+pub async fn run(
+    config: Arc<Config>,
+    layout: Layout,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    prepare_root(&layout)?;
+    let _lock = lock::acquire(&layout)?;
+    check_same_filesystem(&layout)?;
+    let mut daemon = Daemon::new(config, layout);
+    daemon.write_state(Phase::Starting);
+    let recovered = recover::reconcile(&daemon.layout, &daemon.config, &daemon.host);
+    let (watcher, signals) = InboxWatcher::start(&daemon.layout)?;
+    daemon.watcher = Some(watcher);
+    daemon.take_recovered(recovered);
+    daemon.rescan();
+    daemon.dispatch();
+    daemon.write_state(Phase::Running);
+    tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
+    let result = daemon.event_loop(signals, shutdown).await;
+    daemon.watcher = None;
+    daemon.write_state(Phase::Stopped);
+    tracing::info!(
+        running = daemon.running.len(),
+        "daemon stopped; running jobs continue under their monitors"
+    );
+    result
+}
+
+fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
+    fsio::create_dirs(layout.root())?;
+    for dir in layout.skeleton() {
+        fsio::create_dirs(&dir)?;
+    }
+    Ok(())
+}
+
+/// Claims rename from `inbox/` and archives rename into `archive/`; both
+/// must be atomic, so all three must share one filesystem.
+fn check_same_filesystem(layout: &Layout) -> Result<(), DaemonError> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ctx("inspecting", p);
+    let inbox = layout.inbox();
+    let inbox_dev = dev(&inbox)?;
+    for other in [layout.runs(), layout.archive()] {
+        if dev(&other)? != inbox_dev {
+            return Err(DaemonError::CrossFilesystem { inbox, runs: other });
+        }
+    }
+    Ok(())
+}
+
+/// A job holding a slot.
+enum Slot {
+    /// Started by this daemon; its exit arrives through `monitors`.
+    Child,
+    /// Supervised by a monitor this daemon did not start (found at start,
+    /// or a duplicate start refused): checked by its monitor lock each tick.
+    Adopted,
+}
+
+struct Daemon {
+    config: Arc<Config>,
+    layout: Layout,
+    host: String,
+    started_at: Timestamp,
+    watcher: Option<InboxWatcher>,
+    /// Claimed jobs waiting for a slot, oldest claim first.
+    queue: VecDeque<JobId>,
+    running: HashMap<JobId, Slot>,
+    monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
+    /// Prompts whose `.running.md` name is held by an earlier job of the
+    /// same prompt: retried when that job ends.
+    blocked: HashMap<PromptName, PathBuf>,
+    /// Files found by a rescan that are not yet `settle` old.
+    settling: DelayQueue<PathBuf>,
+    settling_paths: HashSet<PathBuf>,
+    watch_degraded: bool,
+}
+
+impl Daemon {
+    fn new(config: Arc<Config>, layout: Layout) -> Self {
+        Daemon {
+            config,
+            layout,
+            host: hostname(),
+            started_at: Timestamp::now(),
+            watcher: None,
+            queue: VecDeque::new(),
+            running: HashMap::new(),
+            monitors: JoinSet::new(),
+            blocked: HashMap::new(),
+            settling: DelayQueue::new(),
+            settling_paths: HashSet::new(),
+            watch_degraded: false,
+        }
+    }
+
+    async fn event_loop(
+        &mut self,
+        mut signals: tokio::sync::mpsc::UnboundedReceiver<Signal>,
+        shutdown: CancellationToken,
+    ) -> Result<(), DaemonError> {
+        let mut rescan = interval_after(self.config.rescan_interval);
+        let mut tick = interval_after(self.config.heartbeat_interval);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                signal = signals.recv() => match signal {
+                    Some(signal) => self.on_signal(signal),
+                    None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
+                },
+                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined),
+                Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
+                    self.on_settled(expired.into_inner());
+                }
+                _ = rescan.tick() => self.rescan(),
+                _ = tick.tick() => self.on_tick(),
+            }
+        }
+    }
+
+    // -- inbox -------------------------------------------------------------
+
+    fn on_signal(&mut self, signal: Signal) {
+        match signal {
+            Signal::Complete(path) => self.consider(&path),
+            Signal::Folder(dir) => inbox::scan(&dir)
+                .into_iter()
+                .for_each(|f| self.consider_found(f)),
+            Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::Lost(why) => {
+                if !self.watch_degraded {
+                    tracing::warn!("{why}; rescanning the inbox (events may have been missed)");
+                }
+                self.watch_degraded = true;
+                self.rescan();
+            }
+        }
+    }
+
+    fn rescan(&mut self) {
+        for found in inbox::scan(&self.layout.inbox()) {
+            self.consider_found(found);
+        }
+    }
+
+    /// A file seen only by a scan is claimed once its mtime is `settle` old;
+    /// until then a timer waits for it (no polling).
+    fn consider_found(&mut self, found: Found) {
+        let age = SystemTime::now()
+            .duration_since(found.mtime)
+            .unwrap_or_default();
+        if age >= self.config.settle {
+            self.consider(&found.path);
+        } else if self.settling_paths.insert(found.path.clone()) {
+            self.settling.insert(found.path, self.config.settle - age);
+        }
+    }
+
+    fn on_settled(&mut self, path: PathBuf) {
+        self.settling_paths.remove(&path);
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            self.consider_found(Found { path, mtime });
+        }
+    }
+
+    /// Claim `path` if it is a candidate.
+    fn consider(&mut self, path: &Path) {
+        let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
+        if entry == layout::InboxEntry::Ignored {
+            return;
+        }
+        match claim::claim(&self.layout, &self.config, &self.host, path, entry) {
+            Ok(Claimed::Queued(rec)) => {
+                tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
+                self.enqueue(rec.job_id);
+                self.dispatch();
+            }
+            Ok(Claimed::Rejected(rec)) => {
+                tracing::warn!(job = %rec.job_id, prompt = %rec.prompt_name(), reason = rec.state_reason.as_deref().unwrap_or(""), "rejected");
+            }
+            Ok(Claimed::Lost) => {
+                tracing::debug!(path = %path.display(), "claimed elsewhere or gone")
+            }
+            Ok(Claimed::Busy(prompt)) => {
+                tracing::debug!(%prompt, "an earlier job of this prompt still runs; it waits");
+                self.blocked.insert(prompt, path.to_path_buf());
+            }
+            Err(e) => {
+                tracing::error!(path = %path.display(), "claim failed, the file stays for the next rescan: {e}")
+            }
+        }
+    }
+
+    fn enqueue(&mut self, id: JobId) {
+        if let Some(w) = self.watcher.as_mut() {
+            w.watch_run_dir(&self.layout.run_dir(&id));
+        }
+        self.queue.push_back(id);
+    }
+
+    // -- scheduling ----------------------------------------------------------
+
+    /// Start monitors while slots are free.
+    fn dispatch(&mut self) {
+        while self.running.len() < self.config.max_jobs {
+            let Some(id) = self.queue.pop_front() else {
+                return;
+            };
+            if let Some(w) = self.watcher.as_mut() {
+                w.unwatch_run_dir(&self.layout.run_dir(&id));
+            }
+            match self.spawn_monitor(&id) {
+                Ok(()) => {
+                    self.running.insert(id, Slot::Child);
+                }
+                Err(e) => self.fail_unstarted(&id, format!("could not start its monitor: {e}")),
+            }
+        }
+    }
+
+    /// Start `jobwarden monitor <id>` in its own session, so that it and its
+    /// job outlive this daemon. It reads the daemon's exact config text on
+    /// stdin.
+    fn spawn_monitor(&mut self, id: &JobId) -> std::io::Result<()> {
+        let mut cmd = tokio::process::Command::new("/proc/self/exe");
+        cmd.arg0("jobwarden")
+            .arg("--root")
+            .arg(self.layout.root())
+            .arg("monitor")
+            .arg(id.as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let text = self.config.text.clone();
+        let stdin = child.stdin.take();
+        let id = id.clone();
+        tracing::debug!(job = %id, pid = child.id(), "monitor started");
+        self.monitors.spawn(async move {
+            if let Some(mut stdin) = stdin {
+                // A monitor that died before reading shows up in its exit status.
+                let _ = stdin.write_all(text.as_bytes()).await;
+            }
+            (id, child.wait().await)
+        });
+        Ok(())
+    }
+
+    fn on_monitor_joined(
+        &mut self,
+        joined: Result<(JobId, std::io::Result<ExitStatus>), tokio::task::JoinError>,
+    ) {
+        let Ok((id, status)) = joined else {
+            tracing::error!("a monitor-wait task failed: {joined:?}");
+            return;
+        };
+        let how = match &status {
+            Ok(s) => s.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        tracing::debug!(job = %id, status = %how, "monitor exited");
+        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_ALREADY_SUPERVISED)) {
+            // Another monitor holds the job: keep the slot and watch its lock.
+            self.running.insert(id, Slot::Adopted);
+            return;
+        }
+        self.on_job_gone(&id, &how);
+    }
+
+    /// A slot's monitor is gone: the record must be terminal; if it is not,
+    /// the monitor died mid-job and the job is `interrupted`.
+    fn on_job_gone(&mut self, id: &JobId, how: &str) {
+        self.running.remove(id);
+        match JobRecord::load_job(&self.layout, id) {
+            Ok(mut rec) if !rec.state.is_terminal() => {
+                let reason = format!("its monitor exited ({how}) before the job ended");
+                tracing::warn!(job = %id, "{reason}");
+                let mut events = EventLog::open(&self.layout.events(id), self.config.events);
+                self.report(
+                    id,
+                    terminal::finish(
+                        &self.layout,
+                        &mut rec,
+                        &mut events,
+                        JobState::Interrupted,
+                        Some(reason),
+                    ),
+                );
+                self.unblock(&rec.prompt_name());
+            }
+            Ok(rec) => {
+                tracing::info!(job = %id, state = %rec.state, "job ended");
+                self.unblock(&rec.prompt_name());
+            }
+            Err(e) => tracing::error!(job = %id, "after its monitor exited: {e}"),
+        }
+        self.dispatch();
+    }
+
+    /// A job of `prompt` ended: a same-name prompt waiting for it may go.
+    fn unblock(&mut self, prompt: &PromptName) {
+        if let Some(path) = self.blocked.remove(prompt) {
+            self.consider(&path);
+        }
+    }
+
+    fn fail_unstarted(&mut self, id: &JobId, reason: String) {
+        tracing::error!(job = %id, "{reason}");
+        let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
+            let mut events = EventLog::open(&self.layout.events(id), self.config.events);
+            terminal::finish(
+                &self.layout,
+                &mut rec,
+                &mut events,
+                JobState::Failed,
+                Some(reason),
+            )?;
+            self.unblock(&rec.prompt_name());
+            Ok(())
+        });
+        self.report(id, result);
+    }
+
+    fn abort_if_queued(&mut self, id: &JobId) {
+        let Some(pos) = self.queue.iter().position(|q| q == id) else {
+            return;
+        };
+        self.queue.remove(pos);
+        if let Some(w) = self.watcher.as_mut() {
+            w.unwatch_run_dir(&self.layout.run_dir(id));
+        }
+        let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
+            let mut events = EventLog::open(&self.layout.events(id), self.config.events);
+            events.append("abort_requested", json!({"while": "queued"}));
+            let reason = abort::reason(&self.layout, id);
+            terminal::finish(
+                &self.layout,
+                &mut rec,
+                &mut events,
+                JobState::Aborted,
+                Some(reason),
+            )?;
+            tracing::info!(job = %id, "aborted while queued");
+            self.unblock(&rec.prompt_name());
+            Ok(())
+        });
+        self.report(id, result);
+    }
+
+    fn report(&self, id: &JobId, result: Result<(), JobError>) {
+        if let Err(e) = result {
+            tracing::error!(job = %id, "{e}");
+        }
+    }
+
+    // -- periodic ------------------------------------------------------------
+
+    /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
+    /// jobs, and the liveness of adopted monitors.
+    fn on_tick(&mut self) {
+        let aborted: Vec<JobId> = self
+            .queue
+            .iter()
+            .filter(|id| abort::requested(&self.layout, id))
+            .cloned()
+            .collect();
+        for id in aborted {
+            self.abort_if_queued(&id);
+        }
+        let gone: Vec<JobId> = self
+            .running
+            .iter()
+            .filter(|(id, slot)| {
+                matches!(slot, Slot::Adopted) && !recover::monitor_alive(&self.layout, id)
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            self.on_job_gone(&id, "adopted monitor no longer running");
+        }
+        self.write_state(Phase::Running);
+    }
+
+    fn take_recovered(&mut self, recovered: Recovered) {
+        for id in recovered.adopted {
+            tracing::info!(job = %id, "re-adopted a running job");
+            self.running.insert(id, Slot::Adopted);
+        }
+        for id in recovered.queued {
+            self.enqueue(id);
+        }
+    }
+
+    fn write_state(&self, phase: Phase) {
+        let file = DaemonFile {
+            pid: std::process::id(),
+            started_at: self.started_at,
+            heartbeat_at: Timestamp::now(),
+            version: env!("CARGO_PKG_VERSION"),
+            host: &self.host,
+            root: self.layout.root(),
+            phase,
+            running: self.running.len(),
+            queued: self.queue.len(),
+            watch: if self.watch_degraded {
+                "rescan"
+            } else {
+                "inotify"
+            },
+        };
+        state_file::write(&self.layout, &file);
+    }
+}
+
+/// An interval whose first tick is one period from now, and which does not
+/// try to catch up on missed ticks.
+fn interval_after(period: Duration) -> tokio::time::Interval {
+    let mut i = tokio::time::interval_at(Instant::now() + period, period);
+    i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    i
+}
+
+/// This machine's name, for records (jobs are judged by their own host).
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}

@@ -1,0 +1,39 @@
+//! `daemon.json`: the daemon's pid, start time, version and heartbeat, for
+//! `status` and for tools. Fail-soft (DESIGN §10): a failed write is logged,
+//! never fatal.
+
+use serde::Serialize;
+
+use crate::clock::Timestamp;
+use crate::fsio;
+use crate::layout::Layout;
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Starting,
+    Running,
+    Stopped,
+}
+
+/// What `daemon.json` holds.
+#[derive(Debug, Serialize)]
+pub struct DaemonFile<'a> {
+    pub pid: u32,
+    pub started_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub version: &'static str,
+    pub host: &'a str,
+    pub root: &'a std::path::Path,
+    pub phase: Phase,
+    pub running: usize,
+    pub queued: usize,
+    /// `inotify`, or `rescan` after the watch failed (then only rescans find prompts).
+    pub watch: &'static str,
+}
+
+pub fn write(layout: &Layout, file: &DaemonFile<'_>) {
+    if let Err(e) = fsio::write_json_atomic(&layout.daemon_json(), file) {
+        tracing::warn!("{e}");
+    }
+}

@@ -1,0 +1,142 @@
+//! `events.jsonl` (DESIGN §6): one JSON object a line with a per-job
+//! monotonic `seq`, recovered from the file when a writer reopens it.
+//!
+//! Writing is fail-soft: an event that cannot be written is logged and the
+//! job goes on. Only one process writes a job's events at a time (the daemon
+//! until the monitor starts, then the monitor), so `seq` needs no locking.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::clock::Timestamp;
+use crate::fsio;
+
+/// How much of the file's end is read to recover the last `seq`.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// An append handle on one job's events.
+#[derive(Debug)]
+pub struct EventLog {
+    path: PathBuf,
+    file: Option<File>,
+    next_seq: u64,
+}
+
+impl EventLog {
+    /// Open for appending, continuing after the last valid `seq`. With
+    /// `enabled = false` every append is a no-op.
+    pub fn open(path: &Path, enabled: bool) -> Self {
+        let mut log = EventLog {
+            path: path.to_path_buf(),
+            file: None,
+            next_seq: 1,
+        };
+        if !enabled {
+            return log;
+        }
+        match fsio::open_append(path) {
+            Ok(mut f) => {
+                let tail = read_tail(&mut f);
+                log.next_seq = last_seq(&tail).map_or(1, |s| s + 1);
+                // A torn last line (crash mid-write) is closed off so the
+                // next event starts on a line of its own.
+                if tail.last().is_some_and(|&b| b != b'\n') {
+                    let _ = f.write_all(b"\n");
+                }
+                log.file = Some(f);
+            }
+            Err(e) => tracing::warn!("events disabled for this job: {e}"),
+        }
+        log
+    }
+
+    /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.
+    pub fn append(&mut self, op: &str, fields: Value) {
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
+        let mut obj = Map::new();
+        obj.insert("seq".into(), json!(self.next_seq));
+        obj.insert("op".into(), json!(op));
+        obj.insert("ts".into(), json!(Timestamp::now().to_string()));
+        if let Value::Object(extra) = fields {
+            obj.extend(extra);
+        }
+        let mut line = Value::Object(obj).to_string();
+        line.push('\n');
+        // One write(2) per line on an O_APPEND file: lines never interleave.
+        match file.write_all(line.as_bytes()) {
+            Ok(()) => self.next_seq += 1,
+            Err(e) => tracing::warn!(path = %self.path.display(), "writing event {op}: {e}"),
+        }
+    }
+}
+
+/// The last [`TAIL_BYTES`] of the file (empty if it cannot be read).
+fn read_tail(f: &mut File) -> Vec<u8> {
+    let mut tail = Vec::new();
+    let read = f
+        .seek(SeekFrom::End(0))
+        .and_then(|len| f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES))))
+        .and_then(|_| f.read_to_end(&mut tail));
+    if read.is_err() {
+        tail.clear();
+    }
+    tail
+}
+
+/// The `seq` of the last parseable line. Malformed lines are skipped.
+fn last_seq(tail: &[u8]) -> Option<u64> {
+    tail.split(|&b| b == b'\n')
+        .rev()
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .find_map(|v| v.get("seq").and_then(Value::as_u64))
+}
+
+/// Read all parseable events of a file, skipping malformed lines.
+pub fn read_all(path: &Path) -> std::io::Result<Vec<Value>> {
+    let text = std::fs::read(path)?;
+    Ok(text
+        .split(|&b| b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter(Value::is_object)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_continues_after_reopen_and_skips_torn_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut log = EventLog::open(&p, true);
+        log.append("claimed", json!({}));
+        log.append("queued", json!({"max_jobs": 4}));
+        drop(log);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"{\"seq\": 3, \"op\": \"tor"))
+            .expect("torn write");
+        let mut log = EventLog::open(&p, true);
+        log.append("started", json!({"pid": 1}));
+        let events = read_all(&p).expect("read");
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
+        assert_eq!(events[2]["op"], "started");
+        assert_eq!(events[1]["max_jobs"], 4);
+    }
+
+    #[test]
+    fn disabled_log_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        EventLog::open(&p, false).append("claimed", json!({}));
+        assert!(!p.exists());
+    }
+}

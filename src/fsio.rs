@@ -1,0 +1,260 @@
+//! Persistent writes, in one place: atomic file replacement (temporary file
+//! in the same directory, fsync, rename, fsync the directory), the claim by
+//! rename that never overwrites, and directory creation with our modes.
+//!
+//! Modes: files are created `0660` and folders `0770`, before the umask. No
+//! bit is ever granted to "other" (prompts can hold secrets); whether the
+//! group may write (operators' tools dropping prompts and ABORT markers) is
+//! the umask's decision, which the service unit sets.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{AT_FDCWD, Flock, FlockArg, RenameFlags, renameat2};
+use serde::Serialize;
+
+use crate::error::{IoContext, IoError};
+
+pub const FILE_MODE: u32 = 0o660;
+pub const DIR_MODE: u32 = 0o770;
+
+/// Replace `path` with `bytes` so that readers see the old or the new
+/// content, never a mix, and the new content survives a crash once this
+/// returns.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let tmp = temp_sibling(path);
+    let result = write_synced(&tmp, bytes)
+        .and_then(|()| fs::rename(&tmp, path).ctx("renaming into place", path))
+        .and_then(|()| sync_parent(path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// [`write_atomic`] of a value as pretty JSON with a trailing newline.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), IoError> {
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| IoError::new("serialising", path, io::Error::other(e)))?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Create a new file with `bytes`, fsynced, failing if it exists.
+pub fn create_new_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .ctx("creating", path)?;
+    f.write_all(bytes).ctx("writing", path)?;
+    f.sync_all().ctx("syncing", path)
+}
+
+fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    create_new_synced(tmp, bytes)
+}
+
+/// A unique temporary name next to `path`, ignored by every reader: it is a
+/// dotfile ending in `.tmp`.
+fn temp_sibling(path: &Path) -> std::path::PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+/// fsync the directory holding `path`, so a rename or create in it is durable.
+pub fn sync_parent(path: &Path) -> Result<(), IoError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx("syncing directory", dir)
+}
+
+/// Outcome of [`rename_noreplace`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renamed {
+    /// The rename happened.
+    Done,
+    /// The source is gone: someone else moved it first. An ordinary outcome.
+    SourceGone,
+    /// The target exists and was left alone.
+    TargetExists,
+}
+
+/// Rename `from` to `to` atomically without ever replacing an existing `to`
+/// (`renameat2(RENAME_NOREPLACE)`), then fsync the directories involved.
+pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Renamed, IoError> {
+    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => {}
+        Err(Errno::ENOENT) if fs::symlink_metadata(from).is_err() => {
+            return Ok(Renamed::SourceGone);
+        }
+        Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
+        Err(Errno::EINVAL | Errno::ENOSYS) => return rename_by_link(from, to),
+        Err(e) => {
+            return Err(with_target(
+                IoError::new("renaming", from, io::Error::from(e)),
+                to,
+            ));
+        }
+    }
+    sync_parent(to)?;
+    if from.parent() != to.parent() {
+        sync_parent(from)?;
+    }
+    Ok(Renamed::Done)
+}
+
+fn with_target(mut e: IoError, to: &Path) -> IoError {
+    e.source = io::Error::new(
+        e.source.kind(),
+        format!("{} (to {})", e.source, to.display()),
+    );
+    e
+}
+
+/// Fallback for filesystems without `RENAME_NOREPLACE`: `link` refuses an
+/// existing target, then the source name is removed. A crash between the two
+/// leaves both names for the same file, which recovery resolves.
+fn rename_by_link(from: &Path, to: &Path) -> Result<Renamed, IoError> {
+    match fs::hard_link(from, to) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Renamed::TargetExists),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Renamed::SourceGone),
+        Err(e) => return Err(IoError::new("linking", from, e)),
+    }
+    match fs::remove_file(from) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(IoError::new("removing old name", from, e)),
+    }
+    sync_parent(to)?;
+    sync_parent(from)?;
+    Ok(Renamed::Done)
+}
+
+/// Create `dir` and its missing parents with [`DIR_MODE`].
+pub fn create_dirs(dir: &Path) -> Result<(), IoError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .ctx("creating directory", dir)
+}
+
+/// Create `dir`, failing if it already exists; fsync its parent.
+pub fn create_dir_new(dir: &Path) -> Result<(), IoError> {
+    fs::DirBuilder::new()
+        .mode(DIR_MODE)
+        .create(dir)
+        .ctx("creating directory", dir)?;
+    sync_parent(dir)
+}
+
+/// Open a file for reading and appending (created if missing) with [`FILE_MODE`].
+pub fn open_append(path: &Path) -> Result<File, IoError> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .ctx("opening for append", path)
+}
+
+/// Take an exclusive `flock` on `path` (created if missing) without
+/// waiting. `None` means another process holds it. The lock lasts as long as
+/// the returned handle (or the process); the descriptor is close-on-exec, so
+/// children never inherit it.
+pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .open(path)
+        .ctx("opening lock", path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(IoError::new("locking", path, e.into())),
+    }
+}
+
+/// Read at most `limit` bytes of a regular file without following a symlink
+/// at `path`. Returns the bytes and whether the file was longer than `limit`.
+pub fn read_capped_nofollow(path: &Path, limit: u64) -> Result<(Vec<u8>, bool), IoError> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ctx("opening", path)?;
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .ctx("reading", path)?;
+    let over = bytes.len() as u64 > limit;
+    bytes.truncate(limit as usize);
+    Ok((bytes, over))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("job.json");
+        write_atomic(&p, b"one").expect("first");
+        write_atomic(&p, b"two").expect("second");
+        assert_eq!(fs::read(&p).expect("read"), b"two");
+        let names: Vec<_> = fs::read_dir(dir.path()).expect("ls").collect();
+        assert_eq!(names.len(), 1, "temporary files left behind");
+    }
+
+    #[test]
+    fn rename_noreplace_never_overwrites_and_reports_lost_race() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&a, "A").expect("write a");
+        fs::write(&b, "B").expect("write b");
+        assert_eq!(
+            rename_noreplace(&a, &b).expect("rename"),
+            Renamed::TargetExists
+        );
+        assert_eq!(fs::read(&b).expect("read b"), b"B");
+        fs::remove_file(&b).expect("rm b");
+        assert_eq!(rename_noreplace(&a, &b).expect("rename"), Renamed::Done);
+        assert_eq!(
+            rename_noreplace(&a, &b).expect("rename"),
+            Renamed::SourceGone
+        );
+    }
+
+    #[test]
+    fn capped_read_refuses_symlinks_and_flags_oversize() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("f");
+        fs::write(&f, "0123456789").expect("write");
+        assert_eq!(
+            read_capped_nofollow(&f, 4).expect("read"),
+            (b"0123".to_vec(), true)
+        );
+        assert_eq!(read_capped_nofollow(&f, 10).expect("read").1, false);
+        let l = dir.path().join("l");
+        std::os::unix::fs::symlink(&f, &l).expect("symlink");
+        assert!(read_capped_nofollow(&l, 100).is_err());
+    }
+}

@@ -1,0 +1,74 @@
+//! Job ids: UUIDv7 when generated (time-ordered, unique), and a validated
+//! safe path component whatever their origin.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A job's id; always safe to use as a single path component.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+const MAX_LEN: usize = 64;
+
+impl JobId {
+    /// A new time-ordered id. Two ids minted in the same millisecond still
+    /// differ: UUIDv7 carries random bits after the timestamp.
+    pub fn generate() -> Self {
+        JobId(uuid::Uuid::now_v7().hyphenated().to_string())
+    }
+
+    /// Accept an id from outside (a CLI argument, a directory name, front
+    /// matter): 1–64 ASCII letters, digits, `-` or `_`, starting alphanumeric.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if s.is_empty() || s.len() > MAX_LEN {
+            return Err(format!("job id {s:?} must be 1 to {MAX_LEN} characters"));
+        }
+        if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) || !s.chars().all(ok_char) {
+            return Err(format!(
+                "job id {s:?} may hold only ASCII letters, digits, '-' and '_', starting with a letter or digit"
+            ));
+        }
+        Ok(JobId(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for JobId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        JobId::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_are_valid_distinct_and_ordered() {
+        let a = JobId::generate();
+        let b = JobId::generate();
+        assert_ne!(a, b);
+        assert!(a < b, "v7 ids sort by creation: {a} {b}");
+        assert_eq!(JobId::parse(a.as_str()), Ok(a));
+    }
+
+    #[test]
+    fn rejects_path_tricks() {
+        for bad in ["", "..", "a/b", "../x", "x\n", "-x", "a b", &"a".repeat(65)] {
+            assert!(JobId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

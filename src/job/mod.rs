@@ -1,0 +1,11 @@
+//! The job model: its id, its states with the one transition table, and the
+//! record persisted as `job.json`. Who writes a record, and when, is decided
+//! by the daemon (until a monitor starts) and the monitor (from then on).
+
+mod id;
+mod record;
+mod state;
+
+pub use id::JobId;
+pub use record::{JobRecord, SCHEMA_VERSION};
+pub use state::{InvalidTransition, JobState};

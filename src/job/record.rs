@@ -1,0 +1,227 @@
+//! `job.json` (schema_version 1, DESIGN §5): the job record, its atomic
+//! persistence and the one function that changes its state.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{JobId, JobState};
+use crate::clock::Timestamp;
+use crate::error::{IoContext, JobError};
+use crate::fsio;
+use crate::layout::{Layout, PromptName};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The job record. Fields are `null` until known. Unknown fields written by
+/// a newer version are kept and written back untouched.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub schema_version: u32,
+    pub job_id: JobId,
+    pub attempt: u32,
+    pub retry_of: Option<JobId>,
+    pub project: String,
+    pub name: String,
+    /// Current place of the prompt file, relative to the root.
+    pub inbox_path: Option<String>,
+    pub prompt_sha256: Option<String>,
+    pub profile: Option<String>,
+    pub state: JobState,
+    pub state_reason: Option<String>,
+    /// `prepare`, `run` or `publish`: the phase a failure happened in.
+    pub failure_stage: Option<String>,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub updated_at: Timestamp,
+    pub heartbeat_at: Option<Timestamp>,
+    pub timeout_at: Option<Timestamp>,
+    pub command: Option<Vec<String>>,
+    pub workdir: Option<String>,
+    pub monitor_pid: Option<i32>,
+    /// The monitor's start time in clock ticks since boot (`/proc/<pid>/stat`
+    /// field 22): with the pid, it tells a live monitor from a recycled pid.
+    pub monitor_start_time: Option<u64>,
+    pub pid: Option<i32>,
+    pub pgid: Option<i32>,
+    pub exit_code: Option<i32>,
+    /// Name of the signal that ended the job's process (`SIGKILL`), if any.
+    pub signal: Option<String>,
+    pub abort_requested_at: Option<Timestamp>,
+    pub log_path: Option<String>,
+    pub log_bytes: u64,
+    pub log_truncated: bool,
+    pub last_output_at: Option<Timestamp>,
+    pub result_ref: Option<String>,
+    pub archive_path: Option<String>,
+    pub host: String,
+    pub version: String,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl JobRecord {
+    /// A freshly claimed job, in state `queued`.
+    pub fn new_queued(id: JobId, prompt: &PromptName, inbox_path: String, host: &str) -> Self {
+        let now = Timestamp::now();
+        JobRecord {
+            schema_version: SCHEMA_VERSION,
+            job_id: id,
+            attempt: 1,
+            retry_of: None,
+            project: prompt.project.clone(),
+            name: prompt.name.clone(),
+            inbox_path: Some(inbox_path),
+            prompt_sha256: None,
+            profile: None,
+            state: JobState::Queued,
+            state_reason: None,
+            failure_stage: None,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            updated_at: now,
+            heartbeat_at: None,
+            timeout_at: None,
+            command: None,
+            workdir: None,
+            monitor_pid: None,
+            monitor_start_time: None,
+            pid: None,
+            pgid: None,
+            exit_code: None,
+            signal: None,
+            abort_requested_at: None,
+            log_path: None,
+            log_bytes: 0,
+            log_truncated: false,
+            last_output_at: None,
+            result_ref: None,
+            archive_path: None,
+            host: host.to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Read a record; a file that does not parse is an error naming it.
+    pub fn load(path: &Path) -> Result<Self, JobError> {
+        let bytes = std::fs::read(path).ctx("reading job record", path)?;
+        serde_json::from_slice(&bytes).map_err(|e| JobError::BadRecord {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Load the record of `id` from its run directory.
+    pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, JobError> {
+        Self::load(&layout.job_json(id))
+    }
+
+    /// The prompt this job is for.
+    pub fn prompt_name(&self) -> PromptName {
+        PromptName {
+            project: self.project.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    /// Persist atomically (fsynced) with a fresh `updated_at`.
+    pub fn save(&mut self, layout: &Layout) -> Result<(), JobError> {
+        self.updated_at = Timestamp::now();
+        fsio::write_json_atomic(&layout.job_json(&self.job_id), self)?;
+        Ok(())
+    }
+
+    /// Move to `to` if the transition table allows it, stamping the times
+    /// the move implies, and persist before returning. The only way a
+    /// record's state changes.
+    pub fn transition(
+        &mut self,
+        layout: &Layout,
+        to: JobState,
+        reason: Option<String>,
+    ) -> Result<(), JobError> {
+        self.state.check_transition(to)?;
+        let now = Timestamp::now();
+        if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
+            self.started_at = Some(now);
+        }
+        if to.is_terminal() {
+            self.finished_at = Some(now);
+        }
+        if reason.is_some() {
+            self.state_reason = reason;
+        }
+        self.state = to;
+        self.save(layout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(dir: &Path) -> (Layout, JobRecord) {
+        let layout = Layout::new(dir);
+        let id = JobId::generate();
+        fsio::create_dirs(&layout.run_dir(&id)).expect("run dir");
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        (
+            layout,
+            JobRecord::new_queued(id, &prompt, "inbox/p/n.running.md".into(), "host"),
+        )
+    }
+
+    #[test]
+    fn transition_persists_and_stamps_times() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layout, mut rec) = sample(dir.path());
+        rec.transition(&layout, JobState::Running, None)
+            .expect("start");
+        rec.transition(&layout, JobState::Failed, Some("exit 3".into()))
+            .expect("fail");
+        let back = JobRecord::load_job(&layout, &rec.job_id).expect("load");
+        assert_eq!(back.state, JobState::Failed);
+        assert_eq!(back.state_reason.as_deref(), Some("exit 3"));
+        assert!(back.started_at.is_some() && back.finished_at.is_some());
+    }
+
+    #[test]
+    fn invalid_transition_changes_nothing_on_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layout, mut rec) = sample(dir.path());
+        rec.transition(&layout, JobState::Succeeded, None)
+            .expect_err("queued -> succeeded");
+        rec.save(&layout).expect("save");
+        rec.transition(&layout, JobState::Aborted, None)
+            .expect("abort");
+        let err = rec
+            .transition(&layout, JobState::Running, None)
+            .expect_err("terminal");
+        assert!(matches!(err, JobError::Transition(_)));
+        assert_eq!(
+            JobRecord::load_job(&layout, &rec.job_id)
+                .expect("load")
+                .state,
+            JobState::Aborted
+        );
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_rewrite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layout, mut rec) = sample(dir.path());
+        rec.extra
+            .insert("future_field".into(), serde_json::json!(42));
+        rec.save(&layout).expect("save");
+        let mut back = JobRecord::load_job(&layout, &rec.job_id).expect("load");
+        back.save(&layout).expect("resave");
+        let raw = std::fs::read_to_string(layout.job_json(&rec.job_id)).expect("read");
+        assert!(raw.contains("\"future_field\": 42"), "{raw}");
+    }
+}

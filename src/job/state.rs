@@ -1,0 +1,190 @@
+//! Job states and the one table of valid transitions (DESIGN §3). Every
+//! state change of a record goes through [`JobState::check_transition`].
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Preparing,
+    Running,
+    Publishing,
+    Succeeded,
+    Failed,
+    TimedOut,
+    Aborted,
+    Interrupted,
+    Rejected,
+}
+
+use JobState::*;
+
+/// Where a job may go from each state. Terminal states have no row.
+const TRANSITIONS: &[(JobState, &[JobState])] = &[
+    (
+        Queued,
+        &[
+            Preparing,
+            Running,
+            Failed,
+            TimedOut,
+            Aborted,
+            Interrupted,
+            Rejected,
+        ],
+    ),
+    (
+        Preparing,
+        &[Running, Failed, TimedOut, Aborted, Interrupted],
+    ),
+    (
+        Running,
+        &[
+            Publishing,
+            Succeeded,
+            Failed,
+            TimedOut,
+            Aborted,
+            Interrupted,
+        ],
+    ),
+    (
+        Publishing,
+        &[Succeeded, Failed, TimedOut, Aborted, Interrupted],
+    ),
+];
+
+/// An attempt to move a job where the table does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid job state transition {from} -> {to}; valid targets from {from}: {}", valid_list(.valid))]
+pub struct InvalidTransition {
+    pub from: JobState,
+    pub to: JobState,
+    pub valid: &'static [JobState],
+}
+
+fn valid_list(valid: &[JobState]) -> String {
+    if valid.is_empty() {
+        return "none (terminal state)".into();
+    }
+    valid
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl JobState {
+    pub const ALL: [JobState; 10] = [
+        Queued,
+        Preparing,
+        Running,
+        Publishing,
+        Succeeded,
+        Failed,
+        TimedOut,
+        Aborted,
+        Interrupted,
+        Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Queued => "queued",
+            Preparing => "preparing",
+            Running => "running",
+            Publishing => "publishing",
+            Succeeded => "succeeded",
+            Failed => "failed",
+            TimedOut => "timed_out",
+            Aborted => "aborted",
+            Interrupted => "interrupted",
+            Rejected => "rejected",
+        }
+    }
+
+    /// States this one may move to.
+    pub fn valid_targets(self) -> &'static [JobState] {
+        TRANSITIONS
+            .iter()
+            .find(|(from, _)| *from == self)
+            .map(|(_, to)| *to)
+            .unwrap_or(&[])
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self.valid_targets().is_empty()
+    }
+
+    pub fn check_transition(self, to: JobState) -> Result<(), InvalidTransition> {
+        let valid = self.valid_targets();
+        if valid.contains(&to) {
+            Ok(())
+        } else {
+            Err(InvalidTransition {
+                from: self,
+                to,
+                valid,
+            })
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_states_have_no_way_out() {
+        for s in [Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected] {
+            assert!(s.is_terminal());
+            for to in JobState::ALL {
+                assert!(s.check_transition(to).is_err(), "{s} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn nothing_goes_backwards_to_queued() {
+        for s in JobState::ALL {
+            assert!(s.check_transition(Queued).is_err(), "{s} -> queued");
+        }
+    }
+
+    #[test]
+    fn rejected_only_from_queued() {
+        for s in JobState::ALL {
+            assert_eq!(s.check_transition(Rejected).is_ok(), s == Queued, "{s}");
+        }
+    }
+
+    #[test]
+    fn error_names_the_valid_targets() {
+        let err = Running.check_transition(Queued).expect_err("backwards");
+        let msg = err.to_string();
+        assert!(msg.contains("running -> queued"), "{msg}");
+        assert!(msg.contains("publishing, succeeded"), "{msg}");
+        let msg = Succeeded
+            .check_transition(Failed)
+            .expect_err("terminal")
+            .to_string();
+        assert!(msg.contains("terminal"), "{msg}");
+    }
+
+    #[test]
+    fn names_match_serde() {
+        for s in JobState::ALL {
+            let json = serde_json::to_string(&s).expect("serialise");
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The on-disk layout under the root: the only module that knows file and
+//! folder names (DESIGN §2). Everything else asks a [`Layout`] for a path.
+//!
+//! It also owns name validation, because a name is only dangerous once it
+//! becomes a path: prompt names, project segments and job ids are checked
+//! here on the way in (claim) and on the way out (CLI arguments).
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+use crate::job::{JobId, JobState};
+
+/// Suffix of a prompt waiting in the inbox.
+pub const PROMPT_SUFFIX: &str = ".prompt.md";
+/// Suffix of a prompt claimed by a job.
+pub const RUNNING_SUFFIX: &str = ".running.md";
+/// Longest accepted prompt name or project segment, in bytes.
+const MAX_SEGMENT_BYTES: usize = 200;
+
+/// Paths under one jobwarden root.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Layout { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn inbox(&self) -> PathBuf {
+        self.root.join("inbox")
+    }
+
+    pub fn runs(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    pub fn archive(&self) -> PathBuf {
+        self.root.join("archive")
+    }
+
+    pub fn daemon_json(&self) -> PathBuf {
+        self.root.join("daemon.json")
+    }
+
+    pub fn daemon_lock(&self) -> PathBuf {
+        self.root.join("daemon.lock")
+    }
+
+    pub fn ledger(&self) -> PathBuf {
+        self.root.join("ledger.db")
+    }
+
+    /// The folders the daemon creates at start.
+    pub fn skeleton(&self) -> [PathBuf; 3] {
+        [self.inbox(), self.runs(), self.archive()]
+    }
+
+    pub fn run_dir(&self, id: &JobId) -> PathBuf {
+        self.runs().join(id.as_str())
+    }
+
+    pub fn job_json(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("job.json")
+    }
+
+    pub fn prompt_copy(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("prompt.md")
+    }
+
+    pub fn job_log(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("job.log")
+    }
+
+    pub fn events(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("events.jsonl")
+    }
+
+    /// Held (flock) by the job's monitor for its whole life: a held lock
+    /// means a live monitor, whatever pids have been recycled since.
+    pub fn monitor_lock(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("monitor.lock")
+    }
+
+    pub fn abort_marker(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join(ABORT_FILE)
+    }
+
+    /// Where a waiting prompt lives.
+    pub fn waiting_prompt(&self, prompt: &PromptName) -> PathBuf {
+        self.inbox_file(prompt, PROMPT_SUFFIX)
+    }
+
+    /// Where a claimed prompt lives while its job holds it.
+    pub fn running_prompt(&self, prompt: &PromptName) -> PathBuf {
+        self.inbox_file(prompt, RUNNING_SUFFIX)
+    }
+
+    fn inbox_file(&self, prompt: &PromptName, suffix: &str) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!("{}{suffix}", prompt.name))
+    }
+
+    /// Where a prompt rests after its last attempt ended in `state`.
+    ///
+    /// A prompt whose name could not be validated has no trustworthy
+    /// project or name, so it is archived flat under its job id.
+    pub fn archived_prompt(
+        &self,
+        state: JobState,
+        prompt: Option<&PromptName>,
+        id: &JobId,
+    ) -> PathBuf {
+        let dir = self.archive().join(state.as_str());
+        match prompt {
+            Some(p) => dir.join(&p.project).join(format!("{}.{}.md", p.name, id)),
+            None => dir.join(format!("unnamed.{id}.md")),
+        }
+    }
+
+    /// `path` relative to the root, for records (falls back to the full path).
+    pub fn relative(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+
+    /// Is `path` the ABORT marker of some run directory? Returns the job id.
+    pub fn abort_marker_job(&self, path: &Path) -> Option<JobId> {
+        if path.file_name() != Some(OsStr::new(ABORT_FILE)) {
+            return None;
+        }
+        let dir = path.parent()?;
+        if dir.parent()? != self.runs() {
+            return None;
+        }
+        JobId::parse(dir.file_name()?.to_str()?).ok()
+    }
+}
+
+const ABORT_FILE: &str = "ABORT";
+
+/// A prompt's identity: its inbox folder (`project`, "" at the top) and its
+/// name without suffix. The ledger key of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PromptName {
+    pub project: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for PromptName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.project.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.project, self.name)
+        }
+    }
+}
+
+/// What a path in the inbox is, as far as the claim path cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InboxEntry {
+    /// A `*.prompt.md` with a valid project and name.
+    Prompt(PromptName),
+    /// A `*.prompt.md` whose name cannot be used as a path: claimed and
+    /// rejected so that the operator sees it, never silently skipped.
+    InvalidName { display: String, reason: String },
+    /// Anything else: other suffixes, dotfiles, hidden folders, `.running.md`.
+    Ignored,
+}
+
+/// Classify an absolute path under `inbox`.
+pub fn classify_inbox_path(inbox: &Path, path: &Path) -> InboxEntry {
+    let Ok(rel) = path.strip_prefix(inbox) else {
+        return InboxEntry::Ignored;
+    };
+    let mut parts: Vec<&OsStr> = Vec::new();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(p) => parts.push(p),
+            _ => return InboxEntry::Ignored,
+        }
+    }
+    let Some((file, dirs)) = parts.split_last() else {
+        return InboxEntry::Ignored;
+    };
+    if parts.iter().any(|p| p.as_encoded_bytes().starts_with(b".")) {
+        return InboxEntry::Ignored;
+    }
+    let Some(stem) = file
+        .as_encoded_bytes()
+        .strip_suffix(PROMPT_SUFFIX.as_bytes())
+    else {
+        return InboxEntry::Ignored;
+    };
+    let display = rel.to_string_lossy().into_owned();
+    match prompt_name_from(dirs, stem) {
+        Ok(prompt) => InboxEntry::Prompt(prompt),
+        Err(reason) => InboxEntry::InvalidName { display, reason },
+    }
+}
+
+fn prompt_name_from(dirs: &[&OsStr], stem: &[u8]) -> Result<PromptName, String> {
+    let mut project = Vec::with_capacity(dirs.len());
+    for dir in dirs {
+        let seg = dir
+            .to_str()
+            .ok_or_else(|| format!("folder name {dir:?} is not valid UTF-8"))?;
+        validate_segment(seg).map_err(|e| format!("folder name {seg:?}: {e}"))?;
+        project.push(seg);
+    }
+    let name = std::str::from_utf8(stem).map_err(|_| {
+        format!(
+            "prompt name {:?} is not valid UTF-8",
+            String::from_utf8_lossy(stem)
+        )
+    })?;
+    validate_segment(name).map_err(|e| format!("prompt name {name:?}: {e}"))?;
+    Ok(PromptName {
+        project: project.join("/"),
+        name: name.to_owned(),
+    })
+}
+
+/// Check that `seg` is safe as a single path component in every place we
+/// use it: non-empty, bounded, no separators, no control characters, not
+/// `.`/`..`, no leading dot or dash, no surrounding whitespace.
+pub fn validate_segment(seg: &str) -> Result<(), String> {
+    if seg.is_empty() {
+        return Err("is empty".into());
+    }
+    if seg.len() > MAX_SEGMENT_BYTES {
+        return Err(format!("is longer than {MAX_SEGMENT_BYTES} bytes"));
+    }
+    if seg.starts_with('.') || seg.starts_with('-') {
+        return Err("must not start with '.' or '-'".into());
+    }
+    if seg.trim() != seg {
+        return Err("must not start or end with whitespace".into());
+    }
+    if let Some(c) = seg
+        .chars()
+        .find(|c| c.is_control() || *c == '/' || *c == '\\')
+    {
+        return Err(format!("contains the forbidden character {c:?}"));
+    }
+    Ok(())
+}
+
+/// Validate a project path given by a user (`a/b`), segment by segment.
+pub fn validate_project(project: &str) -> Result<(), String> {
+    if project.is_empty() {
+        return Ok(());
+    }
+    for seg in project.split('/') {
+        validate_segment(seg).map_err(|e| format!("project segment {seg:?} {e}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(rel: &str) -> InboxEntry {
+        classify_inbox_path(Path::new("/r/inbox"), &Path::new("/r/inbox").join(rel))
+    }
+
+    #[test]
+    fn prompt_at_top_and_nested() {
+        assert_eq!(
+            classify("hello.prompt.md"),
+            InboxEntry::Prompt(PromptName {
+                project: "".into(),
+                name: "hello".into()
+            })
+        );
+        assert_eq!(
+            classify("acme/api/fix bug.prompt.md"),
+            InboxEntry::Prompt(PromptName {
+                project: "acme/api".into(),
+                name: "fix bug".into()
+            })
+        );
+    }
+
+    #[test]
+    fn ignores_non_candidates() {
+        for rel in [
+            "x.running.md",
+            "x.prompt.md.tmp",
+            ".x.prompt.md",
+            ".git/x.prompt.md",
+            "x.md",
+            ".prompt.md",
+        ] {
+            assert_eq!(classify(rel), InboxEntry::Ignored, "{rel}");
+        }
+    }
+
+    #[test]
+    fn invalid_names_are_reported_not_ignored() {
+        for rel in ["bad\nname.prompt.md", "-rf.prompt.md", " x.prompt.md"] {
+            assert!(
+                matches!(classify(rel), InboxEntry::InvalidName { .. }),
+                "{rel:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn segment_rules() {
+        assert!(validate_segment("ok-name_1.v2").is_ok());
+        for bad in ["", ".", "..", "a/b", "a\0b", "x\n", "-x", &"a".repeat(201)] {
+            assert!(validate_segment(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_project("a/b").is_ok());
+        assert!(validate_project("a/../b").is_err());
+        assert!(validate_project("/abs").is_err());
+    }
+
+    #[test]
+    fn abort_marker_is_recognised_only_in_a_run_dir() {
+        let l = Layout::new("/r");
+        let id = JobId::parse("0190b6a0-0000-7000-8000-000000000000").expect("valid id");
+        assert_eq!(l.abort_marker_job(&l.abort_marker(&id)), Some(id.clone()));
+        assert_eq!(l.abort_marker_job(&l.inbox().join("ABORT")), None);
+        assert_eq!(l.abort_marker_job(&l.job_json(&id)), None);
+    }
+}

@@ -1,0 +1,48 @@
+//! jobwarden: a job-supervisor daemon. Operators and tools drop prompt files
+//! (`*.prompt.md`) into an inbox; the daemon claims each exactly once by
+//! atomic rename and runs a job for it under a per-job monitor process that
+//! captures its output live, heartbeats its `job.json`, honours `ABORT`
+//! markers and archives the prompt when the job ends. Jobs survive daemon
+//! restarts. The contract is the on-disk layout (see `docs/`).
+//!
+//! # Layout
+//!
+//! - `main.rs` — parse arguments, start tracing, call [`commands::run`], map to an exit code.
+//! - [`cli`] — clap types only.
+//! - [`commands`] — one file per subcommand; the CLI edge (env, signals, printing).
+//! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
+//!   `config/template.rs`: placeholders.
+//! - [`layout`] — the only module that knows names under the root; name validation.
+//! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks.
+//! - [`clock`] — RFC 3339 millisecond timestamps.
+//! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
+//! - [`job`] — job id, states with the one transition table, the `job.json` record.
+//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.
+//! - [`inbox`] — notify → channel bridge and inbox scans.
+//! - [`claim`] — inbox file → queued job (or rejected), exactly once.
+//! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
+//!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`).
+//! - [`recover`] — startup reconciliation and re-adoption of live monitors.
+//! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
+//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
+//! - [`terminal`] — ending a job: terminal record, then archive, in a recoverable order.
+//! - [`abort`] — the ABORT marker contract (write and read).
+//! - [`procfs`] — process facts from `/proc` (start times).
+
+pub mod abort;
+pub mod claim;
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod events;
+pub mod fsio;
+pub mod inbox;
+pub mod job;
+pub mod layout;
+pub mod monitor;
+pub mod procfs;
+pub mod recover;
+pub mod terminal;

@@ -1,0 +1,334 @@
+//! The per-job monitor process (`jobwarden monitor <job>`), started by the
+//! daemon in its own session so that jobs outlive daemon restarts (the
+//! conmon / containerd-shim pattern). From its start it is the only writer
+//! of its job's `job.json`: it runs the command in its own process group,
+//! streams output to `job.log`, heartbeats, honours `ABORT` and the timeout,
+//! records the outcome, archives the prompt and exits.
+//!
+//! Abort and timeout escalate the same way: SIGTERM to the group,
+//! `abort_grace`, then SIGKILL to the group. The leader is observed exiting
+//! with `waitid(WNOWAIT)` and reaped only after its group has been killed,
+//! so its pgid cannot have been recycled when we signal it: stragglers
+//! (grandchildren) die with the job instead of being orphaned.
+
+mod abort_watch;
+mod output;
+mod spawn;
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::Pid;
+use serde_json::json;
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+
+use crate::clock::Timestamp;
+use crate::config::{Config, Profile};
+use crate::error::JobError;
+use crate::events::EventLog;
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::Layout;
+use crate::{abort, fsio, procfs, terminal};
+
+use abort_watch::AbortWatch;
+use output::{LogSink, SharedSink};
+
+/// Exit status of a monitor that found its job already supervised by
+/// another monitor (it changed nothing). EX_TEMPFAIL.
+pub const EXIT_ALREADY_SUPERVISED: i32 = 75;
+
+/// How long to wait for the output pipes to close once the group is dead.
+/// Only a process that left the job's group can hold them longer.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// How a monitor ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The job reached this terminal state.
+    Finished(JobState),
+    /// Another monitor holds the job; nothing was done.
+    AlreadySupervised,
+}
+
+/// Why the monitor is ending the job early.
+#[derive(Debug, Clone)]
+enum Ending {
+    Abort(String),
+    Timeout(Duration),
+}
+
+/// Supervise job `id` to its end. Must run on a current-thread runtime
+/// (see [`spawn::spawn`]).
+pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, JobError> {
+    let lock_path = layout.monitor_lock(&id);
+    let Some(_lock) = fsio::try_lock(&lock_path)? else {
+        return Ok(Outcome::AlreadySupervised);
+    };
+    let rec = JobRecord::load_job(&layout, &id)?;
+    if rec.state != JobState::Queued {
+        return Err(JobError::BadRecord {
+            path: layout.job_json(&id),
+            reason: format!(
+                "job is {}, and a monitor only starts a queued job",
+                rec.state
+            ),
+        });
+    }
+    let events = EventLog::open(&layout.events(&id), config.events);
+    let profile = config.default_profile().clone();
+    let mut job = Monitor {
+        layout,
+        config,
+        profile,
+        rec,
+        events,
+    };
+    job.start().await
+}
+
+struct Monitor<'a> {
+    layout: Layout,
+    config: &'a Config,
+    profile: Profile,
+    rec: JobRecord,
+    events: EventLog,
+}
+
+impl Monitor<'_> {
+    async fn start(&mut self) -> Result<Outcome, JobError> {
+        let id = self.rec.job_id.clone();
+        let me = std::process::id() as i32;
+        self.rec.monitor_pid = Some(me);
+        self.rec.monitor_start_time = procfs::start_time(me);
+        self.rec.log_path = Some(
+            self.layout
+                .relative(&self.layout.job_log(&id))
+                .to_string_lossy()
+                .into_owned(),
+        );
+        let mut abort_watch =
+            AbortWatch::start(&self.layout.run_dir(&id), self.layout.abort_marker(&id));
+        if abort::requested(&self.layout, &id) {
+            self.events
+                .append("abort_requested", json!({"while": "queued"}));
+            return self.end(JobState::Aborted, Some(abort::reason(&self.layout, &id)));
+        }
+        let plan = match spawn::plan(&self.layout, &self.profile, &self.rec) {
+            Ok(plan) => plan,
+            Err(reason) => return self.fail_to_start(reason),
+        };
+        self.rec.command = Some(plan.recorded_argv.clone());
+        self.rec.workdir = Some(plan.workdir.display().to_string());
+        let log_path = self.layout.job_log(&id);
+        let sink = LogSink::new(fsio::open_append(&log_path)?, self.config.max_log_bytes);
+        let child = match spawn::spawn(&plan) {
+            Ok(child) => child,
+            Err(reason) => return self.fail_to_start(reason),
+        };
+        let pid = child.id() as i32;
+        self.rec.pid = Some(pid);
+        self.rec.pgid = Some(pid);
+        self.rec.timeout_at = Some(Timestamp::now().plus(self.profile.timeout));
+        self.rec.heartbeat_at = Some(Timestamp::now());
+        self.rec.transition(&self.layout, JobState::Running, None)?;
+        self.events
+            .append("started", json!({"pid": pid, "argv": plan.recorded_argv}));
+        self.events.append(
+            "state",
+            json!({"from": JobState::Queued, "to": JobState::Running}),
+        );
+        self.supervise(child, sink, &mut abort_watch).await
+    }
+
+    fn fail_to_start(&mut self, reason: String) -> Result<Outcome, JobError> {
+        tracing::warn!(job = %self.rec.job_id, "{reason}");
+        self.rec.failure_stage = Some("run".into());
+        self.events
+            .append("spawn_failed", json!({"reason": reason}));
+        self.end(JobState::Failed, Some(reason))
+    }
+
+    async fn supervise(
+        &mut self,
+        mut child: std::process::Child,
+        sink: SharedSink,
+        abort_watch: &mut AbortWatch,
+    ) -> Result<Outcome, JobError> {
+        let pid = Pid::from_raw(child.id() as i32);
+        let pumps = [
+            child
+                .stdout
+                .take()
+                .and_then(|s| tokio::process::ChildStdout::from_std(s).ok())
+                .map(|s| output::pump(s, sink.clone())),
+            child
+                .stderr
+                .take()
+                .and_then(|s| tokio::process::ChildStderr::from_std(s).ok())
+                .map(|s| output::pump(s, sink.clone())),
+        ];
+        let mut exited = tokio::task::spawn_blocking(move || wait_exit(pid));
+        let mut heartbeat = tokio::time::interval_at(
+            Instant::now() + self.config.heartbeat_interval,
+            self.config.heartbeat_interval,
+        );
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let timeout = sleep_until(Instant::now() + self.profile.timeout);
+        tokio::pin!(timeout);
+        let mut ending: Option<Ending> = None;
+        let mut kill_at: Option<Instant> = None;
+        let status = loop {
+            tokio::select! {
+                status = &mut exited => break status.unwrap_or(Err(nix::errno::Errno::ECHILD)),
+                () = abort_watch.fired(), if ending.is_none() => {
+                    kill_at = Some(self.begin_abort(pid, &mut ending, &sink));
+                }
+                () = &mut timeout, if ending.is_none() => {
+                    self.events.append("timeout", json!({"after": humantime::format_duration(self.profile.timeout).to_string()}));
+                    ending = Some(Ending::Timeout(self.profile.timeout));
+                    kill_at = Some(self.terminate(pid, &sink));
+                }
+                () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
+                    self.signal_group(pid, Signal::SIGKILL, &sink);
+                    kill_at = None;
+                }
+                _ = heartbeat.tick() => {
+                    if ending.is_none() && abort::requested(&self.layout, &self.rec.job_id) {
+                        kill_at = Some(self.begin_abort(pid, &mut ending, &sink));
+                    }
+                    self.heartbeat(&sink);
+                }
+            }
+        };
+        // The leader has exited but is not reaped, so its pgid is still ours:
+        // kill whatever of the group is left, then reap.
+        let _ = killpg(pid, Signal::SIGKILL);
+        let _ = waitpid(pid, None);
+        self.drain(pumps).await;
+        self.sync_log_fields(&sink);
+        let (state, reason) = self.verdict(&status, ending);
+        self.events.append("exited", exit_fields(&status));
+        self.end(state, reason)
+    }
+
+    fn begin_abort(&mut self, pid: Pid, ending: &mut Option<Ending>, sink: &SharedSink) -> Instant {
+        let now = Timestamp::now();
+        self.rec.abort_requested_at = Some(now);
+        self.events.append("abort_requested", json!({}));
+        *ending = Some(Ending::Abort(abort::reason(&self.layout, &self.rec.job_id)));
+        self.terminate(pid, sink)
+    }
+
+    /// SIGTERM to the group; returns when to escalate to SIGKILL.
+    fn terminate(&mut self, pid: Pid, sink: &SharedSink) -> Instant {
+        self.signal_group(pid, Signal::SIGTERM, sink);
+        Instant::now() + self.config.abort_grace
+    }
+
+    /// Signal the job's group, and say so in its log and events.
+    fn signal_group(&mut self, pgid: Pid, sig: Signal, sink: &SharedSink) {
+        let result = killpg(pgid, sig);
+        output::lock(sink).note(&format!("sent {} to the job's process group", sig.as_str()));
+        self.events.append(
+            "signal",
+            json!({"name": sig.as_str(), "pgid": pgid.as_raw(), "ok": result.is_ok()}),
+        );
+        tracing::info!(job = %self.rec.job_id, signal = sig.as_str(), "signalled the job's process group");
+    }
+
+    fn heartbeat(&mut self, sink: &SharedSink) {
+        self.sync_log_fields(sink);
+        self.rec.heartbeat_at = Some(Timestamp::now());
+        // Fail-soft: a missed heartbeat shows as a stale one; the job goes on.
+        if let Err(e) = self.rec.save(&self.layout) {
+            tracing::warn!(job = %self.rec.job_id, "heartbeat: {e}");
+        }
+    }
+
+    fn sync_log_fields(&mut self, sink: &SharedSink) {
+        let s = output::lock(sink);
+        self.rec.log_bytes = s.bytes;
+        self.rec.last_output_at = s.last_output_at;
+        if s.truncated && !self.rec.log_truncated {
+            self.rec.log_truncated = true;
+            self.events.append(
+                "output_capped",
+                json!({"max_log_bytes": self.config.max_log_bytes}),
+            );
+        }
+    }
+
+    /// Wait for the pipes to close; give up on output held open by a process
+    /// that escaped the job's group.
+    async fn drain(&mut self, pumps: [Option<tokio::task::JoinHandle<()>>; 2]) {
+        for pump in pumps.into_iter().flatten() {
+            let abort = pump.abort_handle();
+            if tokio::time::timeout(DRAIN_LIMIT, pump).await.is_err() {
+                abort.abort();
+                tracing::warn!(job = %self.rec.job_id, "output still held open by a process outside the job's group; stopped reading it");
+            }
+        }
+    }
+
+    fn verdict(
+        &mut self,
+        status: &nix::Result<WaitStatus>,
+        ending: Option<Ending>,
+    ) -> (JobState, Option<String>) {
+        match status {
+            Ok(WaitStatus::Exited(_, code)) => self.rec.exit_code = Some(*code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => self.rec.signal = Some(sig.as_str().to_owned()),
+            _ => {}
+        }
+        match ending {
+            Some(Ending::Abort(reason)) => (JobState::Aborted, Some(reason)),
+            Some(Ending::Timeout(after)) => (
+                JobState::TimedOut,
+                Some(format!(
+                    "timed out after {}",
+                    humantime::format_duration(after)
+                )),
+            ),
+            None => self.verdict_on_exit(status),
+        }
+    }
+
+    fn verdict_on_exit(&mut self, status: &nix::Result<WaitStatus>) -> (JobState, Option<String>) {
+        let reason = match status {
+            Ok(WaitStatus::Exited(_, 0)) => return (JobState::Succeeded, None),
+            Ok(WaitStatus::Exited(_, code)) => format!("the command exited with code {code}"),
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
+                format!("the command was killed by {}", sig.as_str())
+            }
+            Ok(other) => format!("the command ended in an unexpected way: {other:?}"),
+            Err(e) => format!("waiting for the command failed: {e}"),
+        };
+        self.rec.failure_stage = Some("run".into());
+        (JobState::Failed, Some(reason))
+    }
+
+    fn end(&mut self, state: JobState, reason: Option<String>) -> Result<Outcome, JobError> {
+        terminal::finish(&self.layout, &mut self.rec, &mut self.events, state, reason)?;
+        tracing::info!(job = %self.rec.job_id, %state, "job ended");
+        Ok(Outcome::Finished(state))
+    }
+}
+
+/// Block until `pid` exits, without reaping it (WNOWAIT).
+fn wait_exit(pid: Pid) -> nix::Result<WaitStatus> {
+    loop {
+        match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
+}
+
+fn exit_fields(status: &nix::Result<WaitStatus>) -> serde_json::Value {
+    match status {
+        Ok(WaitStatus::Exited(_, code)) => json!({"code": code, "signal": null}),
+        Ok(WaitStatus::Signaled(_, sig, _)) => json!({"code": null, "signal": sig.as_str()}),
+        other => json!({"code": null, "signal": null, "detail": format!("{other:?}")}),
+    }
+}

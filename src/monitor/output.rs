@@ -1,0 +1,135 @@
+//! Live capture of a job's stdout and stderr into `job.log`: each chunk is
+//! written as it arrives (nothing is buffered until exit), both streams into
+//! one file in arrival order, capped at `max_log_bytes` with a visible
+//! marker. Past the cap the pipes are still drained, so the job never
+//! blocks on a full pipe.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+
+use crate::clock::Timestamp;
+use crate::config::format_size;
+
+const CHUNK: usize = 16 * 1024;
+
+/// The log file and what has been written to it.
+#[derive(Debug)]
+pub struct LogSink {
+    file: File,
+    cap: u64,
+    /// Bytes written, marker included.
+    pub bytes: u64,
+    pub truncated: bool,
+    pub last_output_at: Option<Timestamp>,
+}
+
+/// Shared by the two pump tasks and the monitor's heartbeat. A std mutex:
+/// it is held only for one `write`, never across an await.
+pub type SharedSink = Arc<Mutex<LogSink>>;
+
+impl LogSink {
+    pub fn new(file: File, cap: u64) -> SharedSink {
+        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Arc::new(Mutex::new(LogSink {
+            file,
+            cap,
+            bytes,
+            truncated: false,
+            last_output_at: None,
+        }))
+    }
+
+    /// Append `chunk`, honouring the cap.
+    pub fn write(&mut self, chunk: &[u8]) {
+        self.last_output_at = Some(Timestamp::now());
+        if self.truncated {
+            return;
+        }
+        let room = self.cap.saturating_sub(self.bytes) as usize;
+        let (kept, over) = if chunk.len() > room {
+            (&chunk[..room], true)
+        } else {
+            (chunk, false)
+        };
+        self.append(kept);
+        if over {
+            let marker = format!(
+                "\n[jobwarden: log capped at {} (max_log_bytes); further output discarded]\n",
+                format_size(self.cap)
+            );
+            self.append(marker.as_bytes());
+            self.truncated = true;
+        }
+    }
+
+    /// Write a line of jobwarden's own (signals sent, phase delimiters) into
+    /// the log, so a reader of the log alone sees what happened.
+    pub fn note(&mut self, text: &str) {
+        self.append(format!("[jobwarden: {text}]\n").as_bytes());
+    }
+
+    fn append(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        match self.file.write_all(bytes) {
+            Ok(()) => self.bytes += bytes.len() as u64,
+            // The job goes on; the heartbeat's log_bytes shows the log stalled.
+            Err(e) => tracing::warn!("writing job.log: {e}"),
+        }
+    }
+}
+
+/// Lock the sink, tolerating a pump that panicked while holding it.
+pub fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
+    sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Copy `stream` into the sink until EOF.
+pub fn pump<R: AsyncRead + Unpin + Send + 'static>(
+    mut stream: R,
+    sink: SharedSink,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) => return,
+                Ok(n) => lock(&sink).write(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("reading job output: {e}");
+                    return;
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_keeps_the_head_and_adds_one_marker() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.log");
+        let sink = LogSink::new(File::create(&path).expect("create"), 10);
+        lock(&sink).write(b"0123456");
+        lock(&sink).write(b"789abc");
+        lock(&sink).write(b"more");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            text.starts_with("0123456789\n[jobwarden: log capped at 10"),
+            "{text}"
+        );
+        assert_eq!(text.matches("log capped").count(), 1);
+        let s = lock(&sink);
+        assert!(s.truncated);
+        assert_eq!(s.bytes, text.len() as u64);
+    }
+}

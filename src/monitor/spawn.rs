@@ -1,0 +1,215 @@
+//! Turning a profile into a running process: the argv with placeholders
+//! filled, the working folder, the clean environment, stdin; then the spawn
+//! in a new process group whose leader dies with the monitor.
+//!
+//! Everything that can be wrong with the plan (program not found, workdir
+//! missing) is found here, before the fork, so the job's `state_reason`
+//! names it plainly.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::config::{Profile, PromptVia, Vars};
+use crate::job::JobRecord;
+use crate::layout::Layout;
+
+/// Variables passed through from the monitor's environment to every job.
+const ENV_ALLOWLIST: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SHELL",
+];
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A job's process, decided but not yet started.
+#[derive(Debug)]
+pub struct Plan {
+    program: PathBuf,
+    /// argv as run, argv[0] as configured.
+    pub argv: Vec<String>,
+    /// argv as recorded: a prompt passed as an argument is elided.
+    pub recorded_argv: Vec<String>,
+    pub workdir: PathBuf,
+    env: Vec<(String, OsString)>,
+    stdin: Option<PathBuf>,
+}
+
+/// Build the plan for `rec` under `profile`, or say why it cannot run.
+pub fn plan(layout: &Layout, profile: &Profile, rec: &JobRecord) -> Result<Plan, String> {
+    let id = &rec.job_id;
+    let prompt_file = layout.prompt_copy(id);
+    let mut vars = Vars::from([
+        ("job_id", id.to_string()),
+        ("run_dir", layout.run_dir(id).display().to_string()),
+        ("prompt_file", prompt_file.display().to_string()),
+        ("project", rec.project.clone()),
+        ("name", rec.name.clone()),
+        ("attempt", rec.attempt.to_string()),
+        ("root", layout.root().display().to_string()),
+    ]);
+    let workdir = layout.root().join(profile.workdir.render(&vars));
+    if !workdir.is_dir() {
+        return Err(format!(
+            "workdir {} does not exist or is not a folder; create it or fix profiles.{}.workdir",
+            workdir.display(),
+            profile.name
+        ));
+    }
+    vars.insert("workdir", workdir.display().to_string());
+    let mut argv: Vec<String> = profile.command.iter().map(|t| t.render(&vars)).collect();
+    let mut recorded_argv = argv.clone();
+    match profile.prompt_via {
+        PromptVia::Stdin => {}
+        PromptVia::Arg => {
+            let text = std::fs::read_to_string(&prompt_file)
+                .map_err(|e| format!("reading the prompt {}: {e}", prompt_file.display()))?;
+            recorded_argv.push(format!("<prompt: {} bytes>", text.len()));
+            argv.push(text);
+        }
+        PromptVia::File if !profile.command.iter().any(|t| t.uses("prompt_file")) => {
+            argv.push(vars["prompt_file"].clone());
+            recorded_argv.push(vars["prompt_file"].clone());
+        }
+        PromptVia::File => {}
+    }
+    let env = environment(profile, rec, &vars);
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let program = resolve_program(&argv[0], &workdir, &path_var, &profile.name)?;
+    let stdin = (profile.prompt_via == PromptVia::Stdin).then_some(prompt_file);
+    Ok(Plan {
+        program,
+        argv,
+        recorded_argv,
+        workdir,
+        env,
+        stdin,
+    })
+}
+
+/// The job's whole environment: the allowlist and the profile's
+/// passthrough names from ours, the profile's fixed values, then ours.
+fn environment(profile: &Profile, rec: &JobRecord, vars: &Vars) -> Vec<(String, OsString)> {
+    let mut env: Vec<(String, OsString)> = Vec::new();
+    let mut set = |k: &str, v: OsString| {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_owned(), v));
+    };
+    for (k, v) in std::env::vars_os() {
+        let Some(k) = k.to_str() else { continue };
+        let allowed = ENV_ALLOWLIST.contains(&k)
+            || k.starts_with("LC_")
+            || profile.env_passthrough.iter().any(|p| p == k);
+        if allowed {
+            set(k, v);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        set("PATH", DEFAULT_PATH.into());
+    }
+    for (k, v) in &profile.env {
+        set(k, v.into());
+    }
+    set("JOBWARDEN_JOB_ID", rec.job_id.as_str().into());
+    set("JOBWARDEN_RUN_DIR", vars["run_dir"].clone().into());
+    set("JOBWARDEN_PROMPT_FILE", vars["prompt_file"].clone().into());
+    set("JOBWARDEN_ATTEMPT", rec.attempt.to_string().into());
+    set("JOBWARDEN_PROJECT", rec.project.clone().into());
+    set("JOBWARDEN_NAME", rec.name.clone().into());
+    env
+}
+
+/// Find the program the way `execvp` would, so that "not found" and "not
+/// executable" are reported by name before anything is started.
+fn resolve_program(
+    program: &str,
+    workdir: &Path,
+    path_var: &OsString,
+    profile: &str,
+) -> Result<PathBuf, String> {
+    let fix = format!("install it or set profiles.{profile}.command to its full path");
+    if program.contains('/') {
+        let path = workdir.join(program);
+        return match executable(&path) {
+            Some(true) => Ok(path),
+            Some(false) => Err(format!(
+                "command {program:?} is not executable ({})",
+                path.display()
+            )),
+            None => Err(format!(
+                "command not found: {program:?} does not exist; {fix}"
+            )),
+        };
+    }
+    let mut not_executable = None;
+    for dir in std::env::split_paths(path_var) {
+        let candidate = workdir.join(dir).join(program);
+        match executable(&candidate) {
+            Some(true) => return Ok(candidate),
+            Some(false) => not_executable = not_executable.or(Some(candidate)),
+            None => {}
+        }
+    }
+    match not_executable {
+        Some(p) => Err(format!(
+            "command {program:?} is not executable ({})",
+            p.display()
+        )),
+        None => Err(format!(
+            "command not found: {program:?} is not in the job's PATH ({}); {fix}",
+            path_var.to_string_lossy()
+        )),
+    }
+}
+
+/// `Some(is_executable)` for an existing regular file, `None` otherwise.
+fn executable(path: &Path) -> Option<bool> {
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    Some(meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Start the plan: its own process group (pgid = pid), stdout and stderr
+/// piped for the log, and SIGKILL to the leader if the monitor dies.
+///
+/// Must be called from the monitor's main thread: the parent-death signal
+/// fires when the *thread* that forked exits, and the monitor's runtime is
+/// single-threaded so that this thread lives as long as the monitor.
+pub fn spawn(plan: &Plan) -> Result<Child, String> {
+    let stdin = match &plan.stdin {
+        Some(p) => File::open(p)
+            .map(Stdio::from)
+            .map_err(|e| format!("opening the prompt {}: {e}", p.display()))?,
+        None => Stdio::null(),
+    };
+    let mut cmd = Command::new(&plan.program);
+    cmd.arg0(&plan.argv[0])
+        .args(&plan.argv[1..])
+        .current_dir(&plan.workdir)
+        .env_clear()
+        .envs(plan.env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let monitor = std::process::id();
+    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The monitor may have died before prctl took effect.
+            if libc::getppid() as u32 != monitor {
+                return Err(std::io::Error::other("monitor exited during spawn"));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map_err(|e| format!("cannot start {}: {e}", plan.program.display()))
+}
