@@ -61,6 +61,7 @@ enum Ending {
 /// Supervise job `id` to its end. Must run on a current-thread runtime
 /// (see [`spawn::spawn`]).
 pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, JobError> {
+    become_subreaper();
     let lock_path = layout.monitor_lock(&id);
     let Some(_lock) = fsio::try_lock(&lock_path)? else {
         return Ok(Outcome::AlreadySupervised);
@@ -206,6 +207,7 @@ impl Monitor<'_> {
         let _ = killpg(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);
         self.drain(pumps).await;
+        reap_orphans();
         self.sync_log_fields(&sink);
         let (state, reason) = self.verdict(&status, ending);
         self.events.append("exited", exit_fields(&status));
@@ -312,6 +314,26 @@ impl Monitor<'_> {
         terminal::finish(&self.layout, &mut self.rec, &mut self.events, state, reason)?;
         tracing::info!(job = %self.rec.job_id, %state, "job ended");
         Ok(Outcome::Finished(state))
+    }
+}
+
+/// Make this process the reaper of its descendants' orphans, so that a
+/// grandchild whose parent died is reparented here (and reaped here) rather
+/// than lingering as init's zombie.
+fn become_subreaper() {
+    // SAFETY: prctl with integer arguments touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
+        tracing::debug!("PR_SET_CHILD_SUBREAPER: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Reap every child that has already exited (orphaned grandchildren killed
+/// with the job's group). Never blocks.
+fn reap_orphans() {
+    while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
+        }
     }
 }
 
