@@ -162,6 +162,7 @@ pub fn scan(dir: &Path) -> Vec<Found> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
     use super::*;
 

@@ -323,7 +323,10 @@ impl Monitor<'_> {
 fn become_subreaper() {
     // SAFETY: prctl with integer arguments touches no memory.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
-        tracing::debug!("PR_SET_CHILD_SUBREAPER: {}", std::io::Error::last_os_error());
+        tracing::debug!(
+            "PR_SET_CHILD_SUBREAPER: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

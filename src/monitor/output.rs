@@ -111,6 +111,7 @@ pub fn pump<R: AsyncRead + Unpin + Send + 'static>(
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
     use super::*;
 

@@ -1,0 +1,121 @@
+//! What a job's process sees: a clean environment with the JOBWARDEN_*
+//! variables, its working directory and how the prompt reaches it.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use crate::support::*;
+
+/// `KEY=value` lines of a job log that printed `env`.
+fn env_of(log: &str) -> BTreeMap<String, String> {
+    log.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn job_environment_is_clean_but_carries_job_variables() {
+    let sb = Sandbox::new();
+    let script = sb.script("env", "env");
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script])
+            .env("PROFILE_VAR", "from-profile")
+            .profile("env_passthrough", "[\"PASS_ME\"]"),
+    );
+    let _d = Daemon::start_with_env(
+        &sb,
+        &[("SECRET_TOKEN", "x-secret"), ("PASS_ME", "passed-through")],
+    );
+    sb.drop_prompt("envproj", "show-env", "print the environment\n");
+
+    let job = sb.wait_done("envproj", "show-env", secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    let log = job.log();
+    let env = env_of(&log);
+    assert!(
+        !env.contains_key("SECRET_TOKEN"),
+        "daemon env leaked into the job:\n{log}"
+    );
+    assert!(
+        !log.contains("x-secret"),
+        "daemon env leaked into the job:\n{log}"
+    );
+    assert!(env.contains_key("PATH"), "PATH is set:\n{log}");
+    assert_eq!(env.get("JOBWARDEN_JOB_ID"), Some(&job.id), "{log}");
+    let run_dir = sb.run_dir(&job.id).to_string_lossy().into_owned();
+    assert_eq!(env.get("JOBWARDEN_RUN_DIR"), Some(&run_dir), "{log}");
+    assert_eq!(
+        env.get("JOBWARDEN_ATTEMPT").map(String::as_str),
+        Some("1"),
+        "{log}"
+    );
+    assert_eq!(
+        env.get("JOBWARDEN_PROJECT").map(String::as_str),
+        Some("envproj"),
+        "{log}"
+    );
+    assert!(env.contains_key("JOBWARDEN_PROMPT_FILE"), "{log}");
+    assert_eq!(
+        env.get("PROFILE_VAR").map(String::as_str),
+        Some("from-profile"),
+        "{log}"
+    );
+    assert_eq!(
+        env.get("PASS_ME").map(String::as_str),
+        Some("passed-through"),
+        "{log}"
+    );
+}
+
+#[test]
+fn workdir_defaults_to_the_run_dir() {
+    let sb = Sandbox::new();
+    let script = sb.script("pwd", "pwd -P");
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "where", "where am I\n");
+    let job = sb.wait_done("proj", "where", secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    let expected = sb.run_dir(&job.id).canonicalize().expect("run dir");
+    assert_eq!(job.log().trim(), expected.to_string_lossy());
+}
+
+#[test]
+fn configured_workdir_with_placeholders_is_used() {
+    let sb = Sandbox::new();
+    let script = sb.script("pwd", "pwd -P");
+    let work = sb.base.join("work");
+    fs::create_dir_all(work.join("proj")).expect("workdir");
+    let workdir = format!("{}/{{project}}", work.display());
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).profile("workdir", &q(&workdir)));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "where", "where am I\n");
+    let job = sb.wait_done("proj", "where", secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    assert_eq!(job.log().trim(), work.join("proj").to_string_lossy());
+}
+
+#[test]
+fn prompt_via_file_passes_the_path_and_stdin_is_empty() {
+    let sb = Sandbox::new();
+    let script = sb.script(
+        "readfile",
+        r#"echo "file:"; cat "$1"; echo; echo "stdin:"; cat; echo "end""#,
+    );
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script, "{prompt_file}"]).profile("prompt_via", "\"file\""),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "viafile", "the prompt body\n");
+    let job = sb.wait_done("proj", "viafile", secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    let log = job.log();
+    let (file_part, stdin_part) = log.split_once("stdin:").expect("both sections");
+    assert!(file_part.contains("the prompt body"), "{log}");
+    assert_eq!(
+        stdin_part.trim(),
+        "end",
+        "stdin is empty (/dev/null): {log:?}"
+    );
+}
