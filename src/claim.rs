@@ -90,15 +90,8 @@ fn claim_prompt(
             Ok(Claimed::Queued(rec))
         }
         Err(reason) => {
-            events.append("claimed", json!({"path": rec.inbox_path}));
-            terminal::finish(
-                layout,
-                &mut rec,
-                &mut events,
-                JobState::Rejected,
-                Some(reason),
-            )?;
-            Ok(Claimed::Rejected(rec))
+            let path = rec.inbox_path.clone();
+            reject(layout, rec, events, path, reason)
         }
     }
 }
@@ -128,12 +121,29 @@ fn claim_invalid_name(
         name: display.clone(),
     };
     let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
-    let mut rec = JobRecord::new_queued(id, &shown, archive_rel, host);
-    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
-    events.append("claimed", json!({"path": format!("inbox/{display}")}));
+    let rec = JobRecord::new_queued(id, &shown, archive_rel, host);
+    let events = EventLog::open(&layout.events(&rec.job_id), config.events);
     let reason = format!(
         "inbox file {display:?} has an invalid name: {reason}; rename it to a plain name and drop it again"
     );
+    reject(
+        layout,
+        rec,
+        events,
+        Some(format!("inbox/{display}")),
+        reason,
+    )
+}
+
+/// End a just-claimed job `rejected`, its file moved to the archive.
+fn reject(
+    layout: &Layout,
+    mut rec: JobRecord,
+    mut events: EventLog,
+    claimed_from: Option<String>,
+    reason: String,
+) -> Result<Claimed, JobError> {
+    events.append("claimed", json!({"path": claimed_from}));
     terminal::finish(
         layout,
         &mut rec,

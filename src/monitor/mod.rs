@@ -157,51 +157,8 @@ impl Monitor<'_> {
         abort_watch: &mut AbortWatch,
     ) -> Result<Outcome, JobError> {
         let pid = Pid::from_raw(child.id() as i32);
-        let pumps = [
-            child
-                .stdout
-                .take()
-                .and_then(|s| tokio::process::ChildStdout::from_std(s).ok())
-                .map(|s| output::pump(s, sink.clone())),
-            child
-                .stderr
-                .take()
-                .and_then(|s| tokio::process::ChildStderr::from_std(s).ok())
-                .map(|s| output::pump(s, sink.clone())),
-        ];
-        let mut exited = tokio::task::spawn_blocking(move || wait_exit(pid));
-        let mut heartbeat = tokio::time::interval_at(
-            Instant::now() + self.config.heartbeat_interval,
-            self.config.heartbeat_interval,
-        );
-        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let timeout = sleep_until(Instant::now() + self.profile.timeout);
-        tokio::pin!(timeout);
-        let mut ending: Option<Ending> = None;
-        let mut kill_at: Option<Instant> = None;
-        let status = loop {
-            tokio::select! {
-                status = &mut exited => break status.unwrap_or(Err(nix::errno::Errno::ECHILD)),
-                () = abort_watch.fired(), if ending.is_none() => {
-                    kill_at = Some(self.begin_abort(pid, &mut ending, &sink));
-                }
-                () = &mut timeout, if ending.is_none() => {
-                    self.events.append("timeout", json!({"after": humantime::format_duration(self.profile.timeout).to_string()}));
-                    ending = Some(Ending::Timeout(self.profile.timeout));
-                    kill_at = Some(self.terminate(pid, &sink));
-                }
-                () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
-                    self.signal_group(pid, Signal::SIGKILL, &sink);
-                    kill_at = None;
-                }
-                _ = heartbeat.tick() => {
-                    if ending.is_none() && abort::requested(&self.layout, &self.rec.job_id) {
-                        kill_at = Some(self.begin_abort(pid, &mut ending, &sink));
-                    }
-                    self.heartbeat(&sink);
-                }
-            }
-        };
+        let pumps = output::pump_child(&mut child, &sink);
+        let (status, ending) = self.watch(pid, &sink, abort_watch).await;
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.
         let _ = killpg(pid, Signal::SIGKILL);
@@ -214,11 +171,68 @@ impl Monitor<'_> {
         self.end(state, reason)
     }
 
-    fn begin_abort(&mut self, pid: Pid, ending: &mut Option<Ending>, sink: &SharedSink) -> Instant {
-        let now = Timestamp::now();
-        self.rec.abort_requested_at = Some(now);
+    /// Heartbeat, honour ABORT and the timeout, escalate to SIGKILL after
+    /// the grace, until the leader exits. Returns its (unreaped) status and
+    /// why the job was ended early, if it was.
+    async fn watch(
+        &mut self,
+        pid: Pid,
+        sink: &SharedSink,
+        abort_watch: &mut AbortWatch,
+    ) -> (nix::Result<WaitStatus>, Option<Ending>) {
+        let mut exited = tokio::task::spawn_blocking(move || wait_exit(pid));
+        let period = self.config.heartbeat_interval;
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let timeout = sleep_until(Instant::now() + self.profile.timeout);
+        tokio::pin!(timeout);
+        let mut ending: Option<Ending> = None;
+        let mut kill_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                status = &mut exited => return (status.unwrap_or(Err(nix::errno::Errno::ECHILD)), ending),
+                () = abort_watch.fired(), if ending.is_none() => {
+                    let why = self.abort_ending();
+                    kill_at = Some(self.end_early(pid, why, &mut ending, sink));
+                }
+                () = &mut timeout, if ending.is_none() => {
+                    let after = humantime::format_duration(self.profile.timeout).to_string();
+                    self.events.append("timeout", json!({"after": after}));
+                    let why = Ending::Timeout(self.profile.timeout);
+                    kill_at = Some(self.end_early(pid, why, &mut ending, sink));
+                }
+                () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
+                    self.signal_group(pid, Signal::SIGKILL, sink);
+                    kill_at = None;
+                }
+                _ = heartbeat.tick() => {
+                    // The fallback for a missed inotify event.
+                    if ending.is_none() && abort::requested(&self.layout, &self.rec.job_id) {
+                        let why = self.abort_ending();
+                        kill_at = Some(self.end_early(pid, why, &mut ending, sink));
+                    }
+                    self.heartbeat(sink);
+                }
+            }
+        }
+    }
+
+    /// Record the abort request and say why the job ends.
+    fn abort_ending(&mut self) -> Ending {
+        self.rec.abort_requested_at = Some(Timestamp::now());
         self.events.append("abort_requested", json!({}));
-        *ending = Some(Ending::Abort(abort::reason(&self.layout, &self.rec.job_id)));
+        Ending::Abort(abort::reason(&self.layout, &self.rec.job_id))
+    }
+
+    /// Start ending the job early: SIGTERM now; returns when to SIGKILL.
+    fn end_early(
+        &mut self,
+        pid: Pid,
+        why: Ending,
+        ending: &mut Option<Ending>,
+        sink: &SharedSink,
+    ) -> Instant {
+        *ending = Some(why);
         self.terminate(pid, sink)
     }
 

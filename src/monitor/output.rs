@@ -89,6 +89,25 @@ pub fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
     sink.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Start copying the child's stdout and stderr into the sink.
+pub fn pump_child(
+    child: &mut std::process::Child,
+    sink: &SharedSink,
+) -> [Option<JoinHandle<()>>; 2] {
+    let stdout = child
+        .stdout
+        .take()
+        .and_then(|s| tokio::process::ChildStdout::from_std(s).ok());
+    let stderr = child
+        .stderr
+        .take()
+        .and_then(|s| tokio::process::ChildStderr::from_std(s).ok());
+    [
+        stdout.map(|s| pump(s, sink.clone())),
+        stderr.map(|s| pump(s, sink.clone())),
+    ]
+}
+
 /// Copy `stream` into the sink until EOF.
 pub fn pump<R: AsyncRead + Unpin + Send + 'static>(
     mut stream: R,

@@ -162,3 +162,34 @@ fn prompts_dropped_before_the_daemon_starts_are_run() {
         assert_eq!(job.state(), "succeeded", "{:#}", job.record);
     }
 }
+
+#[test]
+fn inbox_on_another_filesystem_is_refused_naming_both_paths() {
+    let shm = std::path::Path::new("/dev/shm");
+    let same_fs = |a: &std::path::Path, b: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(a).expect("stat").dev() == fs::metadata(b).expect("stat").dev()
+    };
+    let sb = Sandbox::new();
+    if !shm.is_dir() || same_fs(shm, &sb.root) {
+        eprintln!("skipped: no second filesystem at /dev/shm to put the inbox on");
+        return;
+    }
+    let elsewhere = tempfile::tempdir_in(shm).expect("tempdir on /dev/shm");
+    std::os::unix::fs::symlink(elsewhere.path(), sb.root.join("inbox")).expect("symlink inbox");
+    sb.configure(&ConfigToml::new(&["true"]));
+
+    let mut d = Daemon::spawn(&sb, &[]);
+    let status = d.wait_exit(secs(10));
+    assert_eq!(status.code(), Some(2), "refused: {}", d.stderr());
+    let err = d.stderr();
+    assert!(err.contains("different filesystems"), "{err}");
+    assert!(
+        err.contains(&sb.root.join("inbox").display().to_string()),
+        "names the inbox: {err}"
+    );
+    assert!(
+        err.contains(&sb.root.join("runs").display().to_string()),
+        "names runs/: {err}"
+    );
+}

@@ -494,3 +494,45 @@ fn events_can_be_turned_off_globally() {
         job.ops()
     );
 }
+
+#[test]
+fn same_name_dropped_while_running_waits_for_the_first_job() {
+    let sb = Sandbox::new();
+    let script = sb.script(
+        "gate",
+        r#"echo start >> "$OUT/order.txt"
+while [ ! -e "$OUT/release" ]; do sleep 0.05; done
+echo end >> "$OUT/order.txt""#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).global("max_jobs", "4"));
+    let _d = Daemon::start(&sb);
+
+    sb.drop_prompt("proj", "twin", "first drop\n");
+    let first = sb.wait_state("proj", "twin", "running", secs(15));
+    let waiting = sb.drop_prompt("proj", "twin", "second drop\n");
+    assert_never(
+        "a second job of the same prompt while the first runs",
+        millis(800),
+        || sb.jobs_for("proj", "twin").len() > 1,
+    );
+    assert!(
+        waiting.exists(),
+        "the second drop waits in the inbox, untouched"
+    );
+    assert_eq!(
+        fs::read_to_string(&waiting).expect("waiting prompt"),
+        "second drop\n"
+    );
+
+    fs::write(sb.out().join("release"), "").expect("release");
+    let second = sb.wait_done_excluding("proj", "twin", std::slice::from_ref(&first.id), secs(15));
+    let first = sb.job(&first.id).expect("first job");
+    assert_eq!(first.state(), "succeeded", "{:#}", first.record);
+    assert_eq!(second.state(), "succeeded", "{:#}", second.record);
+    assert!(
+        second.time_ms("started_at") >= first.time_ms("finished_at"),
+        "the second job starts only after the first ended"
+    );
+    let order = fs::read_to_string(sb.out().join("order.txt")).expect("order");
+    assert_eq!(order, "start\nend\nstart\nend\n", "never overlapping");
+}
