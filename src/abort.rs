@@ -34,14 +34,22 @@ pub fn write_marker(layout: &Layout, id: &JobId, reason: Option<&str>) -> Result
     fsio::write_json_atomic(&layout.abort_marker(id), &marker)
 }
 
-/// Does `id` have an ABORT marker?
+/// Longest marker content read; the rest is ignored.
+const MAX_MARKER_BYTES: u64 = 4096;
+
+/// Does `id` have an ABORT marker? Any kind of file counts, even a
+/// symlink (which is never followed).
 pub fn requested(layout: &Layout, id: &JobId) -> bool {
-    layout.abort_marker(id).exists()
+    std::fs::symlink_metadata(layout.abort_marker(id)).is_ok()
 }
 
-/// The `state_reason` for a job ended by its marker.
+/// The `state_reason` for a job ended by its marker. Only the first 4 KiB
+/// of a regular file are read: a FIFO, device or symlink marker aborts the
+/// job all the same, without a reason, and can never block the reader.
 pub fn reason(layout: &Layout, id: &JobId) -> String {
-    let text = std::fs::read(layout.abort_marker(id)).unwrap_or_default();
+    let text = fsio::read_capped_nofollow(&layout.abort_marker(id), MAX_MARKER_BYTES)
+        .map(|(bytes, _)| bytes)
+        .unwrap_or_default();
     match marker_reason(&text) {
         Some(r) => format!("aborted by request: {r}"),
         None => "aborted by request (ABORT marker)".into(),

@@ -75,25 +75,58 @@ fn claim_prompt(
         Renamed::TargetExists => return Ok(Claimed::Busy(prompt)),
     }
     let id = JobId::generate();
-    fsio::create_dir_new(&layout.run_dir(&id))?;
-    let inbox_rel = layout.relative(&running).to_string_lossy().into_owned();
-    let mut rec = JobRecord::new_queued(id, &prompt, inbox_rel, host);
-    rec.profile = Some(config.default_profile().name.clone());
-    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
-    match read_prompt(&running, config.max_prompt_bytes) {
-        Ok(bytes) => {
-            fsio::create_new_synced(&layout.prompt_copy(&rec.job_id), &bytes)?;
-            rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
-            rec.save(layout)?;
-            events.append("claimed", json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256}));
-            events.append("queued", json!({}));
-            Ok(Claimed::Queued(rec))
+    create_job(layout, config, host, &running, &prompt, &id).map_err(|e| {
+        // Undo the claim: the prompt waits in the inbox for the next try
+        // instead of being stranded as `.running.md` without a record.
+        let _ = std::fs::remove_dir_all(layout.run_dir(&id));
+        match fsio::rename_noreplace(&running, path) {
+            Ok(Renamed::Done) => e,
+            Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
+            Err(undo) => undo_failed(e, &running, &undo.to_string()),
         }
+    })
+}
+
+fn undo_failed(e: JobError, running: &Path, why: &str) -> JobError {
+    tracing::error!(path = %running.display(), "claim failed and could not be undone ({why}); the prompt stays claimed until the next start reconciles it");
+    e
+}
+
+/// Steps 2–5 of the claim, for a prompt already renamed to `running`.
+fn create_job(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    running: &Path,
+    prompt: &PromptName,
+    id: &JobId,
+) -> Result<Claimed, JobError> {
+    let content = match read_prompt(running, config.max_prompt_bytes) {
+        Ok(bytes) => Ok(bytes),
+        Err(Refusal::Input(reason)) => Err(reason),
+        Err(Refusal::Io(e)) => return Err(e.into()),
+    };
+    fsio::create_dir_new(&layout.run_dir(id))?;
+    let inbox_rel = layout.relative(running).to_string_lossy().into_owned();
+    let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, host);
+    rec.profile = Some(config.default_profile().name.clone());
+    let mut events = EventLog::open(&layout.events(id), config.events);
+    let bytes = match content {
+        Ok(bytes) => bytes,
         Err(reason) => {
             let path = rec.inbox_path.clone();
-            reject(layout, rec, events, path, reason)
+            return reject(layout, rec, events, path, reason);
         }
-    }
+    };
+    fsio::create_new_synced(&layout.prompt_copy(id), &bytes)?;
+    rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
+    rec.save(layout)?;
+    events.append(
+        "claimed",
+        json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256}),
+    );
+    events.append("queued", json!({}));
+    Ok(Claimed::Queued(rec))
 }
 
 /// A `*.prompt.md` whose name cannot be used in a path: the claim moves it
@@ -107,7 +140,7 @@ fn claim_invalid_name(
     reason: String,
 ) -> Result<Claimed, JobError> {
     let id = JobId::generate();
-    let archive = layout.archived_prompt(JobState::Rejected, None, &id);
+    let archive = layout.archived_prompt(JobState::Rejected, &unnamed(), &id);
     if let Some(dir) = archive.parent() {
         fsio::create_dirs(dir)?;
     }
@@ -116,10 +149,9 @@ fn claim_invalid_name(
         Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
     }
     fsio::create_dir_new(&layout.run_dir(&id))?;
-    let shown = PromptName {
-        project: String::new(),
-        name: display.clone(),
-    };
+    // The file's own name is unusable as a key: the record says "unnamed"
+    // and its reason quotes the original.
+    let shown = unnamed();
     let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
     let rec = JobRecord::new_queued(id, &shown, archive_rel, host);
     let events = EventLog::open(&layout.events(&rec.job_id), config.events);
@@ -133,6 +165,14 @@ fn claim_invalid_name(
         Some(format!("inbox/{display}")),
         reason,
     )
+}
+
+/// The key of a prompt whose own name is unusable.
+fn unnamed() -> PromptName {
+    PromptName {
+        project: String::new(),
+        name: "unnamed".into(),
+    }
 }
 
 /// End a just-claimed job `rejected`, its file moved to the archive.
@@ -154,25 +194,34 @@ fn reject(
     Ok(Claimed::Rejected(rec))
 }
 
-/// The prompt's bytes, or why it is refused.
-fn read_prompt(path: &Path, max: u64) -> Result<Vec<u8>, String> {
-    let meta = fs::symlink_metadata(path).map_err(|e| format!("cannot inspect the prompt: {e}"))?;
+/// Why a claimed prompt's bytes could not be had.
+enum Refusal {
+    /// The input itself is unacceptable: the job is `rejected`.
+    Input(String),
+    /// The environment failed (permissions, I/O): the claim is undone and
+    /// retried later; the prompt is not the culprit.
+    Io(IoError),
+}
+
+/// The prompt's bytes, or why not.
+fn read_prompt(path: &Path, max: u64) -> Result<Vec<u8>, Refusal> {
+    let meta =
+        fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
     if meta.file_type().is_symlink() {
-        return Err("the prompt is a symlink; symlinks in the inbox are never followed, drop the file itself".into());
+        return Err(Refusal::Input("the prompt is a symlink; symlinks in the inbox are never followed, drop the file itself".into()));
     }
     if !meta.is_file() {
-        return Err("the prompt is not a regular file".into());
+        return Err(Refusal::Input("the prompt is not a regular file".into()));
     }
     if meta.len() > max {
-        return Err(too_large(meta.len(), max));
+        return Err(Refusal::Input(too_large(meta.len(), max)));
     }
-    let (bytes, over) =
-        fsio::read_capped_nofollow(path, max).map_err(|e: IoError| e.to_string())?;
+    let (bytes, over) = fsio::read_capped_nofollow(path, max).map_err(Refusal::Io)?;
     if over {
-        return Err(too_large(max + 1, max));
+        return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }
     if std::str::from_utf8(&bytes).is_err() {
-        return Err("the prompt is not valid UTF-8 text".into());
+        return Err(Refusal::Input("the prompt is not valid UTF-8 text".into()));
     }
     Ok(bytes)
 }

@@ -26,6 +26,12 @@ const DEMO_COMMAND: [&str; 3] = [
     "echo 'jobwarden demo profile: no agent is configured, so the prompt is echoed back:'; cat",
 ];
 
+/// Upper bounds: far beyond any sane setting, well below where time or size
+/// arithmetic could overflow. A prompt is read into memory, hence its cap.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+const MAX_PROMPT_BYTES: u64 = 64 << 20;
+const MAX_LOG_BYTES: u64 = 1 << 40;
+
 /// The environment a config is resolved in, captured once at the CLI edge so
 /// that resolution is a pure function (and testable).
 #[derive(Debug, Clone, Default)]
@@ -279,8 +285,13 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
         rescan_interval: v.duration("rescan_interval", raw.rescan_interval, "60s", true)?,
         settle: v.duration("settle", raw.settle, "2s", false)?,
         abort_grace: v.duration("abort_grace", raw.abort_grace, "10s", false)?,
-        max_prompt_bytes: v.size("max_prompt_bytes", raw.max_prompt_bytes, 1 << 20)?,
-        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20)?,
+        max_prompt_bytes: v.size(
+            "max_prompt_bytes",
+            raw.max_prompt_bytes,
+            1 << 20,
+            MAX_PROMPT_BYTES,
+        )?,
+        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES)?,
         shutdown: v.shutdown(raw.shutdown)?,
         events: raw.events.unwrap_or(true),
         profiles,
@@ -319,10 +330,21 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
                 "{key} = {text:?}: must be greater than zero"
             )));
         }
+        if d > MAX_DURATION {
+            return Err((self.err)(format!(
+                "{key} = {text:?}: must be at most 365 days"
+            )));
+        }
         Ok(d)
     }
 
-    fn size(&self, key: &str, v: Option<RawSize>, default: u64) -> Result<u64, ConfigError> {
+    fn size(
+        &self,
+        key: &str,
+        v: Option<RawSize>,
+        default: u64,
+        max: u64,
+    ) -> Result<u64, ConfigError> {
         let bytes = match v {
             None => default,
             Some(RawSize::Bytes(n)) => u64::try_from(n)
@@ -336,6 +358,12 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
         };
         if bytes == 0 {
             return Err((self.err)(format!("{key}: must be greater than zero")));
+        }
+        if bytes > max {
+            return Err((self.err)(format!(
+                "{key}: must be at most {}",
+                format_size(max)
+            )));
         }
         Ok(bytes)
     }
@@ -542,6 +570,36 @@ impl Config {
         // `profiles()` always inserts the default profile.
         &self.profiles[DEFAULT_PROFILE]
     }
+}
+
+/// First line of the config handed from the daemon to a monitor. The frame
+/// says how long the text is, so a monitor started by a daemon that died
+/// mid-handover can tell a cut-off config from a complete one (and an empty
+/// config, meaning built-in defaults, from nothing at all).
+const HANDOVER_MAGIC: &str = "jobwarden-config-v1";
+
+/// Frame `text` for a monitor's stdin.
+pub fn encode_handover(text: &str) -> Vec<u8> {
+    format!("{HANDOVER_MAGIC} {}\n{text}", text.len()).into_bytes()
+}
+
+/// Unframe a monitor's stdin; an incomplete or foreign frame is an error.
+pub fn decode_handover(bytes: &[u8]) -> Result<&str, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "config handover is not UTF-8".to_owned())?;
+    let (header, body) = text
+        .split_once('\n')
+        .ok_or("config handover has no header (was the monitor started by hand?)")?;
+    let len = header
+        .strip_prefix(HANDOVER_MAGIC)
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .ok_or_else(|| format!("config handover header {header:?} is not jobwarden's"))?;
+    if body.len() != len {
+        return Err(format!(
+            "config handover cut short: {} of {len} bytes",
+            body.len()
+        ));
+    }
+    Ok(body)
 }
 
 /// A size in the largest binary unit that divides it exactly.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
+use std::io::Write;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -114,7 +114,7 @@ struct Daemon {
     /// same prompt: retried when that job ends.
     blocked: HashMap<PromptName, PathBuf>,
     /// Files found by a rescan that are not yet `settle` old.
-    settling: DelayQueue<PathBuf>,
+    settling: DelayQueue<Found>,
     settling_paths: HashSet<PathBuf>,
     watch_degraded: bool,
 }
@@ -151,7 +151,7 @@ impl Daemon {
                     Some(signal) => self.on_signal(signal),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
                 },
-                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined),
+                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
                     self.on_settled(expired.into_inner());
                 }
@@ -186,8 +186,9 @@ impl Daemon {
         }
     }
 
-    /// A file seen only by a scan is claimed once its mtime is `settle` old;
-    /// until then a timer waits for it (no polling).
+    /// A file seen only by a scan is claimed once its mtime is `settle` old,
+    /// or once it has stayed unchanged for `settle` (an mtime in the future
+    /// must not hold a prompt back); until then a timer waits for it.
     fn consider_found(&mut self, found: Found) {
         let age = SystemTime::now()
             .duration_since(found.mtime)
@@ -195,15 +196,23 @@ impl Daemon {
         if age >= self.config.settle {
             self.consider(&found.path);
         } else if self.settling_paths.insert(found.path.clone()) {
-            self.settling.insert(found.path, self.config.settle - age);
+            self.settling.insert(found, self.config.settle - age);
         }
     }
 
-    fn on_settled(&mut self, path: PathBuf) {
-        self.settling_paths.remove(&path);
-        if let Ok(meta) = std::fs::symlink_metadata(&path) {
-            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-            self.consider_found(Found { path, mtime });
+    fn on_settled(&mut self, seen: Found) {
+        self.settling_paths.remove(&seen.path);
+        let Ok(meta) = std::fs::symlink_metadata(&seen.path) else {
+            return;
+        };
+        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if mtime == seen.mtime {
+            self.consider(&seen.path);
+        } else {
+            self.consider_found(Found {
+                path: seen.path,
+                mtime,
+            });
         }
     }
 
@@ -226,11 +235,16 @@ impl Daemon {
                 tracing::debug!(path = %path.display(), "claimed elsewhere or gone")
             }
             Ok(Claimed::Busy(prompt)) => {
-                tracing::debug!(%prompt, "an earlier job of this prompt still runs; it waits");
-                self.blocked.insert(prompt, path.to_path_buf());
+                if self
+                    .blocked
+                    .insert(prompt.clone(), path.to_path_buf())
+                    .is_none()
+                {
+                    tracing::info!(%prompt, "an earlier job of this prompt still holds it; the new drop waits for it");
+                }
             }
             Err(e) => {
-                tracing::error!(path = %path.display(), "claim failed, the file stays for the next rescan: {e}")
+                tracing::error!(path = %path.display(), "claim failed; the prompt was left (or put back) in the inbox for the next rescan: {e}")
             }
         }
     }
@@ -257,7 +271,16 @@ impl Daemon {
                 Ok(()) => {
                     self.running.insert(id, Slot::Child);
                 }
-                Err(e) => self.fail_unstarted(&id, format!("could not start its monitor: {e}")),
+                Err(e) => {
+                    // Out of processes, memory or descriptors: the job is not
+                    // at fault. It keeps its place; the next tick retries.
+                    tracing::error!(job = %id, "could not start its monitor, retrying on the next tick: {e}");
+                    if let Some(w) = self.watcher.as_mut() {
+                        w.watch_run_dir(&self.layout.run_dir(&id));
+                    }
+                    self.queue.push_front(id);
+                    return;
+                }
             }
         }
     }
@@ -284,28 +307,32 @@ impl Daemon {
             });
         }
         let mut child = cmd.spawn()?;
-        let text = self.config.text.clone();
-        let stdin = child.stdin.take();
+        // Hand the config over before anything else can happen (a shutdown,
+        // a crash): a monitor that does not receive the whole frame exits
+        // without touching its job. The monitor reads at once, so this
+        // blocking write of a few KiB never waits long.
+        if let Some(stdin) = child.stdin.take() {
+            let mut pipe = std::fs::File::from(stdin.into_owned_fd()?);
+            if let Err(e) = pipe.write_all(&crate::config::encode_handover(&self.config.text)) {
+                tracing::warn!(job = %id, "handing the config to the monitor: {e}");
+            }
+        }
         let id = id.clone();
         tracing::debug!(job = %id, pid = child.id(), "monitor started");
-        self.monitors.spawn(async move {
-            if let Some(mut stdin) = stdin {
-                // A monitor that died before reading shows up in its exit status.
-                let _ = stdin.write_all(text.as_bytes()).await;
-            }
-            (id, child.wait().await)
-        });
+        self.monitors.spawn(async move { (id, child.wait().await) });
         Ok(())
     }
 
     fn on_monitor_joined(
         &mut self,
         joined: Result<(JobId, std::io::Result<ExitStatus>), tokio::task::JoinError>,
-    ) {
-        let Ok((id, status)) = joined else {
-            tracing::error!("a monitor-wait task failed: {joined:?}");
-            return;
-        };
+    ) -> Result<(), DaemonError> {
+        // A lost wait task would leak its slot forever: stop instead, and let
+        // the service manager restart us (recovery re-adopts the job).
+        let (id, status) = joined.map_err(|e| DaemonError::TaskDied {
+            task: "monitor wait",
+            reason: e.to_string(),
+        })?;
         let how = match &status {
             Ok(s) => s.to_string(),
             Err(e) => format!("unknown ({e})"),
@@ -314,9 +341,10 @@ impl Daemon {
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_ALREADY_SUPERVISED)) {
             // Another monitor holds the job: keep the slot and watch its lock.
             self.running.insert(id, Slot::Adopted);
-            return;
+            return Ok(());
         }
         self.on_job_gone(&id, &how);
+        Ok(())
     }
 
     /// A slot's monitor is gone: the record must be terminal; if it is not,
@@ -325,23 +353,15 @@ impl Daemon {
         self.running.remove(id);
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
-                let reason = format!("its monitor exited ({how}) before the job ended");
-                tracing::warn!(job = %id, "{reason}");
-                let mut events = EventLog::open(&self.layout.events(id), self.config.events);
-                self.report(
-                    id,
-                    terminal::finish(
-                        &self.layout,
-                        &mut rec,
-                        &mut events,
-                        JobState::Interrupted,
-                        Some(reason),
-                    ),
-                );
+                let why = format!("its monitor exited ({how}) before the job ended");
+                recover::interrupt(&self.layout, &self.config, &mut rec, &why);
                 self.unblock(&rec.prompt_name());
             }
             Ok(rec) => {
                 tracing::info!(job = %id, state = %rec.state, "job ended");
+                // A monitor killed between its terminal record and the
+                // archive rename leaves the prompt claimed: finish the move.
+                recover::finish_archive(&self.layout, &rec);
                 self.unblock(&rec.prompt_name());
             }
             Err(e) => tracing::error!(job = %id, "after its monitor exited: {e}"),
@@ -354,23 +374,6 @@ impl Daemon {
         if let Some(path) = self.blocked.remove(prompt) {
             self.consider(&path);
         }
-    }
-
-    fn fail_unstarted(&mut self, id: &JobId, reason: String) {
-        tracing::error!(job = %id, "{reason}");
-        let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(&self.layout.events(id), self.config.events);
-            terminal::finish(
-                &self.layout,
-                &mut rec,
-                &mut events,
-                JobState::Failed,
-                Some(reason),
-            )?;
-            self.unblock(&rec.prompt_name());
-            Ok(())
-        });
-        self.report(id, result);
     }
 
     fn abort_if_queued(&mut self, id: &JobId) {
@@ -423,13 +426,15 @@ impl Daemon {
             .running
             .iter()
             .filter(|(id, slot)| {
-                matches!(slot, Slot::Adopted) && !recover::monitor_alive(&self.layout, id)
+                matches!(slot, Slot::Adopted)
+                    && recover::monitor_state(&self.layout, id) != recover::Monitor::Alive
             })
             .map(|(id, _)| id.clone())
             .collect();
         for id in gone {
             self.on_job_gone(&id, "adopted monitor no longer running");
         }
+        self.dispatch();
         self.write_state(Phase::Running);
     }
 

@@ -103,7 +103,14 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Renamed, IoError> {
             return Ok(Renamed::SourceGone);
         }
         Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
-        Err(Errno::EINVAL | Errno::ENOSYS) => return rename_by_link(from, to),
+        // No fallback: link-then-unlink could delete a prompt renamed in
+        // between. A filesystem without RENAME_NOREPLACE is refused loudly.
+        Err(e @ (Errno::EINVAL | Errno::ENOSYS)) => {
+            let msg = format!(
+                "{e}: this filesystem does not support renameat2(RENAME_NOREPLACE); put the root on ext4, xfs, btrfs or tmpfs"
+            );
+            return Err(IoError::new("renaming", from, io::Error::other(msg)));
+        }
         Err(e) => {
             return Err(with_target(
                 IoError::new("renaming", from, io::Error::from(e)),
@@ -124,26 +131,6 @@ fn with_target(mut e: IoError, to: &Path) -> IoError {
         format!("{} (to {})", e.source, to.display()),
     );
     e
-}
-
-/// Fallback for filesystems without `RENAME_NOREPLACE`: `link` refuses an
-/// existing target, then the source name is removed. A crash between the two
-/// leaves both names for the same file, which recovery resolves.
-fn rename_by_link(from: &Path, to: &Path) -> Result<Renamed, IoError> {
-    match fs::hard_link(from, to) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Renamed::TargetExists),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Renamed::SourceGone),
-        Err(e) => return Err(IoError::new("linking", from, e)),
-    }
-    match fs::remove_file(from) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(IoError::new("removing old name", from, e)),
-    }
-    sync_parent(to)?;
-    sync_parent(from)?;
-    Ok(Renamed::Done)
 }
 
 /// Create `dir` and its missing parents with [`DIR_MODE`].
@@ -171,6 +158,7 @@ pub fn open_append(path: &Path) -> Result<File, IoError> {
         .append(true)
         .create(true)
         .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .ctx("opening for append", path)
 }
@@ -186,6 +174,7 @@ pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
         .create(true)
         .truncate(false)
         .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .ctx("opening lock", path)?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
@@ -195,20 +184,25 @@ pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
     }
 }
 
-/// Read at most `limit` bytes of a regular file without following a symlink
-/// at `path`. Returns the bytes and whether the file was longer than `limit`.
+/// Read at most `limit` bytes of a regular file, never following a symlink
+/// at `path` and never blocking on a FIFO or device (those are refused).
+/// Returns the bytes and whether the file was longer than `limit`.
 pub fn read_capped_nofollow(path: &Path, limit: u64) -> Result<(Vec<u8>, bool), IoError> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ctx("opening", path)?;
+    if !f.metadata().ctx("inspecting", path)?.is_file() {
+        let e = io::Error::other("not a regular file");
+        return Err(IoError::new("reading", path, e));
+    }
     let mut bytes = Vec::new();
-    f.take(limit + 1)
+    f.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .ctx("reading", path)?;
     let over = bytes.len() as u64 > limit;
-    bytes.truncate(limit as usize);
+    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     Ok((bytes, over))
 }
 
@@ -259,5 +253,11 @@ mod tests {
         let l = dir.path().join("l");
         std::os::unix::fs::symlink(&f, &l).expect("symlink");
         assert!(read_capped_nofollow(&l, 100).is_err());
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        assert!(
+            read_capped_nofollow(&fifo, 100).is_err(),
+            "a FIFO is refused, not waited on"
+        );
     }
 }

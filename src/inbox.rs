@@ -54,7 +54,10 @@ impl InboxWatcher {
             path: inbox.clone(),
             source,
         };
-        let mut watcher = notify::recommended_watcher(handler).map_err(watch_err)?;
+        // Symlinked folders are never followed (a link to elsewhere must not
+        // make files outside the root claimable); scans agree.
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let mut watcher = RecommendedWatcher::new(handler, config).map_err(watch_err)?;
         watcher
             .watch(&inbox, RecursiveMode::Recursive)
             .map_err(watch_err)?;
@@ -131,6 +134,11 @@ pub struct Found {
 /// and never following symlinked folders. Unreadable folders are logged
 /// and skipped: one bad folder must not hide the rest of the inbox.
 pub fn scan(dir: &Path) -> Vec<Found> {
+    scan_suffix(dir, PROMPT_SUFFIX)
+}
+
+/// [`scan`] for files ending in `suffix`.
+pub fn scan_suffix(dir: &Path, suffix: &str) -> Vec<Found> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -146,10 +154,16 @@ pub fn scan(dir: &Path) -> Vec<Found> {
             if name.as_encoded_bytes().starts_with(b".") {
                 continue;
             }
-            let Ok(meta) = entry.metadata() else { continue };
+            let meta = match entry.metadata() {
+                Ok(meta) => meta,
+                Err(e) => {
+                    tracing::warn!("scanning {}: {e}", entry.path().display());
+                    continue;
+                }
+            };
             if meta.is_dir() {
                 stack.push(entry.path());
-            } else if name.as_encoded_bytes().ends_with(PROMPT_SUFFIX.as_bytes()) {
+            } else if name.as_encoded_bytes().ends_with(suffix.as_bytes()) {
                 let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 found.push(Found {
                     path: entry.path(),

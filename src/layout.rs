@@ -108,20 +108,19 @@ impl Layout {
     }
 
     /// Where a prompt rests after its last attempt ended in `state`.
-    ///
-    /// A prompt whose name could not be validated has no trustworthy
-    /// project or name, so it is archived flat under its job id.
-    pub fn archived_prompt(
-        &self,
-        state: JobState,
-        prompt: Option<&PromptName>,
-        id: &JobId,
-    ) -> PathBuf {
-        let dir = self.archive().join(state.as_str());
-        match prompt {
-            Some(p) => dir.join(&p.project).join(format!("{}.{}.md", p.name, id)),
-            None => dir.join(format!("unnamed.{id}.md")),
-        }
+    pub fn archived_prompt(&self, state: JobState, prompt: &PromptName, id: &JobId) -> PathBuf {
+        self.archive()
+            .join(state.as_str())
+            .join(&prompt.project)
+            .join(format!("{}.{id}.md", prompt.name))
+    }
+
+    /// Where an orphaned claim goes back to when its name is taken by a
+    /// newer drop: a sibling that sorts next to it and is never overwritten.
+    pub fn recovered_prompt(&self, prompt: &PromptName, stamp: u64) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!("{}.recovered-{stamp}{PROMPT_SUFFIX}", prompt.name))
     }
 
     /// `path` relative to the root, for records (falls back to the full path).
@@ -254,6 +253,21 @@ pub fn validate_segment(seg: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Validate a root-relative path read from a record: relative, plain
+/// components only, under `inbox/` or `archive/`.
+pub fn validate_record_path(p: &str) -> Result<(), String> {
+    let path = Path::new(p);
+    let mut comps = path.components();
+    match comps.next() {
+        Some(Component::Normal(first)) if first == "inbox" || first == "archive" => {}
+        _ => return Err("must be relative and start with inbox/ or archive/".into()),
+    }
+    if comps.any(|c| !matches!(c, Component::Normal(_))) || p.contains('\0') {
+        return Err("must not contain '..' or NUL".into());
+    }
+    Ok(())
+}
+
 /// Validate a project path given by a user (`a/b`), segment by segment.
 pub fn validate_project(project: &str) -> Result<(), String> {
     if project.is_empty() {
@@ -324,6 +338,21 @@ mod tests {
         assert!(validate_project("a/b").is_ok());
         assert!(validate_project("a/../b").is_err());
         assert!(validate_project("/abs").is_err());
+    }
+
+    #[test]
+    fn record_paths_stay_under_inbox_or_archive() {
+        assert!(validate_record_path("inbox/p/n.running.md").is_ok());
+        assert!(validate_record_path("archive/failed/n.x.md").is_ok());
+        for bad in [
+            "/etc/passwd",
+            "runs/x/job.json",
+            "inbox/../../etc",
+            "../inbox/x",
+            "",
+        ] {
+            assert!(validate_record_path(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -29,10 +29,7 @@ pub fn finish(
 ) -> Result<(), JobError> {
     let from = rec.state;
     let held = rec.inbox_path.as_ref().map(|p| layout.root().join(p));
-    let prompt = rec.prompt_name();
-    let valid_name = crate::layout::validate_project(&prompt.project).is_ok()
-        && crate::layout::validate_segment(&prompt.name).is_ok();
-    let archive = layout.archived_prompt(to, valid_name.then_some(&prompt), &rec.job_id);
+    let archive = layout.archived_prompt(to, &rec.prompt_name(), &rec.job_id);
     let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
     rec.archive_path = Some(archive_rel.clone());
     rec.inbox_path = Some(archive_rel.clone());

@@ -1,5 +1,5 @@
 //! `jobwarden monitor <job>` (hidden): one job's supervisor, started by the
-//! daemon. Reads the daemon's config text on stdin, then runs on a
+//! daemon. Reads the daemon's framed config text on stdin, then runs on a
 //! current-thread runtime (required by the parent-death signal, see
 //! `monitor::spawn`).
 
@@ -16,16 +16,19 @@ use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, Outcome};
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
     let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
-    let mut text = String::new();
+    let mut framed = Vec::new();
     std::io::stdin()
-        .read_to_string(&mut text)
+        .read_to_end(&mut framed)
         .context("reading the config from stdin")?;
+    // Without the daemon's complete config the job is left untouched: the
+    // daemon (or the next one) sees this monitor exit and deals with it.
+    let text = config::decode_handover(&framed).map_err(anyhow::Error::msg)?;
     let source = if text.is_empty() {
         ConfigSource::BuiltIn
     } else {
         ConfigSource::Inherited
     };
-    let config = config::parse(&text, source)?;
+    let config = config::parse(text, source)?;
     let root = config::resolve_root(global, &Env::from_process(), &config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

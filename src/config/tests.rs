@@ -130,3 +130,25 @@ fn explicit_config_must_exist() {
         "{err}"
     );
 }
+
+#[test]
+fn handover_round_trips_and_refuses_partial_frames() {
+    for text in [
+        "",
+        "max_jobs = 2\n[profiles.default]\ncommand = [\"true\"]\n",
+    ] {
+        let framed = encode_handover(text);
+        assert_eq!(decode_handover(&framed), Ok(text));
+        if !text.is_empty() {
+            assert!(
+                decode_handover(&framed[..framed.len() - 3]).is_err(),
+                "cut frame"
+            );
+        }
+    }
+    assert!(
+        decode_handover(b"").is_err(),
+        "nothing at all is not the built-in config"
+    );
+    assert!(decode_handover(b"max_jobs = 2\n").is_err(), "unframed text");
+}

@@ -9,7 +9,7 @@ use super::{JobId, JobState};
 use crate::clock::Timestamp;
 use crate::error::{IoContext, JobError};
 use crate::fsio;
-use crate::layout::{Layout, PromptName};
+use crate::layout::{self, Layout, PromptName};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -114,9 +114,36 @@ impl JobRecord {
         })
     }
 
-    /// Load the record of `id` from its run directory.
+    /// Load the record of `id` from its run directory, distrusting it: the
+    /// id must match the folder, the names must be valid path components and
+    /// the paths must stay under the root's inbox or archive. A record that
+    /// fails is `BadRecord`, never used to build a path.
     pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, JobError> {
-        Self::load(&layout.job_json(id))
+        let path = layout.job_json(id);
+        let rec = Self::load(&path)?;
+        rec.check(id)
+            .map_err(|reason| JobError::BadRecord { path, reason })?;
+        Ok(rec)
+    }
+
+    fn check(&self, id: &JobId) -> Result<(), String> {
+        if self.job_id != *id {
+            return Err(format!(
+                "job_id {:?} does not match its folder {id:?}",
+                self.job_id.as_str()
+            ));
+        }
+        layout::validate_project(&self.project).map_err(|e| format!("project: {e}"))?;
+        layout::validate_segment(&self.name).map_err(|e| format!("name {:?} {e}", self.name))?;
+        for (key, value) in [
+            ("inbox_path", &self.inbox_path),
+            ("archive_path", &self.archive_path),
+        ] {
+            if let Some(p) = value {
+                layout::validate_record_path(p).map_err(|e| format!("{key} {p:?}: {e}"))?;
+            }
+        }
+        Ok(())
     }
 
     /// The prompt this job is for.

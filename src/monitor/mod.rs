@@ -132,7 +132,13 @@ impl Monitor<'_> {
         self.rec.pgid = Some(pid);
         self.rec.timeout_at = Some(Timestamp::now().plus(self.profile.timeout));
         self.rec.heartbeat_at = Some(Timestamp::now());
-        self.rec.transition(&self.layout, JobState::Running, None)?;
+        if let Err(e) = self.rec.transition(&self.layout, JobState::Running, None) {
+            // Never leave a process running that no record shows: kill the
+            // group while its leader is unreaped, then fail.
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(pid), None);
+            return Err(e);
+        }
         self.events
             .append("started", json!({"pid": pid, "argv": plan.recorded_argv}));
         self.events.append(

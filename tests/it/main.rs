@@ -14,5 +14,6 @@ mod concurrency;
 mod config;
 mod daemon;
 mod env;
+mod hardening;
 mod lifecycle;
 mod recovery;

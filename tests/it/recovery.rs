@@ -41,14 +41,16 @@ fn restarted_daemon_adopts_a_running_job_and_keeps_its_slot() {
         "{}",
         first.stderr()
     );
-    let _second = Daemon::start(&sb);
-    wait_until("an adopted event for the running job", secs(10), || {
-        sb.job(&a.id)?
-            .ops()
-            .iter()
-            .any(|o| o == "adopted")
-            .then_some(())
-    });
+    let second = Daemon::start(&sb);
+    wait_until(
+        "the restarted daemon counting the adopted job as running",
+        secs(10),
+        || {
+            let file = fs::read(sb.root.join("daemon.json")).ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&file).ok()?;
+            (v["pid"] == second.pid && v["running"] == 1).then_some(())
+        },
+    );
 
     // The adopted job holds the only slot: a new prompt must wait.
     sb.drop_prompt("proj", "b", "must wait for the adopted job\n");
