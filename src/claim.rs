@@ -69,13 +69,16 @@ fn claim_prompt(
     prompt: PromptName,
 ) -> Result<Claimed, JobError> {
     let running = layout.running_prompt(&prompt);
-    match fsio::rename_noreplace(path, &running)? {
-        Renamed::Done => {}
-        Renamed::SourceGone => return Ok(Claimed::Lost),
-        Renamed::TargetExists => return Ok(Claimed::Busy(prompt)),
-    }
     let id = JobId::generate();
-    create_job(layout, config, host, &running, &prompt, &id).map_err(|e| {
+    let claimed = match fsio::rename_noreplace(path, &running) {
+        Ok(Renamed::Done) => create_job(layout, config, host, &running, &prompt, &id),
+        Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
+        Ok(Renamed::TargetExists) => return Ok(Claimed::Busy(prompt)),
+        // The rename may have happened and only its fsync failed.
+        Err(e) if running.exists() && !path.exists() => Err(e.into()),
+        Err(e) => return Err(e.into()),
+    };
+    claimed.map_err(|e| {
         // Undo the claim: the prompt waits in the inbox for the next try
         // instead of being stranded as `.running.md` without a record.
         let _ = std::fs::remove_dir_all(layout.run_dir(&id));
