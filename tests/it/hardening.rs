@@ -7,6 +7,16 @@ use std::path::Path;
 
 use crate::support::*;
 
+/// A prompt held as `inbox/proj/<name>.running.md` by a queued record, as a
+/// claim leaves it just before its daemon died.
+fn queued_before_a_crash(sb: &Sandbox, id: &str, name: &str, body: &str) {
+    let dir = sb.project_dir("proj");
+    fs::create_dir_all(&dir).expect("project dir");
+    fs::write(dir.join(format!("{name}.running.md")), body).expect("held prompt");
+    let held = format!("inbox/proj/{name}.running.md");
+    write_queued_record(sb, id, "proj", name, &held);
+}
+
 /// A minimal queued record, as a claim would have written it.
 fn write_queued_record(sb: &Sandbox, id: &str, project: &str, name: &str, inbox_path: &str) {
     let dir = sb.run_dir(id);
@@ -90,10 +100,7 @@ fn queued_record_from_a_dead_daemon_runs_once_after_restart() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["cat"]));
     let id = "01a20000-0000-7000-8000-00000000beef";
-    let dir = sb.project_dir("proj");
-    fs::create_dir_all(&dir).expect("project dir");
-    fs::write(dir.join("q.running.md"), "queued before a crash\n").expect("held prompt");
-    write_queued_record(&sb, id, "proj", "q", "inbox/proj/q.running.md");
+    queued_before_a_crash(&sb, id, "q", "queued before a crash\n");
 
     let _d = Daemon::start(&sb);
     let job = wait_until("the recovered queued job to finish", secs(15), || {
@@ -139,10 +146,7 @@ fn monitor_without_the_daemons_config_leaves_the_job_untouched() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["cat"]));
     let id = "01a20000-0000-7000-8000-00000000cafe";
-    let dir = sb.project_dir("proj");
-    fs::create_dir_all(&dir).expect("project dir");
-    fs::write(dir.join("m.running.md"), "must not run the demo\n").expect("held prompt");
-    write_queued_record(&sb, id, "proj", "m", "inbox/proj/m.running.md");
+    queued_before_a_crash(&sb, id, "m", "must not run the demo\n");
 
     let out = sb.run(&["monitor", id]); // stdin is /dev/null: no handover frame
     assert_eq!(out.code(), 2, "refused: {}", out.stderr);
