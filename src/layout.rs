@@ -123,6 +123,22 @@ impl Layout {
             .join(format!("{}.recovered-{stamp}{PROMPT_SUFFIX}", prompt.name))
     }
 
+    /// A root-relative path from a record (checked by
+    /// [`validate_record_path`] when the record was loaded), made absolute.
+    pub fn resolve(&self, record_path: &str) -> PathBuf {
+        self.root.join(record_path)
+    }
+
+    /// Where a corrupt `job.json` is moved aside (never deleted).
+    pub fn corrupt_record(&self, id: &JobId, stamp: u64) -> PathBuf {
+        self.run_dir(id).join(format!("job.json.corrupt-{stamp}"))
+    }
+
+    /// A job's working folder: a configured path, relative ones under the root.
+    pub fn workdir(&self, configured: &str) -> PathBuf {
+        self.root.join(configured)
+    }
+
     /// `path` relative to the root, for records (falls back to the full path).
     pub fn relative(&self, path: &Path) -> PathBuf {
         path.strip_prefix(&self.root)

@@ -101,8 +101,7 @@ fn load_or_set_aside(layout: &Layout, id: &JobId) -> Option<JobRecord> {
     match JobRecord::load_job(layout, id) {
         Ok(rec) => Some(rec),
         Err(JobError::BadRecord { path, reason }) => {
-            let aside =
-                path.with_file_name(format!("job.json.corrupt-{}", Timestamp::now().epoch_ms()));
+            let aside = layout.corrupt_record(id, Timestamp::now().epoch_ms());
             match fsio::rename_noreplace(&path, &aside) {
                 Ok(_) => {
                     tracing::error!(job = %id, "corrupt record ({reason}) moved aside to {}", aside.display())
@@ -166,7 +165,7 @@ pub fn interrupt(layout: &Layout, config: &Config, rec: &mut JobRecord, why: &st
 /// claimed prompt still does: finish the interrupted move. Returns false if
 /// the prompt is still where the job held it.
 pub fn finish_archive(layout: &Layout, rec: &JobRecord) -> bool {
-    let Some(archive) = rec.archive_path.as_ref().map(|p| layout.root().join(p)) else {
+    let Some(archive) = rec.archive_path.as_deref().map(|p| layout.resolve(p)) else {
         return true;
     };
     let held = layout.running_prompt(&rec.prompt_name());

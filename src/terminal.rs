@@ -28,7 +28,7 @@ pub fn finish(
     reason: Option<String>,
 ) -> Result<(), JobError> {
     let from = rec.state;
-    let held = rec.inbox_path.as_ref().map(|p| layout.root().join(p));
+    let held = rec.inbox_path.as_deref().map(|p| layout.resolve(p));
     let archive = layout.archived_prompt(to, &rec.prompt_name(), &rec.job_id);
     let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
     rec.archive_path = Some(archive_rel.clone());

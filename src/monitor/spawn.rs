@@ -49,7 +49,7 @@ pub fn plan(layout: &Layout, profile: &Profile, rec: &JobRecord) -> Result<Plan,
         ("attempt", rec.attempt.to_string()),
         ("root", layout.root().display().to_string()),
     ]);
-    let workdir = layout.root().join(profile.workdir.render(&vars));
+    let workdir = layout.workdir(&profile.workdir.render(&vars));
     if !workdir.is_dir() {
         return Err(format!(
             "workdir {} does not exist or is not a folder; create it or fix profiles.{}.workdir",
