@@ -40,6 +40,13 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
 
+    /// Query and maintain the execution-history ledger.
+    #[command(subcommand)]
+    History(HistoryCommand),
+
+    /// Apply retention: prune old run folders, archived prompts and artifacts.
+    Gc(GcArgs),
+
     /// Supervise one job (started by the daemon; not for interactive use).
     #[command(hide = true)]
     Monitor(MonitorArgs),
@@ -68,4 +75,120 @@ pub enum ConfigCommand {
 pub struct MonitorArgs {
     /// The job to supervise; its record must exist under runs/.
     pub job: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Executions, newest first.
+    List(HistoryListArgs),
+    /// One execution with its artifacts and paths.
+    Show(HistoryShowArgs),
+    /// Lifetime counts by outcome, success rate and durations, per project.
+    Stats(HistoryStatsArgs),
+    /// Exit 0 if a prompt is in cooldown, 1 if it is eligible, 2 on error; prints nothing.
+    Check(HistoryCheckArgs),
+    /// Record a run jobwarden did not supervise.
+    Record(HistoryRecordArgs),
+    /// Export executions as JSON.
+    Export(HistoryExportArgs),
+    /// Executions that ran on or changed a path.
+    WhoTouched(WhoTouchedArgs),
+    /// Backfill missing rows from runs/*/job.json (idempotent).
+    Repair(RepairArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryListArgs {
+    /// Only this project ("" for the top of the inbox).
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Only this prompt name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected).
+    #[arg(long)]
+    pub outcome: Option<String>,
+    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryShowArgs {
+    /// Execution (job) id.
+    pub job: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryStatsArgs {
+    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only this project.
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryCheckArgs {
+    /// The prompt's project ("" for the top of the inbox).
+    pub project: String,
+    /// The prompt's name (without .prompt.md).
+    pub name: String,
+    /// Cooldown in seconds for failure, timeout and rate_limited (default: the default profile's).
+    #[arg(long, value_name = "SECS")]
+    pub cooldown: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryRecordArgs {
+    /// The prompt's project ("" for the top of the inbox).
+    pub project: String,
+    /// The prompt's name (without .prompt.md).
+    pub name: String,
+    /// success, failure, timeout, rate_limited, aborted, interrupted or rejected.
+    pub outcome: String,
+    #[arg(long)]
+    pub exit_code: Option<i32>,
+    #[arg(long, default_value_t = 1)]
+    pub attempt: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryExportArgs {
+    /// `json`: every execution; `night-watch`: {projectDir: {prdFile: {records: [...]}}}, newest 10 per prompt.
+    #[arg(long, default_value = "json")]
+    pub format: String,
+}
+
+#[derive(Debug, Args)]
+pub struct WhoTouchedArgs {
+    /// A file or folder path (absolute, or relative to the current folder).
+    pub path: std::path::PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Say what would be pruned, prune nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
 }

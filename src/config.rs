@@ -121,6 +121,44 @@ pub struct Profile {
     pub timeout: Duration,
     pub env: BTreeMap<String, String>,
     pub env_passthrough: Vec<String>,
+    /// Attempts in all, the first included (1: no automatic retry).
+    pub max_attempts: u32,
+    /// How long a `failure` or `timeout` defers the prompt's next claim.
+    pub cooldown: Duration,
+    pub rate_limit: RateLimit,
+}
+
+/// When a failed attempt counts as `rate_limited`, and its own cooldown.
+#[derive(Debug, Clone)]
+pub struct RateLimit {
+    pub exit_codes: Vec<i32>,
+    /// Matched against the tails of stdout and stderr.
+    pub patterns: Vec<regex::Regex>,
+    pub cooldown: Duration,
+}
+
+impl RateLimit {
+    /// Does a failed attempt with this exit code and output match?
+    pub fn matches(&self, exit_code: Option<i32>, output: &[&str]) -> bool {
+        exit_code.is_some_and(|c| self.exit_codes.contains(&c))
+            || self
+                .patterns
+                .iter()
+                .any(|re| output.iter().any(|o| re.is_match(o)))
+    }
+}
+
+/// Retention of finished work (`jobwarden gc`, and periodically in the daemon).
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Keep at least the newest this many terminal run folders and archived prompts.
+    pub keep_runs: usize,
+    /// Keep everything that finished less than this many days ago.
+    pub keep_days: u32,
+    /// Keep artifacts of only the newest this many executions per prompt.
+    pub keep_artifacts: usize,
+    /// How often the daemon runs retention.
+    pub gc_interval: Duration,
 }
 
 /// The validated configuration.
@@ -141,6 +179,12 @@ pub struct Config {
     pub shutdown: ShutdownPolicy,
     pub events: bool,
     pub profiles: BTreeMap<String, Profile>,
+    /// An `interrupted` job's prompt is requeued at once, up to this many
+    /// interruptions in a row; then it is archived as interrupted.
+    pub max_interrupts: u32,
+    /// Bytes of each output stream's tail kept in the ledger.
+    pub artifact_tail_bytes: u64,
+    pub retention: Retention,
 }
 
 // ---------------------------------------------------------------------------
@@ -159,6 +203,12 @@ struct RawConfig {
     max_log_bytes: Option<RawSize>,
     shutdown: Option<String>,
     events: Option<bool>,
+    max_interrupts: Option<i64>,
+    artifact_tail_bytes: Option<RawSize>,
+    keep_runs: Option<i64>,
+    keep_days: Option<i64>,
+    keep_artifacts: Option<i64>,
+    gc_interval: Option<String>,
     #[serde(default)]
     profiles: BTreeMap<String, RawProfile>,
 }
@@ -172,6 +222,17 @@ struct RawProfile {
     timeout: Option<String>,
     env: Option<BTreeMap<String, String>>,
     env_passthrough: Option<Vec<String>>,
+    max_attempts: Option<i64>,
+    cooldown: Option<String>,
+    rate_limit: Option<RawRateLimit>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    exit_codes: Option<Vec<i32>>,
+    patterns: Option<Vec<String>>,
+    cooldown: Option<String>,
 }
 
 /// A size is a string with a unit (`"64MiB"`) or a plain number of bytes.
@@ -295,6 +356,20 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
         shutdown: v.shutdown(raw.shutdown)?,
         events: raw.events.unwrap_or(true),
         profiles,
+        max_interrupts: v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000)? as u32,
+        artifact_tail_bytes: v.size(
+            "artifact_tail_bytes",
+            raw.artifact_tail_bytes,
+            64 << 10,
+            16 << 20,
+        )?,
+        retention: Retention {
+            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000)? as usize,
+            keep_days: v.count("keep_days", raw.keep_days, 30, 0, 36_500)? as u32,
+            keep_artifacts: v.count("keep_artifacts", raw.keep_artifacts, 10, 0, 1_000_000)?
+                as usize,
+            gc_interval: v.duration("gc_interval", raw.gc_interval, "1h", true)?,
+        },
     })
 }
 
@@ -303,6 +378,23 @@ struct Validator<'a, F: Fn(String) -> ConfigError> {
 }
 
 impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
+    /// An integer setting within `min..=max`.
+    fn count(
+        &self,
+        key: &str,
+        v: Option<i64>,
+        default: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<u64, ConfigError> {
+        match v.unwrap_or(default) {
+            n if (min..=max).contains(&n) => Ok(n as u64),
+            n => Err((self.err)(format!(
+                "{key} = {n}: must be between {min} and {max}"
+            ))),
+        }
+    }
+
     fn max_jobs(&self, v: Option<i64>) -> Result<usize, ConfigError> {
         match v.unwrap_or(4) {
             n @ 1..=4096 => Ok(n as usize),
@@ -428,6 +520,13 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             .map_err(|e| (self.err)(format!("{}: {e}", key("workdir"))))?;
         let via = p.prompt_via.clone().or_else(|| base.prompt_via.clone());
         let timeout = p.timeout.clone().or_else(|| base.timeout.clone());
+        let attempts = p.max_attempts.or(base.max_attempts);
+        let cooldown = p.cooldown.clone().or_else(|| base.cooldown.clone());
+        let rate_limit = p
+            .rate_limit
+            .clone()
+            .or_else(|| base.rate_limit.clone())
+            .unwrap_or_default();
         Ok(Profile {
             name: name.to_owned(),
             command,
@@ -448,6 +547,27 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
                     .or_else(|| base.env_passthrough.clone())
                     .unwrap_or_default(),
             )?,
+            max_attempts: self.count(&key("max_attempts"), attempts, 1, 1, 100)? as u32,
+            cooldown: self.duration(&key("cooldown"), cooldown, "2h", false)?,
+            rate_limit: self.rate_limit(&key("rate_limit"), rate_limit)?,
+        })
+    }
+
+    fn rate_limit(&self, key: &str, raw: RawRateLimit) -> Result<RateLimit, ConfigError> {
+        let patterns = raw
+            .patterns
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                regex::Regex::new(p).map_err(|e| {
+                    (self.err)(format!("{key}.patterns: {p:?} is not a valid regex: {e}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RateLimit {
+            exit_codes: raw.exit_codes.unwrap_or_default(),
+            patterns,
+            cooldown: self.duration(&format!("{key}.cooldown"), raw.cooldown, "15m", false)?,
         })
     }
 
@@ -517,6 +637,12 @@ struct ShownConfig<'a> {
     max_log_bytes: String,
     shutdown: ShutdownPolicy,
     events: bool,
+    max_interrupts: u32,
+    artifact_tail_bytes: String,
+    keep_runs: usize,
+    keep_days: u32,
+    keep_artifacts: usize,
+    gc_interval: String,
     profiles: BTreeMap<&'a str, ShownProfile<'a>>,
 }
 
@@ -528,6 +654,16 @@ struct ShownProfile<'a> {
     timeout: String,
     env: &'a BTreeMap<String, String>,
     env_passthrough: &'a [String],
+    max_attempts: u32,
+    cooldown: String,
+    rate_limit: ShownRateLimit<'a>,
+}
+
+#[derive(Serialize)]
+struct ShownRateLimit<'a> {
+    exit_codes: &'a [i32],
+    patterns: Vec<&'a str>,
+    cooldown: String,
 }
 
 impl Config {
@@ -545,6 +681,12 @@ impl Config {
             max_log_bytes: format_size(self.max_log_bytes),
             shutdown: self.shutdown,
             events: self.events,
+            max_interrupts: self.max_interrupts,
+            artifact_tail_bytes: format_size(self.artifact_tail_bytes),
+            keep_runs: self.retention.keep_runs,
+            keep_days: self.retention.keep_days,
+            keep_artifacts: self.retention.keep_artifacts,
+            gc_interval: dur(self.retention.gc_interval),
             profiles: self
                 .profiles
                 .iter()
@@ -556,6 +698,18 @@ impl Config {
                         timeout: dur(p.timeout),
                         env: &p.env,
                         env_passthrough: &p.env_passthrough,
+                        max_attempts: p.max_attempts,
+                        cooldown: dur(p.cooldown),
+                        rate_limit: ShownRateLimit {
+                            exit_codes: &p.rate_limit.exit_codes,
+                            patterns: p
+                                .rate_limit
+                                .patterns
+                                .iter()
+                                .map(regex::Regex::as_str)
+                                .collect(),
+                            cooldown: dur(p.rate_limit.cooldown),
+                        },
                     };
                     (n.as_str(), shown)
                 })

@@ -6,6 +6,8 @@
 mod abort;
 mod config;
 mod daemon;
+mod gc;
+mod history;
 mod monitor;
 
 use std::process::ExitCode;
@@ -24,6 +26,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
+        Command::History(cmd) => history::run(&cli.global, &cmd),
+        Command::Gc(args) => gc::run(&cli.global, &args),
     }
 }
 

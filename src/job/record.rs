@@ -55,6 +55,10 @@ pub struct JobRecord {
     pub last_output_at: Option<Timestamp>,
     pub result_ref: Option<String>,
     pub archive_path: Option<String>,
+    /// The ledger outcome (`failure` may be refined to `rate_limited`).
+    pub outcome: Option<String>,
+    /// `archived` or `requeued`: where the prompt went when the job ended.
+    pub disposition: Option<String>,
     pub host: String,
     pub version: String,
     #[serde(flatten)]
@@ -99,6 +103,8 @@ impl JobRecord {
             last_output_at: None,
             result_ref: None,
             archive_path: None,
+            outcome: None,
+            disposition: None,
             host: host.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             extra: serde_json::Map::new(),

@@ -14,6 +14,8 @@ mod concurrency;
 mod config;
 mod daemon;
 mod env;
+mod gc;
 mod hardening;
+mod history;
 mod lifecycle;
 mod recovery;

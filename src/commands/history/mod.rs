@@ -1,0 +1,40 @@
+//! `jobwarden history …`: the ledger from the command line. Scripts use
+//! `check` and `record` (exit codes, nothing on stdout); people and tools
+//! use the queries (`--json` on all).
+
+mod check;
+mod export;
+mod list;
+mod record;
+mod repair;
+mod show;
+mod stats;
+mod who_touched;
+
+use std::process::ExitCode;
+
+use crate::cli::{GlobalArgs, HistoryCommand};
+use crate::config::Config;
+use crate::layout::Layout;
+use crate::ledger::Ledger;
+
+pub fn run(global: &GlobalArgs, cmd: &HistoryCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        HistoryCommand::List(args) => list::run(global, args),
+        HistoryCommand::Show(args) => show::run(global, args),
+        HistoryCommand::Stats(args) => stats::run(global, args),
+        HistoryCommand::Check(args) => check::run(global, args),
+        HistoryCommand::Record(args) => record::run(global, args),
+        HistoryCommand::Export(args) => export::run(global, args),
+        HistoryCommand::WhoTouched(args) => who_touched::run(global, args),
+        HistoryCommand::Repair(args) => repair::run(global, args),
+    }
+}
+
+/// The config, the layout and the open ledger of the selected root.
+pub(super) fn open(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledger)> {
+    let (config, layout) = super::load(global)?;
+    crate::fsio::create_dirs(layout.root())?;
+    let ledger = Ledger::open(&layout.ledger())?;
+    Ok((config, layout, ledger))
+}

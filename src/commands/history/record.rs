@@ -1,0 +1,46 @@
+//! `jobwarden history record <project> <name> <outcome> [--exit-code N]
+//! [--attempt N]`: record a run jobwarden did not supervise. An unknown
+//! outcome exits 2 naming the valid ones.
+
+use std::process::ExitCode;
+
+use crate::cli::{GlobalArgs, HistoryRecordArgs};
+use crate::clock::Timestamp;
+use crate::job::JobId;
+use crate::layout;
+use crate::ledger::{Execution, Outcome, Source};
+
+pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<ExitCode> {
+    let outcome: Outcome = args.outcome.parse().map_err(anyhow::Error::msg)?;
+    layout::validate_project(&args.project)
+        .map_err(|e| anyhow::anyhow!("project {:?}: {e}", args.project))?;
+    layout::validate_segment(&args.name)
+        .map_err(|e| anyhow::anyhow!("name {:?} {e}", args.name))?;
+    anyhow::ensure!(args.attempt >= 1, "--attempt must be at least 1");
+    let (_, _, mut ledger) = super::open(global)?;
+    let exec = Execution {
+        id: JobId::generate().to_string(),
+        project: args.project.clone(),
+        name: args.name.clone(),
+        attempt: args.attempt,
+        retry_of: None,
+        profile: None,
+        command: None,
+        workdir: None,
+        started_at: None,
+        finished_at: Timestamp::now().epoch_ms(),
+        duration_ms: None,
+        outcome,
+        exit_code: args.exit_code,
+        signal: None,
+        failure_stage: None,
+        error_message: None,
+        result_ref: None,
+        host: crate::daemon::hostname(),
+        prompt_sha256: None,
+        disposition: None,
+        source: Source::External,
+    };
+    ledger.record(&exec, &[], &[])?;
+    Ok(ExitCode::SUCCESS)
+}

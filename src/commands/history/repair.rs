@@ -1,0 +1,21 @@
+//! `jobwarden history repair`: backfill ledger rows missing for finished
+//! jobs, from their `job.json` (idempotent; the daemon does it at start).
+
+use std::process::ExitCode;
+
+use crate::cli::{GlobalArgs, RepairArgs};
+use crate::ledger::backfill;
+
+pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
+    let (_, layout, mut ledger) = super::open(global)?;
+    let report = backfill::run(&layout, &mut ledger);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} finished jobs checked, {} rows backfilled, {} failed",
+            report.checked, report.inserted, report.failed
+        );
+    }
+    Ok(ExitCode::from(if report.failed > 0 { 2 } else { 0 }))
+}

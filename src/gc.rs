@@ -1,0 +1,1 @@
+//! Retention (being written).

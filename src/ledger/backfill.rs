@@ -1,0 +1,89 @@
+//! Backfill: every terminal `runs/*/job.json` without its ledger row gets
+//! one (source `repair`), so a failed insert never loses an execution.
+//! Idempotent; run by `history repair` and at every daemon start.
+
+use serde::Serialize;
+
+use super::{Artifact, Execution, Ledger, Outcome, Source};
+use crate::job::{JobId, JobRecord};
+use crate::layout::Layout;
+
+/// What a backfill did.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub checked: usize,
+    pub inserted: usize,
+    pub failed: usize,
+}
+
+/// Tail of `job.log` kept when the per-stream tails are gone.
+const LOG_TAIL: u64 = 64 * 1024;
+
+pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
+    let mut report = Report::default();
+    let Ok(entries) = std::fs::read_dir(layout.runs()) else {
+        return report;
+    };
+    for id in entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| JobId::parse(n).ok()))
+    {
+        let Ok(rec) = JobRecord::load_job(layout, &id) else {
+            continue;
+        };
+        if !rec.state.is_terminal() {
+            continue;
+        }
+        report.checked += 1;
+        match backfill_one(layout, ledger, &rec) {
+            Ok(true) => report.inserted += 1,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(job = %id, "backfill: {e}");
+                report.failed += 1;
+            }
+        }
+    }
+    if report.inserted > 0 {
+        tracing::info!(
+            rows = report.inserted,
+            "backfilled ledger rows from job records"
+        );
+    }
+    report
+}
+
+fn backfill_one(
+    layout: &Layout,
+    ledger: &mut Ledger,
+    rec: &JobRecord,
+) -> Result<bool, super::LedgerError> {
+    if ledger.has_execution(rec.job_id.as_str())? {
+        return Ok(false);
+    }
+    let outcome = rec
+        .outcome
+        .as_deref()
+        .and_then(|o| o.parse::<Outcome>().ok())
+        .or_else(|| Outcome::of_state(rec.state))
+        .unwrap_or(Outcome::Interrupted);
+    let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Repair);
+    let artifacts: Vec<Artifact> = log_tail(layout, rec).into_iter().collect();
+    ledger.record(&exec, &artifacts, &[])
+}
+
+/// The job log's tail, standing in for the per-stream tails.
+fn log_tail(layout: &Layout, rec: &JobRecord) -> Option<Artifact> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(layout.job_log(&rec.job_id)).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    Some(Artifact {
+        kind: "log_tail",
+        text: String::from_utf8_lossy(&buf).into_owned(),
+        truncated: len > LOG_TAIL,
+        bytes: len,
+    })
+}

@@ -1,0 +1,187 @@
+//! One execution row (an attempt that finished) with its artifacts and
+//! paths, and the single transaction that writes them.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Ledger, LedgerError, Outcome};
+use crate::clock::Timestamp;
+use crate::job::JobRecord;
+
+/// Who wrote a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The job's monitor (or the daemon, for jobs that ended before one).
+    Daemon,
+    /// `jobwarden history record`: a run jobwarden did not supervise.
+    External,
+    /// Backfilled from `job.json` after the original insert failed.
+    Repair,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Source::Daemon => "daemon",
+            Source::External => "external",
+            Source::Repair => "repair",
+        }
+    }
+}
+
+/// An execution row. Times are epoch milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    pub attempt: u32,
+    pub retry_of: Option<String>,
+    pub profile: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub workdir: Option<String>,
+    pub started_at: Option<u64>,
+    pub finished_at: u64,
+    pub duration_ms: Option<u64>,
+    #[serde(serialize_with = "ser_outcome")]
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub failure_stage: Option<String>,
+    pub error_message: Option<String>,
+    pub result_ref: Option<String>,
+    pub host: String,
+    pub prompt_sha256: Option<String>,
+    /// `archived` or `requeued`: what happened to the prompt afterwards.
+    pub disposition: Option<String>,
+    pub source: Source,
+}
+
+fn ser_outcome<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.as_str())
+}
+
+/// A structured output of an execution, stored as the JSON envelope
+/// `{"text": ..., "truncated": bool, "bytes": n}`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Artifact {
+    #[serde(skip)]
+    pub kind: &'static str,
+    pub text: String,
+    pub truncated: bool,
+    /// Bytes the stream produced in all (the text is its tail).
+    pub bytes: u64,
+}
+
+/// How an execution relates to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRelation {
+    ExecutedOn,
+    Affected,
+}
+
+impl PathRelation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathRelation::ExecutedOn => "executed_on",
+            PathRelation::Affected => "affected",
+        }
+    }
+}
+
+impl Execution {
+    /// The row for a terminal job record.
+    pub fn from_record(
+        rec: &JobRecord,
+        outcome: Outcome,
+        disposition: Option<&str>,
+        source: Source,
+    ) -> Self {
+        let finished = rec.finished_at.unwrap_or_else(Timestamp::now).epoch_ms();
+        let started = rec.started_at.map(Timestamp::epoch_ms);
+        Execution {
+            id: rec.job_id.to_string(),
+            project: rec.project.clone(),
+            name: rec.name.clone(),
+            attempt: rec.attempt,
+            retry_of: rec.retry_of.as_ref().map(ToString::to_string),
+            profile: rec.profile.clone(),
+            command: rec.command.clone(),
+            workdir: rec.workdir.clone(),
+            started_at: started,
+            finished_at: finished,
+            duration_ms: started.map(|s| finished.saturating_sub(s)),
+            outcome,
+            exit_code: rec.exit_code,
+            signal: rec.signal.clone(),
+            failure_stage: rec.failure_stage.clone(),
+            error_message: rec.state_reason.clone(),
+            result_ref: rec.result_ref.clone(),
+            host: rec.host.clone(),
+            prompt_sha256: rec.prompt_sha256.clone(),
+            disposition: disposition.map(str::to_owned),
+            source,
+        }
+    }
+}
+
+impl Ledger {
+    /// Insert an execution with its artifacts and paths in one transaction.
+    /// Idempotent: a row with the same id is left as it is (returns false).
+    pub fn record(
+        &mut self,
+        exec: &Execution,
+        artifacts: &[Artifact],
+        paths: &[(PathRelation, String)],
+    ) -> Result<bool, LedgerError> {
+        let write = |conn: &mut rusqlite::Connection| {
+            let tx = conn.transaction()?;
+            let inserted = insert(&tx, exec, artifacts, paths)?;
+            tx.commit()?;
+            Ok(inserted)
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
+    }
+}
+
+fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    e: &Execution,
+    artifacts: &[Artifact],
+    paths: &[(PathRelation, String)],
+) -> rusqlite::Result<bool> {
+    let command = e
+        .command
+        .as_ref()
+        .map(|c| serde_json::to_string(c).unwrap_or_default());
+    let n = tx.execute(
+        "INSERT OR IGNORE INTO executions (id, project, name, attempt, retry_of, profile, command, workdir,
+             started_at, finished_at, duration_ms, outcome, exit_code, signal, failure_stage,
+             error_message, result_ref, host, prompt_sha256, disposition, source)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+        params![
+            e.id, e.project, e.name, e.attempt, e.retry_of, e.profile, command, e.workdir,
+            e.started_at.map(|v| v as i64), e.finished_at as i64, e.duration_ms.map(|v| v as i64),
+            e.outcome.as_str(), e.exit_code, e.signal, e.failure_stage, e.error_message,
+            e.result_ref, e.host, e.prompt_sha256, e.disposition, e.source.as_str(),
+        ],
+    )?;
+    if n == 0 {
+        return Ok(false);
+    }
+    for a in artifacts {
+        let content = serde_json::to_string(a).unwrap_or_else(|_| "{}".into());
+        tx.execute(
+            "INSERT INTO execution_artifacts (execution_id, kind, content) VALUES (?1, ?2, ?3)",
+            params![e.id, a.kind, content],
+        )?;
+    }
+    for (relation, path) in paths {
+        tx.execute(
+            "INSERT OR IGNORE INTO execution_paths (execution_id, relation, path) VALUES (?1, ?2, ?3)",
+            params![e.id, relation.as_str(), path],
+        )?;
+    }
+    Ok(true)
+}

@@ -1,0 +1,1 @@
+//! History queries for the CLI (being written).

@@ -1,0 +1,106 @@
+//! The ledger's schema as append-only migrations keyed by
+//! `PRAGMA user_version`: migration N brings the schema from version N-1 to
+//! N. Never edit or reorder a migration that has shipped; add a new one.
+//!
+//! Every table and column carries a comment. Value checks are CHECK
+//! constraints or foreign keys; the set of outcome names is a table, so a
+//! new outcome is one `INSERT` in a new migration, never a rebuilt CHECK.
+
+use rusqlite::Connection;
+
+/// Migration 1: outcomes, executions, artifacts, paths.
+const V1: &str = r#"
+-- The outcome names an execution may have. A new outcome is added by a
+-- migration inserting a row here; nothing else needs to change.
+CREATE TABLE outcomes (
+    name TEXT PRIMARY KEY,                 -- as stored in executions.outcome
+    causes_cooldown INTEGER NOT NULL       -- 1: defers the prompt's next claim
+        CHECK (causes_cooldown IN (0, 1))
+) WITHOUT ROWID;
+INSERT INTO outcomes (name, causes_cooldown) VALUES
+    ('success', 0), ('failure', 1), ('timeout', 1), ('rate_limited', 1),
+    ('aborted', 0), ('interrupted', 0), ('rejected', 0);
+
+-- One row per finished attempt. Append-only: never updated or deleted.
+CREATE TABLE executions (
+    id TEXT PRIMARY KEY,                   -- the job id (or a fresh id for external runs)
+    project TEXT NOT NULL,                 -- prompt folder relative to inbox/ ("" at the top)
+    name TEXT NOT NULL,                    -- prompt name without .prompt.md
+    attempt INTEGER NOT NULL CHECK (attempt >= 1),  -- 1 for a first run, +1 per retry
+    retry_of TEXT,                         -- the execution this one retried
+    profile TEXT,                          -- profile used
+    command TEXT,                          -- argv as run, a JSON array
+    workdir TEXT,                          -- working folder of the main command
+    started_at INTEGER,                    -- epoch ms; NULL if it never started
+    finished_at INTEGER NOT NULL,          -- epoch ms
+    duration_ms INTEGER CHECK (duration_ms IS NULL OR duration_ms >= 0),
+    outcome TEXT NOT NULL REFERENCES outcomes (name),
+    exit_code INTEGER,                     -- main command's exit code, NULL if signalled or never run
+    signal TEXT,                           -- signal name that ended it, if any
+    failure_stage TEXT                     -- phase a failure happened in
+        CHECK (failure_stage IS NULL OR failure_stage IN ('prepare', 'run', 'publish')),
+    error_message TEXT,                    -- the job's state_reason
+    result_ref TEXT,                       -- what publishing produced (commit, PR URL)
+    host TEXT NOT NULL,                    -- machine that ran it
+    prompt_sha256 TEXT,                    -- of the prompt bytes the attempt ran
+    disposition TEXT                       -- what happened to the prompt afterwards
+        CHECK (disposition IS NULL OR disposition IN ('archived', 'requeued')),
+    source TEXT NOT NULL DEFAULT 'daemon'  -- who wrote the row
+        CHECK (source IN ('daemon', 'external', 'repair'))
+);
+CREATE INDEX executions_by_prompt ON executions (project, name, finished_at);
+CREATE INDEX executions_by_outcome ON executions (outcome);
+CREATE INDEX executions_by_finished ON executions (finished_at);
+CREATE TRIGGER executions_no_update BEFORE UPDATE ON executions
+    BEGIN SELECT RAISE(ABORT, 'executions rows are append-only'); END;
+CREATE TRIGGER executions_no_delete BEFORE DELETE ON executions
+    BEGIN SELECT RAISE(ABORT, 'executions rows are append-only'); END;
+
+-- Structured outputs of an execution (stdout tail, stderr tail, ...), each a
+-- JSON envelope {"text": ..., "truncated": bool, "bytes": n}. Prunable.
+CREATE TABLE execution_artifacts (
+    execution_id TEXT NOT NULL REFERENCES executions (id),
+    kind TEXT NOT NULL,                    -- 'stdout_tail', 'stderr_tail', ...
+    content TEXT NOT NULL CHECK (json_valid(content)),
+    PRIMARY KEY (execution_id, kind)
+) WITHOUT ROWID;
+
+-- Files an execution ran on and files it changed, so that "what touched
+-- this file" is one indexed query.
+CREATE TABLE execution_paths (
+    execution_id TEXT NOT NULL REFERENCES executions (id),
+    relation TEXT NOT NULL CHECK (relation IN ('executed_on', 'affected')),
+    path TEXT NOT NULL,                    -- absolute path
+    PRIMARY KEY (execution_id, relation, path)
+) WITHOUT ROWID;
+CREATE INDEX execution_paths_by_path ON execution_paths (path);
+"#;
+
+/// All migrations, in order. Index i holds migration i+1.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build writes.
+pub const LATEST: u32 = MIGRATIONS.len() as u32;
+
+/// Bring the schema up to [`LATEST`], each migration in its own
+/// transaction with the version bump, so a crash never leaves half a step.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<MigrateOutcome> {
+    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > LATEST {
+        return Ok(MigrateOutcome::TooNew(current));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as u32 + 1)?;
+        tx.commit()?;
+    }
+    Ok(MigrateOutcome::Current)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum MigrateOutcome {
+    Current,
+    /// Written by a newer jobwarden; this one must not touch it.
+    TooNew(u32),
+}

@@ -1,0 +1,91 @@
+//! The execution-history ledger (`ledger.db`, DESIGN §7): real SQLite in WAL
+//! mode, so the CLI reads while the daemon and monitors write. This module
+//! opens it (pragmas, migrations); `execution.rs` holds what one row is and
+//! how it is written; `query.rs` the reads (cooldown, history).
+//!
+//! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
+//! inserted still ends correctly, and its row is backfilled from its
+//! `job.json` later (`history repair`, and at every daemon start).
+
+pub mod backfill;
+mod execution;
+pub mod history;
+mod migrations;
+mod outcome;
+mod query;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use execution::{Artifact, Execution, PathRelation, Source};
+pub use migrations::LATEST as SCHEMA_VERSION;
+pub use outcome::Outcome;
+pub use query::{Cooldowns, LastRun};
+
+/// How long a writer waits for another writer's lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A ledger failure, naming the database file.
+#[derive(Debug, thiserror::Error)]
+#[error("ledger {}: {source}", .path.display())]
+pub struct LedgerError {
+    pub path: PathBuf,
+    #[source]
+    pub source: rusqlite::Error,
+}
+
+/// An open ledger.
+pub struct Ledger {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Ledger {
+    /// Open (creating if missing) and bring the schema up to date.
+    pub fn open(path: &Path) -> Result<Self, LedgerError> {
+        let err = |source| LedgerError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        // WAL: readers never block the writer nor each other. NORMAL sync is
+        // durable across process crashes; job.json remains the source of
+        // truth a lost row is backfilled from after a power cut.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(err)?;
+        match migrations::migrate(&mut conn).map_err(err)? {
+            migrations::MigrateOutcome::Current => {}
+            migrations::MigrateOutcome::TooNew(v) => {
+                let msg = format!(
+                    "schema version {v} is newer than this jobwarden understands ({}); upgrade jobwarden",
+                    migrations::LATEST
+                );
+                return Err(err(rusqlite::Error::InvalidParameterName(msg)));
+            }
+        }
+        Ok(Ledger {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn err(&self, source: rusqlite::Error) -> LedgerError {
+        LedgerError {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

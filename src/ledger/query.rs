@@ -1,0 +1,118 @@
+//! Reads of the ledger that drive decisions: a prompt's last run (for
+//! cooldown, attempt numbers and interrupt limits). History listings live
+//! with their commands.
+
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Ledger, LedgerError, Outcome};
+
+/// The latest execution of one prompt, as far as decisions need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastRun {
+    pub id: String,
+    pub attempt: u32,
+    pub outcome: Outcome,
+    pub finished_at: u64,
+    pub requeued: bool,
+}
+
+/// How long each cooling outcome defers the next claim.
+#[derive(Debug, Clone, Copy)]
+pub struct Cooldowns {
+    /// After `failure` and `timeout`.
+    pub failure: Duration,
+    /// After `rate_limited`.
+    pub rate_limited: Duration,
+}
+
+impl Ledger {
+    /// The newest execution of `(project, name)`, if any. An outcome this
+    /// build does not know (written by a newer one) is reported as an error.
+    pub fn last_run(&self, project: &str, name: &str) -> Result<Option<LastRun>, LedgerError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT id, attempt, outcome, finished_at, disposition FROM executions
+                 WHERE project = ?1 AND name = ?2 ORDER BY finished_at DESC, rowid DESC LIMIT 1",
+                params![project, name],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, u32>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, Option<String>>(4)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((id, attempt, outcome, finished_at, disposition)) = row else {
+            return Ok(None);
+        };
+        let outcome = outcome
+            .parse()
+            .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+        Ok(Some(LastRun {
+            id,
+            attempt,
+            outcome,
+            finished_at: finished_at.max(0) as u64,
+            requeued: disposition.as_deref() == Some("requeued"),
+        }))
+    }
+
+    /// Until when (epoch ms) `(project, name)` is in cooldown, if it is now.
+    pub fn cooldown_until(
+        &self,
+        project: &str,
+        name: &str,
+        c: Cooldowns,
+        now_ms: u64,
+    ) -> Result<Option<u64>, LedgerError> {
+        let Some(last) = self.last_run(project, name)? else {
+            return Ok(None);
+        };
+        let span = match last.outcome {
+            Outcome::RateLimited => c.rate_limited,
+            o if o.causes_cooldown() => c.failure,
+            _ => return Ok(None),
+        };
+        let until = last.finished_at.saturating_add(span.as_millis() as u64);
+        Ok((until > now_ms).then_some(until))
+    }
+
+    /// How many of the newest executions of `(project, name)` in a row were
+    /// `interrupted`.
+    pub fn interrupts_in_a_row(&self, project: &str, name: &str) -> Result<u32, LedgerError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT outcome FROM executions WHERE project = ?1 AND name = ?2
+                 ORDER BY finished_at DESC, rowid DESC LIMIT 100",
+            )
+            .map_err(|e| self.err(e))?;
+        let outcomes = stmt
+            .query_map(params![project, name], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?;
+        let mut n = 0;
+        for o in outcomes {
+            if o.map_err(|e| self.err(e))? != "interrupted" {
+                break;
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Does a row for execution `id` exist?
+    pub fn has_execution(&self, id: &str) -> Result<bool, LedgerError> {
+        self.conn
+            .query_row("SELECT 1 FROM executions WHERE id = ?1", [id], |_| Ok(()))
+            .optional()
+            .map(|r| r.is_some())
+            .map_err(|e| self.err(e))
+    }
+}

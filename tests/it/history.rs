@@ -1,0 +1,1 @@
+//! `jobwarden history` queries against real ledgers (being written).
