@@ -28,7 +28,8 @@ use crate::events::EventLog;
 use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{InboxEntry, Layout, PromptName};
-use crate::terminal;
+use crate::ledger::Ledger;
+use crate::terminal::{Ending, Finisher};
 
 /// What happened to a candidate.
 #[derive(Debug)]
@@ -44,130 +45,167 @@ pub enum Claimed {
     Busy(PromptName),
 }
 
-/// Claim the inbox file at `path`, classified as `entry`.
-pub fn claim(
-    layout: &Layout,
-    config: &Config,
-    host: &str,
-    path: &Path,
-    entry: InboxEntry,
-) -> Result<Claimed, JobError> {
-    match entry {
-        InboxEntry::Prompt(prompt) => claim_prompt(layout, config, host, path, prompt),
-        InboxEntry::InvalidName { display, reason } => {
-            claim_invalid_name(layout, config, host, path, display, reason)
-        }
-        InboxEntry::Ignored => Ok(Claimed::Lost),
-    }
+/// Which attempt a new job is: from the prompt's last ledger row, so that
+/// the count survives restarts.
+#[derive(Debug, Clone, Default)]
+pub struct Prior {
+    /// The previous attempt, if the prompt was requeued by it.
+    pub requeued_by: Option<(JobId, u32)>,
 }
 
-fn claim_prompt(
-    layout: &Layout,
-    config: &Config,
-    host: &str,
-    path: &Path,
-    prompt: PromptName,
-) -> Result<Claimed, JobError> {
-    let running = layout.running_prompt(&prompt);
-    let id = JobId::generate();
-    let claimed = match fsio::rename_noreplace(path, &running) {
-        Ok(Renamed::Done) => create_job(layout, config, host, &running, &prompt, &id),
-        Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
-        Ok(Renamed::TargetExists) => return Ok(Claimed::Busy(prompt)),
-        // The rename may have happened and only its fsync failed.
-        Err(e) if running.exists() && !path.exists() => Err(e.into()),
-        Err(e) => return Err(e.into()),
-    };
-    claimed.map_err(|e| {
-        // Undo the claim: the prompt waits in the inbox for the next try
-        // instead of being stranded as `.running.md` without a record.
-        let _ = std::fs::remove_dir_all(layout.run_dir(&id));
-        match fsio::rename_noreplace(&running, path) {
-            Ok(Renamed::Done) => e,
-            Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
-            Err(undo) => undo_failed(e, &running, &undo.to_string()),
+/// Everything a claim needs.
+pub struct Claimer<'a> {
+    pub layout: &'a Layout,
+    pub config: &'a Config,
+    pub host: &'a str,
+    pub ledger: Option<&'a mut Ledger>,
+}
+
+impl Claimer<'_> {
+    /// Claim the inbox file at `path`, classified as `entry`.
+    pub fn claim(
+        &mut self,
+        path: &Path,
+        entry: InboxEntry,
+        prior: &Prior,
+    ) -> Result<Claimed, JobError> {
+        match entry {
+            InboxEntry::Prompt(prompt) => self.claim_prompt(path, prompt, prior),
+            InboxEntry::InvalidName { display, reason } => {
+                self.claim_invalid_name(path, display, reason)
+            }
+            InboxEntry::Ignored => Ok(Claimed::Lost),
         }
-    })
+    }
+
+    fn claim_prompt(
+        &mut self,
+        path: &Path,
+        prompt: PromptName,
+        prior: &Prior,
+    ) -> Result<Claimed, JobError> {
+        let layout = self.layout;
+        let running = layout.running_prompt(&prompt);
+        let id = JobId::generate();
+        let claimed = match fsio::rename_noreplace(path, &running) {
+            Ok(Renamed::Done) => self.create_job(&running, &prompt, &id, prior),
+            Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
+            Ok(Renamed::TargetExists) => return Ok(Claimed::Busy(prompt)),
+            // The rename may have happened and only its fsync failed.
+            Err(e) if running.exists() && !path.exists() => Err(e.into()),
+            Err(e) => return Err(e.into()),
+        };
+        claimed.map_err(|e| {
+            // Undo the claim: the prompt waits in the inbox for the next try
+            // instead of being stranded as `.running.md` without a record.
+            let _ = std::fs::remove_dir_all(layout.run_dir(&id));
+            match fsio::rename_noreplace(&running, path) {
+                Ok(Renamed::Done) => e,
+                Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
+                Err(undo) => undo_failed(e, &running, &undo.to_string()),
+            }
+        })
+    }
+
+    /// Steps 2–5 of the claim, for a prompt already renamed to `running`.
+    fn create_job(
+        &mut self,
+        running: &Path,
+        prompt: &PromptName,
+        id: &JobId,
+        prior: &Prior,
+    ) -> Result<Claimed, JobError> {
+        let content = match read_prompt(running, self.config.max_prompt_bytes) {
+            Ok(bytes) => Ok(bytes),
+            Err(Refusal::Input(reason)) => Err(reason),
+            Err(Refusal::Io(e)) => return Err(e.into()),
+        };
+        fsio::create_dir_new(&self.layout.run_dir(id))?;
+        let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
+        let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
+        rec.profile = Some(self.config.default_profile().name.clone());
+        if let Some((previous, attempt)) = &prior.requeued_by {
+            rec.retry_of = Some(previous.clone());
+            rec.attempt = attempt + 1;
+        }
+        let mut events = EventLog::open(&self.layout.events(id), self.config.events);
+        let bytes = match content {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                let path = rec.inbox_path.clone();
+                return self.reject(rec, events, path, reason);
+            }
+        };
+        fsio::create_new_synced(&self.layout.prompt_copy(id), &bytes)?;
+        rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
+        rec.save(self.layout)?;
+        let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
+        events.append("claimed", fields);
+        events.append("queued", json!({}));
+        Ok(Claimed::Queued(rec))
+    }
+
+    /// A `*.prompt.md` whose name cannot be used in a path: the claim moves
+    /// it straight to `archive/rejected/unnamed.<job_id>.md`.
+    fn claim_invalid_name(
+        &mut self,
+        path: &Path,
+        display: String,
+        reason: String,
+    ) -> Result<Claimed, JobError> {
+        let id = JobId::generate();
+        let archive = self
+            .layout
+            .archived_prompt(JobState::Rejected, &unnamed(), &id);
+        if let Some(dir) = archive.parent() {
+            fsio::create_dirs(dir)?;
+        }
+        match fsio::rename_noreplace(path, &archive)? {
+            Renamed::Done => {}
+            Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
+        }
+        fsio::create_dir_new(&self.layout.run_dir(&id))?;
+        let archive_rel = self
+            .layout
+            .relative(&archive)
+            .to_string_lossy()
+            .into_owned();
+        // The file's own name is unusable as a key: the record says
+        // "unnamed" and its reason quotes the original.
+        let rec = JobRecord::new_queued(id, &unnamed(), archive_rel, self.host);
+        let events = EventLog::open(&self.layout.events(&rec.job_id), self.config.events);
+        let reason = format!(
+            "inbox file {display:?} has an invalid name: {reason}; rename it to a plain name and drop it again"
+        );
+        self.reject(rec, events, Some(format!("inbox/{display}")), reason)
+    }
+
+    /// End a just-claimed job `rejected`, its file moved to the archive.
+    fn reject(
+        &mut self,
+        mut rec: JobRecord,
+        mut events: EventLog,
+        claimed_from: Option<String>,
+        reason: String,
+    ) -> Result<Claimed, JobError> {
+        events.append("claimed", json!({"path": claimed_from}));
+        let mut finisher = Finisher {
+            layout: self.layout,
+            config: self.config,
+            ledger: self.ledger.as_deref_mut(),
+        };
+        finisher.finish(
+            &mut rec,
+            &mut events,
+            Ending::new(JobState::Rejected, Some(reason)),
+        )?;
+        Ok(Claimed::Rejected(rec))
+    }
 }
 
 fn undo_failed(e: JobError, running: &Path, why: &str) -> JobError {
     tracing::error!(path = %running.display(), "claim failed and could not be undone ({why}); the prompt stays claimed until the next start reconciles it");
     e
-}
-
-/// Steps 2–5 of the claim, for a prompt already renamed to `running`.
-fn create_job(
-    layout: &Layout,
-    config: &Config,
-    host: &str,
-    running: &Path,
-    prompt: &PromptName,
-    id: &JobId,
-) -> Result<Claimed, JobError> {
-    let content = match read_prompt(running, config.max_prompt_bytes) {
-        Ok(bytes) => Ok(bytes),
-        Err(Refusal::Input(reason)) => Err(reason),
-        Err(Refusal::Io(e)) => return Err(e.into()),
-    };
-    fsio::create_dir_new(&layout.run_dir(id))?;
-    let inbox_rel = layout.relative(running).to_string_lossy().into_owned();
-    let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, host);
-    rec.profile = Some(config.default_profile().name.clone());
-    let mut events = EventLog::open(&layout.events(id), config.events);
-    let bytes = match content {
-        Ok(bytes) => bytes,
-        Err(reason) => {
-            let path = rec.inbox_path.clone();
-            return reject(layout, rec, events, path, reason);
-        }
-    };
-    fsio::create_new_synced(&layout.prompt_copy(id), &bytes)?;
-    rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
-    rec.save(layout)?;
-    events.append(
-        "claimed",
-        json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256}),
-    );
-    events.append("queued", json!({}));
-    Ok(Claimed::Queued(rec))
-}
-
-/// A `*.prompt.md` whose name cannot be used in a path: the claim moves it
-/// straight to `archive/rejected/unnamed.<job_id>.md`.
-fn claim_invalid_name(
-    layout: &Layout,
-    config: &Config,
-    host: &str,
-    path: &Path,
-    display: String,
-    reason: String,
-) -> Result<Claimed, JobError> {
-    let id = JobId::generate();
-    let archive = layout.archived_prompt(JobState::Rejected, &unnamed(), &id);
-    if let Some(dir) = archive.parent() {
-        fsio::create_dirs(dir)?;
-    }
-    match fsio::rename_noreplace(path, &archive)? {
-        Renamed::Done => {}
-        Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
-    }
-    fsio::create_dir_new(&layout.run_dir(&id))?;
-    // The file's own name is unusable as a key: the record says "unnamed"
-    // and its reason quotes the original.
-    let shown = unnamed();
-    let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
-    let rec = JobRecord::new_queued(id, &shown, archive_rel, host);
-    let events = EventLog::open(&layout.events(&rec.job_id), config.events);
-    let reason = format!(
-        "inbox file {display:?} has an invalid name: {reason}; rename it to a plain name and drop it again"
-    );
-    reject(
-        layout,
-        rec,
-        events,
-        Some(format!("inbox/{display}")),
-        reason,
-    )
 }
 
 /// The key of a prompt whose own name is unusable.
@@ -176,25 +214,6 @@ fn unnamed() -> PromptName {
         project: String::new(),
         name: "unnamed".into(),
     }
-}
-
-/// End a just-claimed job `rejected`, its file moved to the archive.
-fn reject(
-    layout: &Layout,
-    mut rec: JobRecord,
-    mut events: EventLog,
-    claimed_from: Option<String>,
-    reason: String,
-) -> Result<Claimed, JobError> {
-    events.append("claimed", json!({"path": claimed_from}));
-    terminal::finish(
-        layout,
-        &mut rec,
-        &mut events,
-        JobState::Rejected,
-        Some(reason),
-    )?;
-    Ok(Claimed::Rejected(rec))
 }
 
 /// Why a claimed prompt's bytes could not be had.

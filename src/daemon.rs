@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use serde_json::json;
@@ -26,7 +27,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::DelayQueue;
 
-use crate::claim::{self, Claimed};
+use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::error::{DaemonError, IoContext, JobError};
@@ -34,8 +35,10 @@ use crate::events::EventLog;
 use crate::inbox::{self, Found, InboxWatcher, Signal};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout, PromptName};
+use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
-use crate::{abort, fsio, terminal};
+use crate::terminal::{Ending, Finisher};
+use crate::{abort, fsio, retry};
 
 use state_file::{DaemonFile, Phase};
 
@@ -48,9 +51,20 @@ pub async fn run(
     prepare_root(&layout)?;
     let _lock = lock::acquire(&layout)?;
     check_same_filesystem(&layout)?;
+    // The ledger drives cooldowns and retries: without it the daemon would
+    // misjudge both, so failing to open it stops the start, naming the file.
+    let mut ledger = Ledger::open(&layout.ledger())?;
     let mut daemon = Daemon::new(config, layout);
     daemon.write_state(Phase::Starting);
-    let recovered = recover::reconcile(&daemon.layout, &daemon.config, &daemon.host);
+    let recovered = recover::reconcile(
+        &daemon.layout,
+        &daemon.config,
+        &daemon.host,
+        Some(&mut ledger),
+    );
+    // Rows lost to failed inserts come back before any claim consults them.
+    backfill::run(&daemon.layout, &mut ledger);
+    daemon.ledger = Some(ledger);
     let (watcher, signals) = InboxWatcher::start(&daemon.layout)?;
     daemon.watcher = Some(watcher);
     daemon.take_recovered(recovered);
@@ -116,6 +130,11 @@ struct Daemon {
     /// Files found by a rescan that are not yet `settle` old.
     settling: DelayQueue<Found>,
     settling_paths: HashSet<PathBuf>,
+    /// Prompts in cooldown: until when (epoch ms), and where they wait.
+    deferred: HashMap<PromptName, (u64, PathBuf)>,
+    cooling: DelayQueue<PathBuf>,
+    ledger: Option<Ledger>,
+    gc_running: Arc<AtomicBool>,
     watch_degraded: bool,
 }
 
@@ -133,6 +152,10 @@ impl Daemon {
             blocked: HashMap::new(),
             settling: DelayQueue::new(),
             settling_paths: HashSet::new(),
+            deferred: HashMap::new(),
+            cooling: DelayQueue::new(),
+            ledger: None,
+            gc_running: Arc::new(AtomicBool::new(false)),
             watch_degraded: false,
         }
     }
@@ -144,6 +167,7 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let mut rescan = interval_after(self.config.rescan_interval);
         let mut tick = interval_after(self.config.heartbeat_interval);
+        let mut gc = interval_after(self.config.retention.gc_interval);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
@@ -155,8 +179,12 @@ impl Daemon {
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
                     self.on_settled(expired.into_inner());
                 }
+                Some(expired) = std::future::poll_fn(|cx| self.cooling.poll_expired(cx)) => {
+                    self.consider(&expired.into_inner());
+                }
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
+                _ = gc.tick() => self.collect_garbage(),
             }
         }
     }
@@ -216,13 +244,70 @@ impl Daemon {
         }
     }
 
-    /// Claim `path` if it is a candidate.
+    /// Claim `path` if it is a candidate and its prompt is not cooling down.
     fn consider(&mut self, path: &Path) {
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
-        if entry == layout::InboxEntry::Ignored {
+        let prior = match &entry {
+            layout::InboxEntry::Ignored => return,
+            layout::InboxEntry::Prompt(prompt) => match self.prior_or_defer(prompt, path) {
+                Some(prior) => prior,
+                None => return,
+            },
+            layout::InboxEntry::InvalidName { .. } => Prior::default(),
+        };
+        let mut claimer = Claimer {
+            layout: &self.layout,
+            config: &self.config,
+            host: &self.host,
+            ledger: self.ledger.as_mut(),
+        };
+        let claimed = claimer.claim(path, entry, &prior);
+        self.on_claimed(path, claimed);
+    }
+
+    /// The prompt's last run decides: in cooldown, it is deferred (a timer
+    /// brings it back when the cooldown ends) and `None` is returned;
+    /// otherwise the attempt it starts.
+    fn prior_or_defer(&mut self, prompt: &PromptName, path: &Path) -> Option<Prior> {
+        let ledger = self.ledger.as_ref()?;
+        let last = match ledger.last_run(&prompt.project, &prompt.name) {
+            Ok(last) => last,
+            Err(e) => {
+                // Fail soft: a prompt is never stuck because history is unreadable.
+                tracing::warn!(%prompt, "{e}; claiming without its history");
+                return Some(Prior::default());
+            }
+        };
+        let Some(last) = last else {
+            return Some(Prior::default());
+        };
+        let cooldowns = retry::cooldowns(self.config.default_profile());
+        if let Some(until) = last.cooldown_end(cooldowns, Timestamp::now().epoch_ms()) {
+            self.defer(prompt, path, until);
+            return None;
+        }
+        self.deferred.remove(prompt);
+        let requeued_by = JobId::parse(&last.id)
+            .ok()
+            .filter(|_| last.requeued)
+            .map(|id| (id, last.attempt));
+        Some(Prior { requeued_by })
+    }
+
+    fn defer(&mut self, prompt: &PromptName, path: &Path, until: u64) {
+        let known = self.deferred.get(prompt).is_some_and(|(u, _)| *u == until);
+        if known {
             return;
         }
-        match claim::claim(&self.layout, &self.config, &self.host, path, entry) {
+        let wait = Duration::from_millis(until.saturating_sub(Timestamp::now().epoch_ms()));
+        tracing::info!(%prompt, cooldown_ends_in = %humantime::format_duration(Duration::from_millis(wait.as_millis() as u64)), "in cooldown; deferred");
+        self.deferred
+            .insert(prompt.clone(), (until, path.to_path_buf()));
+        self.cooling.insert(path.to_path_buf(), wait);
+    }
+
+    fn on_claimed(&mut self, path: &Path, claimed: Result<Claimed, JobError>) {
+        match claimed {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
                 self.enqueue(rec.job_id);
@@ -354,7 +439,13 @@ impl Daemon {
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
                 let why = format!("its monitor exited ({how}) before the job ended");
-                recover::interrupt(&self.layout, &self.config, &mut rec, &why);
+                recover::interrupt(
+                    &self.layout,
+                    &self.config,
+                    self.ledger.as_mut(),
+                    &mut rec,
+                    &why,
+                );
                 self.unblock(&rec.prompt_name());
             }
             Ok(rec) => {
@@ -388,12 +479,15 @@ impl Daemon {
             let mut events = EventLog::open(&self.layout.events(id), self.config.events);
             events.append("abort_requested", json!({"while": "queued"}));
             let reason = abort::reason(&self.layout, id);
-            terminal::finish(
-                &self.layout,
+            let mut finisher = Finisher {
+                layout: &self.layout,
+                config: &self.config,
+                ledger: self.ledger.as_mut(),
+            };
+            finisher.finish(
                 &mut rec,
                 &mut events,
-                JobState::Aborted,
-                Some(reason),
+                Ending::new(JobState::Aborted, Some(reason)),
             )?;
             tracing::info!(job = %id, "aborted while queued");
             self.unblock(&rec.prompt_name());
@@ -436,6 +530,27 @@ impl Daemon {
         }
         self.dispatch();
         self.write_state(Phase::Running);
+    }
+
+    /// Retention, off the loop's thread and on its own ledger connection
+    /// (WAL lets it write beside us); never two at once.
+    fn collect_garbage(&mut self) {
+        if self.gc_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (layout, config, running) = (
+            self.layout.clone(),
+            self.config.clone(),
+            self.gc_running.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            match Ledger::open(&layout.ledger()) {
+                // `collect` logs its own summary.
+                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
+                Err(e) => tracing::warn!("retention skipped: {e}"),
+            }
+            running.store(false, Ordering::Release);
+        });
     }
 
     fn take_recovered(&mut self, recovered: Recovered) {

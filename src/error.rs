@@ -69,6 +69,8 @@ pub enum DaemonError {
         path: PathBuf,
         source: notify::Error,
     },
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
     #[error("daemon task {task} ended unexpectedly: {reason}")]
     TaskDied { task: &'static str, reason: String },
 }

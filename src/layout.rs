@@ -87,6 +87,11 @@ impl Layout {
         self.run_dir(id).join("monitor.lock")
     }
 
+    /// Paths the job says it changed, one per line (written by the job).
+    pub fn affected_list(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("affected")
+    }
+
     pub fn abort_marker(&self, id: &JobId) -> PathBuf {
         self.run_dir(id).join(ABORT_FILE)
     }
@@ -128,6 +133,21 @@ impl Layout {
     pub fn resolve(&self, record_path: &str) -> PathBuf {
         self.root.join(record_path)
     }
+
+    // -- retention (gc) ------------------------------------------------------
+
+    /// A record's `archive_path` made absolute, but only if it names a file
+    /// strictly under `archive/` with plain components: the one kind of
+    /// prompt file retention may delete.
+    pub fn archived_file(&self, record_path: &str) -> Option<PathBuf> {
+        let rel = Path::new(record_path);
+        let plain = rel.components().all(|c| matches!(c, Component::Normal(_)));
+        let path = self.resolve(record_path);
+        let under = path.starts_with(self.archive()) && path != self.archive();
+        (plain && under).then_some(path)
+    }
+
+    // ------------------------------------------------------------------------
 
     /// Where a corrupt `job.json` is moved aside (never deleted).
     pub fn corrupt_record(&self, id: &JobId, stamp: u64) -> PathBuf {

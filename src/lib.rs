@@ -9,7 +9,8 @@
 //!
 //! - `main.rs` — parse arguments, start tracing, call [`commands::run`], map to an exit code.
 //! - [`cli`] — clap types only.
-//! - [`commands`] — one file per subcommand; the CLI edge (env, signals, printing).
+//! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
+//!   subcommand); the CLI edge (env, signals, printing).
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders.
 //! - [`layout`] — the only module that knows names under the root; name validation.
@@ -25,7 +26,13 @@
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
-//! - [`terminal`] — ending a job: terminal record, then archive, in a recoverable order.
+//! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
+//!   in a recoverable order.
+//! - [`retry`] — the retry policy: requeue decisions and cooldowns.
+//! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
+//!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
+//!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`.
+//! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`procfs`] — process facts from `/proc` (start times).
 
@@ -47,4 +54,5 @@ pub mod ledger;
 pub mod monitor;
 pub mod procfs;
 pub mod recover;
+pub mod retry;
 pub mod terminal;

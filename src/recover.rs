@@ -21,9 +21,11 @@ use crate::config::Config;
 use crate::error::JobError;
 use crate::events::EventLog;
 use crate::fsio::{self, Renamed};
+use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, InboxEntry, Layout, RUNNING_SUFFIX};
-use crate::{inbox, terminal};
+use crate::ledger::Ledger;
+use crate::terminal::{Ending, Finisher};
 
 /// What the daemon must take over.
 #[derive(Debug, Default)]
@@ -33,7 +35,12 @@ pub struct Recovered {
     pub adopted: Vec<JobId>,
 }
 
-pub fn reconcile(layout: &Layout, config: &Config, host: &str) -> Recovered {
+pub fn reconcile(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    mut ledger: Option<&mut Ledger>,
+) -> Recovered {
     let mut out = Recovered::default();
     let mut queued = Vec::new();
     let mut held: HashSet<PathBuf> = HashSet::new();
@@ -64,6 +71,7 @@ pub fn reconcile(layout: &Layout, config: &Config, host: &str) -> Recovered {
             _ => interrupt(
                 layout,
                 config,
+                ledger.as_deref_mut(),
                 &mut rec,
                 "its monitor was gone when the daemon started",
             ),
@@ -145,18 +153,24 @@ pub fn monitor_state(layout: &Layout, id: &JobId) -> Monitor {
     }
 }
 
-/// End a job whose monitor is gone as `interrupted`.
-pub fn interrupt(layout: &Layout, config: &Config, rec: &mut JobRecord, why: &str) {
+/// End a job whose monitor is gone as `interrupted` (requeued at once,
+/// up to `max_interrupts` in a row).
+pub fn interrupt(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&mut Ledger>,
+    rec: &mut JobRecord,
+    why: &str,
+) {
     tracing::warn!(job = %rec.job_id, "{why}");
     let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
-    let result = terminal::finish(
+    let mut finisher = Finisher {
         layout,
-        rec,
-        &mut events,
-        JobState::Interrupted,
-        Some(why.to_owned()),
-    );
-    if let Err(e) = result {
+        config,
+        ledger,
+    };
+    let ending = Ending::new(JobState::Interrupted, Some(why.to_owned()));
+    if let Err(e) = finisher.finish(rec, &mut events, ending) {
         tracing::error!(job = %rec.job_id, "{e}");
     }
 }

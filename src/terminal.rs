@@ -1,76 +1,187 @@
-//! Ending a job: the terminal transition and the archive of its prompt, in
+//! Ending a job: the terminal transition, the ledger row, and the prompt's
+//! next place (the archive, or back in the inbox for another attempt), in
 //! the one order that every crash point can recover from:
 //!
-//! 1. `job.json` is written in its terminal state, already naming the
-//!    archive path (fsynced). A crash here leaves a terminal record whose
-//!    prompt is still `*.running.md`: recovery completes the move.
-//! 2. The prompt is renamed `*.running.md` → `archive/<state>/…` without
-//!    ever replacing a file (fsynced directories).
-//! 3. The `archived` event (fail-soft).
+//! 1. `job.json` is written in its terminal state, naming the outcome and
+//!    where the prompt goes (fsynced). A crash after this leaves a terminal
+//!    record whose prompt is still `*.running.md`: recovery finishes an
+//!    archive move, or puts a requeued prompt back; the missing ledger row is
+//!    backfilled from the record before anything is claimed.
+//! 2. The ledger row (fail-soft). It is written *before* a requeued prompt
+//!    reappears in the inbox, so the next claim sees this attempt's outcome
+//!    (cooldown, attempt number). If it cannot be written, the prompt is
+//!    archived instead of requeued: retries are never unbounded.
+//! 3. The prompt is renamed `*.running.md` → its next place, never
+//!    replacing a file (fsynced folders).
+//! 4. The `requeued` or `archived` event (fail-soft).
 //!
 //! Used by the monitor (normal ends) and the daemon (jobs that end before a
 //! monitor starts: rejected, aborted while queued, interrupted).
 
+use std::path::{Path, PathBuf};
+
 use serde_json::json;
 
+use crate::config::Config;
 use crate::error::JobError;
 use crate::events::EventLog;
 use crate::fsio::{self, Renamed};
 use crate::job::{JobRecord, JobState};
 use crate::layout::Layout;
+use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
+use crate::retry;
 
-/// Move `rec` to terminal `to` and archive its prompt from `inbox_path`.
-pub fn finish(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    to: JobState,
-    reason: Option<String>,
-) -> Result<(), JobError> {
-    let from = rec.state;
-    let held = rec.inbox_path.as_deref().map(|p| layout.resolve(p));
-    let archive = layout.archived_prompt(to, &rec.prompt_name(), &rec.job_id);
-    let archive_rel = layout.relative(&archive).to_string_lossy().into_owned();
-    rec.archive_path = Some(archive_rel.clone());
-    rec.inbox_path = Some(archive_rel.clone());
-    rec.transition(layout, to, reason)?;
-    events.append("state", json!({"from": from, "to": to}));
-    let Some(held) = held.filter(|h| *h != archive) else {
-        events.append("archived", json!({"path": archive_rel}));
-        return Ok(());
-    };
-    archive_prompt(layout, rec, events, &held, &archive)
+/// How a job ends and what it leaves for the ledger.
+#[derive(Debug)]
+pub struct Ending {
+    pub state: JobState,
+    pub reason: Option<String>,
+    /// The ledger outcome; a failure may be refined to `rate_limited`.
+    pub outcome: Outcome,
+    pub artifacts: Vec<Artifact>,
+    pub paths: Vec<(PathRelation, String)>,
 }
 
-fn archive_prompt(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    held: &std::path::Path,
-    archive: &std::path::Path,
-) -> Result<(), JobError> {
-    if let Some(dir) = archive.parent() {
-        fsio::create_dirs(dir)?;
-    }
-    let archive_rel = rec.archive_path.clone();
-    match fsio::rename_noreplace(held, archive)? {
-        Renamed::Done => {
-            events.append("archived", json!({"path": archive_rel}));
-            Ok(())
-        }
-        outcome => {
-            // The record named an archive that did not happen: say so in it.
-            let why = match outcome {
-                Renamed::SourceGone => "the prompt file was gone at archive time",
-                _ => "an archive file of that name already existed",
-            };
-            tracing::warn!(job = %rec.job_id, "not archived: {why} ({})", held.display());
-            rec.archive_path = None;
-            rec.inbox_path = None;
-            rec.extra.insert("archive_error".into(), json!(why));
-            rec.save(layout)?;
-            events.append("archive_failed", json!({"reason": why}));
-            Ok(())
+impl Ending {
+    pub fn new(state: JobState, reason: Option<String>) -> Self {
+        Ending {
+            state,
+            reason,
+            outcome: Outcome::of_state(state).unwrap_or(Outcome::Interrupted),
+            artifacts: Vec::new(),
+            paths: Vec::new(),
         }
     }
+}
+
+/// What ending a job needs: where things are, the retry policy, and the
+/// ledger (absent if it could not be opened: then nothing is requeued).
+pub struct Finisher<'a> {
+    pub layout: &'a Layout,
+    pub config: &'a Config,
+    pub ledger: Option<&'a mut Ledger>,
+}
+
+impl Finisher<'_> {
+    /// End `rec` as `ending` says.
+    pub fn finish(
+        &mut self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        ending: Ending,
+    ) -> Result<(), JobError> {
+        let from = rec.state;
+        let held = rec.inbox_path.as_deref().map(|p| self.layout.resolve(p));
+        let requeue =
+            retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
+                && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
+        self.plan(rec, ending.state, ending.outcome, requeue);
+        rec.transition(self.layout, ending.state, ending.reason)?;
+        events.append(
+            "state",
+            json!({"from": from, "to": ending.state, "outcome": ending.outcome.as_str()}),
+        );
+        let recorded = self.record(rec, ending.outcome, &ending.artifacts, &ending.paths);
+        if requeue && !recorded {
+            // Without the row the next claim could not count this attempt.
+            self.plan(rec, ending.state, ending.outcome, false);
+            rec.save(self.layout)?;
+        }
+        let dest = self
+            .layout
+            .resolve(rec.inbox_path.as_deref().unwrap_or_default());
+        match held.filter(|h| *h != dest) {
+            Some(held) => self.move_prompt(rec, events, &held, &dest),
+            None => {
+                events.append("archived", json!({"path": rec.archive_path}));
+                Ok(())
+            }
+        }
+    }
+
+    /// Decide where the prompt goes and say so in the record.
+    fn plan(&self, rec: &mut JobRecord, state: JobState, outcome: Outcome, requeue: bool) {
+        let prompt = rec.prompt_name();
+        let dest = if requeue {
+            self.layout.waiting_prompt(&prompt)
+        } else {
+            self.layout.archived_prompt(state, &prompt, &rec.job_id)
+        };
+        let rel = rel(self.layout, &dest);
+        rec.outcome = Some(outcome.as_str().to_owned());
+        rec.disposition = Some(if requeue { "requeued" } else { "archived" }.to_owned());
+        rec.archive_path = (!requeue).then(|| rel.clone());
+        rec.inbox_path = Some(rel);
+    }
+
+    /// Insert the ledger row; false if there is no ledger or the insert failed.
+    fn record(
+        &mut self,
+        rec: &JobRecord,
+        outcome: Outcome,
+        artifacts: &[Artifact],
+        paths: &[(PathRelation, String)],
+    ) -> bool {
+        let Some(ledger) = self.ledger.as_deref_mut() else {
+            return false;
+        };
+        let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+        match ledger.record(&exec, artifacts, paths) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled from job.json");
+                false
+            }
+        }
+    }
+
+    fn move_prompt(
+        &self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        held: &Path,
+        dest: &Path,
+    ) -> Result<(), JobError> {
+        if let Some(dir) = dest.parent() {
+            fsio::create_dirs(dir)?;
+        }
+        let op = if rec.archive_path.is_some() {
+            "archived"
+        } else {
+            "requeued"
+        };
+        match fsio::rename_noreplace(held, dest)? {
+            Renamed::Done => {
+                events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
+                Ok(())
+            }
+            other => self.not_moved(rec, events, held, other),
+        }
+    }
+
+    /// The record named a move that did not happen: say so in it.
+    fn not_moved(
+        &self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        held: &Path,
+        outcome: Renamed,
+    ) -> Result<(), JobError> {
+        let why = match outcome {
+            Renamed::SourceGone => "the prompt file was gone when the job ended",
+            _ => "a file of that name already existed",
+        };
+        tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
+        rec.archive_path = None;
+        rec.inbox_path = None;
+        rec.extra.insert("archive_error".into(), json!(why));
+        rec.save(self.layout)?;
+        events.append("archive_failed", json!({"reason": why}));
+        Ok(())
+    }
+}
+
+fn rel(layout: &Layout, path: &Path) -> String {
+    let rel: PathBuf = layout.relative(path);
+    rel.to_string_lossy().into_owned()
 }

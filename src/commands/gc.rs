@@ -1,9 +1,56 @@
-//! `jobwarden gc` (being written).
+//! `jobwarden gc [--dry-run] [--json]`: one retention pass ([`crate::gc`])
+//! over the selected root, reported as a short summary (with `--dry-run`,
+//! every path that would go) or as the JSON report. Exits 0 even when some
+//! items failed: those are logged on stderr and counted in `errors`.
 
 use std::process::ExitCode;
 
 use crate::cli::{GcArgs, GlobalArgs};
+use crate::gc::{self, GcReport};
+use crate::ledger::Ledger;
 
-pub fn run(_global: &GlobalArgs, _args: &GcArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("gc is not available yet")
+pub fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    let report = if layout.root().is_dir() {
+        let mut ledger = Ledger::open(&layout.ledger())?;
+        gc::collect(&layout, &config, &mut ledger, args.dry_run)
+    } else {
+        // No root yet: nothing to prune, and a gc must not create one.
+        GcReport {
+            dry_run: args.dry_run,
+            ..GcReport::default()
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_human(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_human(r: &GcReport) {
+    if r.dry_run {
+        for dir in &r.run_dirs {
+            println!("would remove run folder {}", dir.display());
+        }
+        for prompt in &r.archived_prompts {
+            println!("would remove archived prompt {}", prompt.display());
+        }
+    }
+    let verb = if r.dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} run folder(s), {} archived prompt(s), {} artifact row(s)",
+        r.runs_removed, r.prompts_removed, r.artifacts_removed
+    );
+    println!(
+        "kept {} finished job(s); left alone {} unfinished and {} unreadable",
+        r.runs_kept, r.runs_active, r.runs_skipped
+    );
+    if r.errors > 0 {
+        eprintln!(
+            "jobwarden: gc: {} item(s) failed (see the log above)",
+            r.errors
+        );
+    }
 }

@@ -76,8 +76,25 @@ CREATE TABLE execution_paths (
 CREATE INDEX execution_paths_by_path ON execution_paths (path);
 "#;
 
+/// Migration 2: indexes for the history queries (`history list --outcome`,
+/// `history stats`), so none of them reads the whole table.
+const V2: &str = r#"
+-- `history list --outcome O` newest first: a range of this index, already
+-- in order. It also serves every lookup the single-column outcome index
+-- served, which it replaces (one index less to write per insert).
+CREATE INDEX executions_by_outcome_finished ON executions (outcome, finished_at);
+DROP INDEX executions_by_outcome;
+-- `history stats` counts by project and outcome (and how many have a
+-- duration) from this covering index alone, never touching table rows.
+CREATE INDEX executions_by_project_outcome ON executions (project, outcome, duration_ms);
+-- Median and p95 duration of one project: LIMIT 1 OFFSET k along this index.
+CREATE INDEX executions_by_project_duration ON executions (project, duration_ms);
+-- Median and p95 duration over all projects.
+CREATE INDEX executions_by_duration ON executions (duration_ms);
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -13,6 +13,7 @@ pub mod history;
 mod migrations;
 mod outcome;
 mod query;
+mod retention;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

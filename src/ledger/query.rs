@@ -18,6 +18,20 @@ pub struct LastRun {
     pub requeued: bool,
 }
 
+impl LastRun {
+    /// When the cooldown this run causes ends (epoch ms), if it has not yet
+    /// at `now_ms`. Only `failure`, `timeout` and `rate_limited` cool.
+    pub fn cooldown_end(&self, c: Cooldowns, now_ms: u64) -> Option<u64> {
+        let span = match self.outcome {
+            Outcome::RateLimited => c.rate_limited,
+            o if o.causes_cooldown() => c.failure,
+            _ => return None,
+        };
+        let until = self.finished_at.saturating_add(span.as_millis() as u64);
+        (until > now_ms).then_some(until)
+    }
+}
+
 /// How long each cooling outcome defers the next claim.
 #[derive(Debug, Clone, Copy)]
 pub struct Cooldowns {
@@ -72,16 +86,9 @@ impl Ledger {
         c: Cooldowns,
         now_ms: u64,
     ) -> Result<Option<u64>, LedgerError> {
-        let Some(last) = self.last_run(project, name)? else {
-            return Ok(None);
-        };
-        let span = match last.outcome {
-            Outcome::RateLimited => c.rate_limited,
-            o if o.causes_cooldown() => c.failure,
-            _ => return Ok(None),
-        };
-        let until = last.finished_at.saturating_add(span.as_millis() as u64);
-        Ok((until > now_ms).then_some(until))
+        Ok(self
+            .last_run(project, name)?
+            .and_then(|last| last.cooldown_end(c, now_ms)))
     }
 
     /// How many of the newest executions of `(project, name)` in a row were

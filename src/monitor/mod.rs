@@ -29,7 +29,9 @@ use crate::error::JobError;
 use crate::events::EventLog;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
-use crate::{abort, fsio, procfs, terminal};
+use crate::ledger::{Artifact, Ledger, PathRelation};
+use crate::terminal::{Ending, Finisher};
+use crate::{abort, fsio, procfs};
 
 use abort_watch::AbortWatch;
 use output::{LogSink, SharedSink};
@@ -42,6 +44,9 @@ pub const EXIT_ALREADY_SUPERVISED: i32 = 75;
 /// Only a process that left the job's group can hold them longer.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
+/// Longest `affected` list read from a job.
+const AFFECTED_MAX_BYTES: u64 = 1 << 20;
+
 /// How a monitor ended.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -53,7 +58,7 @@ pub enum Outcome {
 
 /// Why the monitor is ending the job early.
 #[derive(Debug, Clone)]
-enum Ending {
+enum EarlyEnd {
     Abort(String),
     Timeout(Duration),
 }
@@ -163,7 +168,7 @@ impl Monitor<'_> {
         abort_watch: &mut AbortWatch,
     ) -> Result<Outcome, JobError> {
         let pid = Pid::from_raw(child.id() as i32);
-        let pumps = output::pump_child(&mut child, &sink);
+        let pumps = output::pump_child(&mut child, &sink, self.tail_cap());
         let (status, ending) = self.watch(pid, &sink, abort_watch).await;
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.
@@ -174,7 +179,74 @@ impl Monitor<'_> {
         self.sync_log_fields(&sink);
         let (state, reason) = self.verdict(&status, ending);
         self.events.append("exited", exit_fields(&status));
-        self.end(state, reason)
+        let ending = self.ending_after_run(state, reason, &sink);
+        self.end_with(ending)
+    }
+
+    fn tail_cap(&self) -> usize {
+        usize::try_from(self.config.artifact_tail_bytes).unwrap_or(usize::MAX)
+    }
+
+    /// What a run leaves for the ledger: the outcome (a failure matching the
+    /// profile's rate-limit rules is `rate_limited`), the output tails and
+    /// the paths it ran on and changed.
+    fn ending_after_run(
+        &self,
+        state: JobState,
+        reason: Option<String>,
+        sink: &SharedSink,
+    ) -> Ending {
+        let cap = self.tail_cap();
+        let s = output::lock(sink);
+        let (out, err) = (s.stdout.text(cap), s.stderr.text(cap));
+        let mut ending = Ending::new(state, reason);
+        let limited = self
+            .profile
+            .rate_limit
+            .matches(self.rec.exit_code, &[&out, &err]);
+        if state == JobState::Failed && limited {
+            ending.outcome = crate::ledger::Outcome::RateLimited;
+        }
+        let artifact = |kind, text, total: u64| Artifact {
+            kind,
+            text,
+            truncated: total > cap as u64,
+            bytes: total,
+        };
+        ending.artifacts = vec![
+            artifact("stdout_tail", out, s.stdout.total()),
+            artifact("stderr_tail", err, s.stderr.total()),
+        ];
+        ending.paths = self.paths();
+        ending
+    }
+
+    /// `executed_on`: the prompt and the workdir; `affected`: what the job
+    /// listed in `$JOBWARDEN_RUN_DIR/affected`, relative paths resolved
+    /// against the workdir.
+    fn paths(&self) -> Vec<(PathRelation, String)> {
+        let prompt = self.layout.waiting_prompt(&self.rec.prompt_name());
+        let mut paths = vec![(PathRelation::ExecutedOn, prompt.display().to_string())];
+        let Some(workdir) = self.rec.workdir.clone() else {
+            return paths;
+        };
+        paths.push((PathRelation::ExecutedOn, workdir.clone()));
+        let list = self.layout.affected_list(&self.rec.job_id);
+        let Ok((bytes, _)) = fsio::read_capped_nofollow(&list, AFFECTED_MAX_BYTES) else {
+            return paths;
+        };
+        let base = std::path::Path::new(&workdir);
+        for line in String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+        {
+            paths.push((
+                PathRelation::Affected,
+                base.join(line).display().to_string(),
+            ));
+        }
+        paths
     }
 
     /// Heartbeat, honour ABORT and the timeout, escalate to SIGKILL after
@@ -185,14 +257,14 @@ impl Monitor<'_> {
         pid: Pid,
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
-    ) -> (nix::Result<WaitStatus>, Option<Ending>) {
+    ) -> (nix::Result<WaitStatus>, Option<EarlyEnd>) {
         let mut exited = tokio::task::spawn_blocking(move || wait_exit(pid));
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let timeout = sleep_until(Instant::now() + self.profile.timeout);
         tokio::pin!(timeout);
-        let mut ending: Option<Ending> = None;
+        let mut ending: Option<EarlyEnd> = None;
         let mut kill_at: Option<Instant> = None;
         loop {
             tokio::select! {
@@ -204,7 +276,7 @@ impl Monitor<'_> {
                 () = &mut timeout, if ending.is_none() => {
                     let after = humantime::format_duration(self.profile.timeout).to_string();
                     self.events.append("timeout", json!({"after": after}));
-                    let why = Ending::Timeout(self.profile.timeout);
+                    let why = EarlyEnd::Timeout(self.profile.timeout);
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
                 () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
@@ -224,18 +296,18 @@ impl Monitor<'_> {
     }
 
     /// Record the abort request and say why the job ends.
-    fn abort_ending(&mut self) -> Ending {
+    fn abort_ending(&mut self) -> EarlyEnd {
         self.rec.abort_requested_at = Some(Timestamp::now());
         self.events.append("abort_requested", json!({}));
-        Ending::Abort(abort::reason(&self.layout, &self.rec.job_id))
+        EarlyEnd::Abort(abort::reason(&self.layout, &self.rec.job_id))
     }
 
     /// Start ending the job early: SIGTERM now; returns when to SIGKILL.
     fn end_early(
         &mut self,
         pid: Pid,
-        why: Ending,
-        ending: &mut Option<Ending>,
+        why: EarlyEnd,
+        ending: &mut Option<EarlyEnd>,
         sink: &SharedSink,
     ) -> Instant {
         *ending = Some(why);
@@ -296,7 +368,7 @@ impl Monitor<'_> {
     fn verdict(
         &mut self,
         status: &nix::Result<WaitStatus>,
-        ending: Option<Ending>,
+        ending: Option<EarlyEnd>,
     ) -> (JobState, Option<String>) {
         match status {
             Ok(WaitStatus::Exited(_, code)) => self.rec.exit_code = Some(*code),
@@ -304,8 +376,8 @@ impl Monitor<'_> {
             _ => {}
         }
         match ending {
-            Some(Ending::Abort(reason)) => (JobState::Aborted, Some(reason)),
-            Some(Ending::Timeout(after)) => (
+            Some(EarlyEnd::Abort(reason)) => (JobState::Aborted, Some(reason)),
+            Some(EarlyEnd::Timeout(after)) => (
                 JobState::TimedOut,
                 Some(format!(
                     "timed out after {}",
@@ -331,7 +403,22 @@ impl Monitor<'_> {
     }
 
     fn end(&mut self, state: JobState, reason: Option<String>) -> Result<Outcome, JobError> {
-        terminal::finish(&self.layout, &mut self.rec, &mut self.events, state, reason)?;
+        self.end_with(Ending::new(state, reason))
+    }
+
+    /// Record the end, in the ledger too. A ledger that cannot be opened is
+    /// reported and the job still ends (its row is backfilled later).
+    fn end_with(&mut self, ending: Ending) -> Result<Outcome, JobError> {
+        let state = ending.state;
+        let mut ledger = Ledger::open(&self.layout.ledger())
+            .map_err(|e| tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled"))
+            .ok();
+        let mut finisher = Finisher {
+            layout: &self.layout,
+            config: self.config,
+            ledger: ledger.as_mut(),
+        };
+        finisher.finish(&mut self.rec, &mut self.events, ending)?;
         tracing::info!(job = %self.rec.job_id, %state, "job ended");
         Ok(Outcome::Finished(state))
     }

@@ -16,6 +16,42 @@ use crate::config::format_size;
 
 const CHUNK: usize = 16 * 1024;
 
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The last bytes of one stream, for the ledger's artifacts. Holds at most
+/// twice the cap between trims.
+#[derive(Debug, Default)]
+pub struct Tail {
+    buf: Vec<u8>,
+    total: u64,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8], cap: usize) {
+        self.total += chunk.len() as u64;
+        self.buf.extend_from_slice(chunk);
+        if self.buf.len() > cap.saturating_mul(2) {
+            self.buf.drain(..self.buf.len() - cap);
+        }
+    }
+
+    /// The tail as text (invalid UTF-8 replaced), at most `cap` bytes.
+    pub fn text(&self, cap: usize) -> String {
+        let start = self.buf.len().saturating_sub(cap);
+        String::from_utf8_lossy(&self.buf[start..]).into_owned()
+    }
+
+    /// Bytes the stream produced in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
 /// The log file and what has been written to it.
 #[derive(Debug)]
 pub struct LogSink {
@@ -25,6 +61,8 @@ pub struct LogSink {
     pub bytes: u64,
     pub truncated: bool,
     pub last_output_at: Option<Timestamp>,
+    pub stdout: Tail,
+    pub stderr: Tail,
 }
 
 /// Shared by the two pump tasks and the monitor's heartbeat. A std mutex:
@@ -40,12 +78,19 @@ impl LogSink {
             bytes,
             truncated: false,
             last_output_at: None,
+            stdout: Tail::default(),
+            stderr: Tail::default(),
         }))
     }
 
-    /// Append `chunk`, honouring the cap.
-    pub fn write(&mut self, chunk: &[u8]) {
+    /// Append `chunk` from `stream`, honouring the cap; the stream's tail
+    /// keeps its last `tail_cap` bytes whatever the cap.
+    pub fn write(&mut self, stream: Stream, chunk: &[u8], tail_cap: usize) {
         self.last_output_at = Some(Timestamp::now());
+        match stream {
+            Stream::Stdout => self.stdout.push(chunk, tail_cap),
+            Stream::Stderr => self.stderr.push(chunk, tail_cap),
+        }
         if self.truncated {
             return;
         }
@@ -93,6 +138,7 @@ pub fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
 pub fn pump_child(
     child: &mut std::process::Child,
     sink: &SharedSink,
+    tail_cap: usize,
 ) -> [Option<JoinHandle<()>>; 2] {
     let stdout = child
         .stdout
@@ -103,22 +149,24 @@ pub fn pump_child(
         .take()
         .and_then(|s| tokio::process::ChildStderr::from_std(s).ok());
     [
-        stdout.map(|s| pump(s, sink.clone())),
-        stderr.map(|s| pump(s, sink.clone())),
+        stdout.map(|s| pump(s, Stream::Stdout, sink.clone(), tail_cap)),
+        stderr.map(|s| pump(s, Stream::Stderr, sink.clone(), tail_cap)),
     ]
 }
 
 /// Copy `stream` into the sink until EOF.
 pub fn pump<R: AsyncRead + Unpin + Send + 'static>(
     mut stream: R,
+    which: Stream,
     sink: SharedSink,
+    tail_cap: usize,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = vec![0u8; CHUNK];
         loop {
             match stream.read(&mut buf).await {
                 Ok(0) => return,
-                Ok(n) => lock(&sink).write(&buf[..n]),
+                Ok(n) => lock(&sink).write(which, &buf[..n], tail_cap),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!("reading job output: {e}");
@@ -139,9 +187,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("job.log");
         let sink = LogSink::new(File::create(&path).expect("create"), 10);
-        lock(&sink).write(b"0123456");
-        lock(&sink).write(b"789abc");
-        lock(&sink).write(b"more");
+        lock(&sink).write(Stream::Stdout, b"0123456", 4);
+        lock(&sink).write(Stream::Stderr, b"789abc", 4);
+        lock(&sink).write(Stream::Stdout, b"more", 4);
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with("0123456789\n[jobwarden: log capped at 10"),
@@ -150,6 +198,9 @@ mod tests {
         assert_eq!(text.matches("log capped").count(), 1);
         let s = lock(&sink);
         assert!(s.truncated);
+        assert_eq!(s.stdout.text(4), "more", "tails go on past the cap");
+        assert_eq!(s.stdout.total(), 11);
+        assert_eq!(s.stderr.text(4), "9abc");
         assert_eq!(s.bytes, text.len() as u64);
     }
 }

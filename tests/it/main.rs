@@ -17,5 +17,6 @@ mod env;
 mod gc;
 mod hardening;
 mod history;
+mod ledger;
 mod lifecycle;
 mod recovery;

@@ -1,9 +1,317 @@
-//! `jobwarden history list` (being written).
+//! `jobwarden history list [--project] [--name] [--outcome] [--since]
+//! [--limit] [--json]`: executions newest first. Exit 1 when nothing
+//! matched (`--json` still prints `[]`).
+//!
+//! This file also owns what the other query commands share: the `--since`
+//! and `--outcome` parsers, the JSON shape of one execution
+//! ([`ExecutionJson`], documented in `docs/history-json.md`) and the
+//! 80-column table. The queries themselves live in `ledger/history.rs`.
 
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context;
+use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
+use crate::clock::Timestamp;
+use crate::commands::EXIT_NO;
+use crate::ledger::history::Filter;
+use crate::ledger::{Execution, Outcome, Source};
 
-pub fn run(_global: &GlobalArgs, _args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("history list is not available yet")
+pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
+    let filter = Filter {
+        project: args.project.clone(),
+        name: args.name.clone(),
+        outcome: parse_outcome(args.outcome.as_deref())?,
+        since_ms: parse_since(args.since.as_deref())?,
+    };
+    let (_, _, ledger) = super::open(global)?;
+    let rows = ledger.list(&filter, args.limit)?;
+    if args.json {
+        let view: Vec<ExecutionJson<'_>> = rows.iter().map(ExecutionJson::from).collect();
+        print_json(&view)?;
+    } else if rows.is_empty() {
+        println!("no executions matched");
+    } else {
+        print_table(&rows)?;
+    }
+    Ok(found(!rows.is_empty()))
+}
+
+/// Exit 0 when something was found, 1 (a clean "no") when not.
+pub(super) fn found(any: bool) -> ExitCode {
+    if any {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NO)
+    }
+}
+
+/// `--outcome`: one of the outcome names; the error lists them all.
+pub(super) fn parse_outcome(value: Option<&str>) -> anyhow::Result<Option<Outcome>> {
+    value
+        .map(|v| v.parse::<Outcome>())
+        .transpose()
+        .map_err(|m| anyhow::anyhow!("--outcome: {m}"))
+}
+
+/// `--since`: a duration back from now ("12h", "30m", "7days") or an RFC
+/// 3339 time ("2026-01-02T03:04:05Z", "…+02:00"); as epoch ms.
+pub(super) fn parse_since(value: Option<&str>) -> anyhow::Result<Option<u64>> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    if let Ok(d) = humantime::parse_duration(value) {
+        let back = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        return Ok(Some(Timestamp::now().epoch_ms().saturating_sub(back)));
+    }
+    rfc3339_ms(value).map(Some).with_context(|| {
+        format!(
+            "--since {value:?} is neither a duration (like \"12h\", \"30m\", \"7days\") \
+             nor an RFC 3339 time (like \"2026-01-02T03:04:05Z\" or \"2026-01-02T05:04:05+02:00\")"
+        )
+    })
+}
+
+/// Epoch ms of an RFC 3339 time. humantime reads `Z` (and no zone, as
+/// UTC) but not numeric offsets, so a `±HH:MM` suffix is applied here.
+fn rfc3339_ms(value: &str) -> anyhow::Result<u64> {
+    let (local, offset_min) = split_offset(value);
+    let t = humantime::parse_rfc3339_weak(local)?;
+    let ms = Timestamp::from(t).epoch_ms() as i64 - offset_min * 60_000;
+    u64::try_from(ms).context("before 1970")
+}
+
+/// `("…", minutes east of UTC)` when `value` ends with `±HH:MM`.
+fn split_offset(value: &str) -> (&str, i64) {
+    let Some((local, tail)) = value.len().checked_sub(6).map(|i| value.split_at(i)) else {
+        return (value, 0);
+    };
+    let sign = match tail.as_bytes() {
+        [b'+', _, _, b':', _, _] => 1,
+        [b'-', _, _, b':', _, _] => -1,
+        _ => return (value, 0),
+    };
+    match (tail[1..3].parse::<i64>(), tail[4..6].parse::<i64>()) {
+        (Ok(h), Ok(m)) if local.len() > 10 => (local, sign * (h * 60 + m)),
+        _ => (value, 0),
+    }
+}
+
+/// The wall-clock time of an epoch-ms value.
+pub(super) fn timestamp(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// One execution as every `--json` output shows it (docs/history-json.md).
+#[derive(Debug, Serialize)]
+pub(super) struct ExecutionJson<'a> {
+    id: &'a str,
+    project: &'a str,
+    name: &'a str,
+    attempt: u32,
+    retry_of: Option<&'a str>,
+    profile: Option<&'a str>,
+    outcome: &'static str,
+    exit_code: Option<i32>,
+    signal: Option<&'a str>,
+    failure_stage: Option<&'a str>,
+    error_message: Option<&'a str>,
+    result_ref: Option<&'a str>,
+    host: &'a str,
+    started_at: Option<Timestamp>,
+    finished_at: Timestamp,
+    duration_ms: Option<u64>,
+    disposition: Option<&'a str>,
+    source: Source,
+}
+
+impl<'a> From<&'a Execution> for ExecutionJson<'a> {
+    fn from(e: &'a Execution) -> Self {
+        ExecutionJson {
+            id: &e.id,
+            project: &e.project,
+            name: &e.name,
+            attempt: e.attempt,
+            retry_of: e.retry_of.as_deref(),
+            profile: e.profile.as_deref(),
+            outcome: e.outcome.as_str(),
+            exit_code: e.exit_code,
+            signal: e.signal.as_deref(),
+            failure_stage: e.failure_stage.as_deref(),
+            error_message: e.error_message.as_deref(),
+            result_ref: e.result_ref.as_deref(),
+            host: &e.host,
+            started_at: e.started_at.map(timestamp),
+            finished_at: timestamp(e.finished_at),
+            duration_ms: e.duration_ms,
+            disposition: e.disposition.as_deref(),
+            source: e.source,
+        }
+    }
+}
+
+/// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
+pub(super) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value).context("writing JSON to stdout")?;
+    writeln!(out).context("writing to stdout")
+}
+
+/// Width of the PROMPT column; with the others a row fits 80 columns.
+const PROMPT_WIDTH: usize = 24;
+
+/// The header and one line per execution.
+pub(super) fn print_table(rows: &[Execution]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let now = Timestamp::now().epoch_ms();
+    writeln!(out, "{}", header()).context("writing to stdout")?;
+    for e in rows {
+        writeln!(out, "{}", table_row(e, now)).context("writing to stdout")?;
+    }
+    Ok(())
+}
+
+pub(super) fn header() -> String {
+    cells(["ID", "PROMPT", "OUTCOME", "ATTEMPT", "DURATION", "FINISHED"])
+}
+
+/// One execution as a table line: short id, prompt, outcome, attempt,
+/// duration and how long ago it finished.
+pub(super) fn table_row(e: &Execution, now_ms: u64) -> String {
+    // The tail: a UUIDv7's first 8 characters are its timestamp's top
+    // bits, shared by every job started within the same ~65 s.
+    let skip = e.id.chars().count().saturating_sub(8);
+    let id: String = e.id.chars().skip(skip).collect();
+    let duration = e.duration_ms.map_or_else(|| "-".into(), fmt_duration);
+    cells([
+        &id,
+        &fit(&prompt_label(&e.project, &e.name), PROMPT_WIDTH),
+        e.outcome.as_str(),
+        &e.attempt.to_string(),
+        &duration,
+        &fmt_ago(e.finished_at, now_ms),
+    ])
+}
+
+fn cells(c: [&str; 6]) -> String {
+    format!(
+        "{:<8}  {:<w$}  {:<12}  {:>7}  {:>8}  {}",
+        c[0],
+        c[1],
+        c[2],
+        c[3],
+        c[4],
+        c[5],
+        w = PROMPT_WIDTH
+    )
+}
+
+/// `project/name`, or `name` for a prompt at the top of the inbox.
+pub(super) fn prompt_label(project: &str, name: &str) -> String {
+    if project.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{project}/{name}")
+    }
+}
+
+/// `text` cut to `width` characters, marking a cut with `…`.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `2h03m`.
+pub(super) fn fmt_duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// `just now`, `42s ago`, `3m ago`, `5h ago`, `12d ago`.
+pub(super) fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0..10 => "just now".into(),
+        10..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_reads_durations_and_rfc3339_with_offsets() {
+        let utc = parse_since(Some("2026-01-02T03:04:05Z")).expect("utc");
+        let east = parse_since(Some("2026-01-02T05:04:05+02:00")).expect("offset");
+        assert_eq!(utc, east);
+        assert_eq!(utc, Some(1_767_323_045_000));
+        let ago = parse_since(Some("12h")).expect("duration").expect("some");
+        let expected = Timestamp::now().epoch_ms() - 12 * 3_600_000;
+        assert!(ago.abs_diff(expected) < 5_000, "{ago} vs {expected}");
+    }
+
+    #[test]
+    fn since_rejects_garbage_naming_it() {
+        let err = parse_since(Some("yesterday-ish")).expect_err("invalid");
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("yesterday-ish") && msg.contains("RFC 3339"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn table_rows_fit_80_columns() {
+        let e = Execution {
+            id: "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee".into(),
+            project: "a-rather-long-project-name/with/depth".into(),
+            name: "and-a-long-prompt-name".into(),
+            attempt: 12,
+            retry_of: None,
+            profile: None,
+            command: None,
+            workdir: None,
+            started_at: Some(0),
+            finished_at: 0,
+            duration_ms: Some(36_000_000),
+            outcome: Outcome::RateLimited,
+            exit_code: None,
+            signal: None,
+            failure_stage: None,
+            error_message: None,
+            result_ref: None,
+            host: "h".into(),
+            prompt_sha256: None,
+            disposition: None,
+            source: Source::Daemon,
+        };
+        let line = table_row(&e, 400 * 86_400_000);
+        assert!(line.chars().count() <= 80, "{} chars: {line}", line.len());
+        assert!(header().chars().count() <= 80);
+    }
+
+    #[test]
+    fn durations_and_ages_read_naturally() {
+        assert_eq!(fmt_duration(850), "850ms");
+        assert_eq!(fmt_duration(12_345), "12.3s");
+        assert_eq!(fmt_duration(245_000), "4m05s");
+        assert_eq!(fmt_duration(7_380_000), "2h03m");
+        assert_eq!(fmt_ago(0, 180_000), "3m ago");
+        assert_eq!(fmt_ago(5_000, 0), "just now");
+    }
 }

@@ -1,9 +1,156 @@
-//! `jobwarden history show` (being written).
+//! `jobwarden history show <job> [--json]`: one execution by its full id,
+//! with its artifacts (output tails) and paths. A malformed id is an error
+//! (exit 2); an id the ledger does not have exits 1, naming it on stderr.
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::{GlobalArgs, HistoryShowArgs};
+use anyhow::Context;
+use serde::Serialize;
 
-pub fn run(_global: &GlobalArgs, _args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("history show is not available yet")
+use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label, timestamp};
+use crate::cli::{GlobalArgs, HistoryShowArgs};
+use crate::clock::Timestamp;
+use crate::commands::EXIT_NO;
+use crate::job::JobId;
+use crate::ledger::Execution;
+use crate::ledger::history::{StoredArtifact, StoredPath};
+
+pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
+    let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
+    let (_, layout, ledger) = super::open(global)?;
+    let Some(execution) = ledger.execution(id.as_str())? else {
+        eprintln!(
+            "jobwarden: no execution {id} in the ledger {}",
+            layout.ledger().display()
+        );
+        return Ok(ExitCode::from(EXIT_NO));
+    };
+    let shown = Shown {
+        artifacts: ledger.artifacts(id.as_str())?,
+        paths: ledger.paths(id.as_str())?,
+        execution: &execution,
+    };
+    if args.json {
+        print_json(&shown.json())?;
+    } else {
+        print_human(&shown)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An execution with everything stored about it.
+struct Shown<'a> {
+    execution: &'a Execution,
+    artifacts: Vec<StoredArtifact>,
+    paths: Vec<StoredPath>,
+}
+
+/// `history show --json`: the list shape plus the columns a listing leaves
+/// out, the artifacts and the paths (docs/history-json.md).
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    #[serde(flatten)]
+    execution: ExecutionJson<'a>,
+    command: Option<&'a [String]>,
+    workdir: Option<&'a str>,
+    prompt_sha256: Option<&'a str>,
+    artifacts: &'a [StoredArtifact],
+    paths: &'a [StoredPath],
+}
+
+impl Shown<'_> {
+    fn json(&self) -> ShowJson<'_> {
+        let e = self.execution;
+        ShowJson {
+            execution: ExecutionJson::from(e),
+            command: e.command.as_deref(),
+            workdir: e.workdir.as_deref(),
+            prompt_sha256: e.prompt_sha256.as_deref(),
+            artifacts: &self.artifacts,
+            paths: &self.paths,
+        }
+    }
+}
+
+fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for (label, value) in fields(s.execution) {
+        if let Some(value) = value {
+            writeln!(out, "{label:<12} {value}").context("writing to stdout")?;
+        }
+    }
+    print_paths(&mut out, &s.paths).context("writing to stdout")?;
+    print_artifacts(&mut out, &s.artifacts).context("writing to stdout")
+}
+
+/// Labelled lines of an execution; `None` values are not printed.
+fn fields(e: &Execution) -> Vec<(&'static str, Option<String>)> {
+    let now = Timestamp::now().epoch_ms();
+    let finished = format!(
+        "{} ({})",
+        timestamp(e.finished_at),
+        fmt_ago(e.finished_at, now)
+    );
+    vec![
+        ("execution", Some(e.id.clone())),
+        ("prompt", Some(prompt_label(&e.project, &e.name))),
+        ("outcome", Some(outcome_line(e))),
+        ("attempt", Some(attempt_line(e))),
+        ("profile", e.profile.clone()),
+        ("started", e.started_at.map(|ms| timestamp(ms).to_string())),
+        ("finished", Some(finished)),
+        ("duration", e.duration_ms.map(fmt_duration)),
+        ("stage", e.failure_stage.clone()),
+        ("error", e.error_message.clone()),
+        ("result", e.result_ref.clone()),
+        ("disposition", e.disposition.clone()),
+        ("host", Some(e.host.clone())),
+        ("command", e.command.as_ref().map(|c| c.join(" "))),
+        ("workdir", e.workdir.clone()),
+    ]
+}
+
+/// `failure (exit 3)`, `aborted (signal SIGTERM)`, `success`.
+fn outcome_line(e: &Execution) -> String {
+    match (e.exit_code, &e.signal) {
+        (_, Some(sig)) => format!("{} (signal {sig})", e.outcome),
+        (Some(code), None) => format!("{} (exit {code})", e.outcome),
+        (None, None) => e.outcome.to_string(),
+    }
+}
+
+fn attempt_line(e: &Execution) -> String {
+    match &e.retry_of {
+        Some(prev) => format!("{} (retry of {prev})", e.attempt),
+        None => e.attempt.to_string(),
+    }
+}
+
+fn print_paths(out: &mut impl Write, paths: &[StoredPath]) -> std::io::Result<()> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "paths:")?;
+    for p in paths {
+        writeln!(out, "  {:<12} {}", p.relation, p.path)?;
+    }
+    Ok(())
+}
+
+/// Each artifact's size line, then its text indented.
+fn print_artifacts(out: &mut impl Write, artifacts: &[StoredArtifact]) -> std::io::Result<()> {
+    for a in artifacts {
+        let bytes = a.content["bytes"].as_u64().unwrap_or(0);
+        let cut = if a.content["truncated"] == true {
+            ", truncated: the tail is shown"
+        } else {
+            ""
+        };
+        writeln!(out, "{} ({bytes} bytes{cut}):", a.kind)?;
+        for line in a.content["text"].as_str().unwrap_or("").lines() {
+            writeln!(out, "    {line}")?;
+        }
+    }
+    Ok(())
 }

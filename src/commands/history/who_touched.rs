@@ -1,9 +1,75 @@
-//! `jobwarden history who-touched` (being written).
+//! `jobwarden history who-touched <path> [--json]`: executions that ran on
+//! (`executed_on`) or changed (`affected`) a file, or anything under a
+//! folder, newest first, each with the matching paths and their relation.
+//! A relative argument is made absolute against the current folder; it
+//! need not exist (it may have been deleted since). Exit 1 when none did.
 
+use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
-use crate::cli::{GlobalArgs, WhoTouchedArgs};
+use anyhow::Context;
+use serde::Serialize;
 
-pub fn run(_global: &GlobalArgs, _args: &WhoTouchedArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("history who-touched is not available yet")
+use super::list::{ExecutionJson, found, header, print_json, table_row};
+use crate::cli::{GlobalArgs, WhoTouchedArgs};
+use crate::clock::Timestamp;
+use crate::ledger::history::{StoredPath, Touch};
+
+pub fn run(global: &GlobalArgs, args: &WhoTouchedArgs) -> anyhow::Result<ExitCode> {
+    let path = query_path(&args.path)?;
+    let (_, _, ledger) = super::open(global)?;
+    let touches = ledger.touching(&path)?;
+    if args.json {
+        let view: Vec<TouchJson<'_>> = touches.iter().map(TouchJson::from).collect();
+        print_json(&view)?;
+    } else if touches.is_empty() {
+        println!("no recorded execution ran on or affected {path}");
+    } else {
+        print_human(&touches).context("writing to stdout")?;
+    }
+    Ok(found(!touches.is_empty()))
+}
+
+/// The argument as the ledger stores paths: absolute, no trailing `/`
+/// (except `/` itself). `.` components and doubled slashes are dropped;
+/// `..` is kept, as std::path::absolute keeps it (symlinks make removing
+/// it a guess). Non-UTF-8 bytes are replaced as the recorder replaces them.
+fn query_path(arg: &Path) -> anyhow::Result<String> {
+    let abs = std::path::absolute(arg)
+        .with_context(|| format!("making path {:?} absolute", arg.display().to_string()))?;
+    let text = abs.to_string_lossy();
+    let trimmed = text.trim_end_matches('/');
+    Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_owned())
+}
+
+/// One entry of `who-touched --json` (docs/history-json.md).
+#[derive(Serialize)]
+struct TouchJson<'a> {
+    #[serde(flatten)]
+    execution: ExecutionJson<'a>,
+    paths: &'a [StoredPath],
+}
+
+impl<'a> From<&'a Touch> for TouchJson<'a> {
+    fn from(t: &'a Touch) -> Self {
+        TouchJson {
+            execution: ExecutionJson::from(&t.execution),
+            paths: &t.paths,
+        }
+    }
+}
+
+/// The `history list` table, each execution followed by its paths.
+fn print_human(touches: &[Touch]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let now = Timestamp::now().epoch_ms();
+    writeln!(out, "{}", header())?;
+    for t in touches {
+        writeln!(out, "{}", table_row(&t.execution, now))?;
+        for p in &t.paths {
+            writeln!(out, "    {:<12} {}", p.relation, p.path)?;
+        }
+    }
+    Ok(())
 }
