@@ -1,7 +1,9 @@
 //! The execution-history ledger (`ledger.db`, DESIGN §7): real SQLite in WAL
 //! mode, so the CLI reads while the daemon and monitors write. This module
 //! opens it (pragmas, migrations); `execution.rs` holds what one row is and
-//! how it is written; `query.rs` the reads (cooldown, history).
+//! how it is written; `query.rs` the reads that drive decisions (cooldown,
+//! attempts); `history.rs` the CLI's queries; `retention.rs` artifact
+//! pruning; `backfill.rs` rows restored from `job.json`.
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its

@@ -253,3 +253,28 @@ fn interrupted_prompt_is_requeued_as_a_new_attempt() {
     assert_eq!(second.int_field("attempt"), Some(2));
     assert_eq!(second.str_field("retry_of"), Some(first.id.as_str()));
 }
+
+#[test]
+fn daemon_start_backfills_rows_its_ledger_lost() {
+    let sb = Sandbox::new();
+    let script = sb.script("fail", "echo nope >&2; exit 4");
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).profile("cooldown", "\"1h\""));
+    let mut d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "lost", "x\n");
+    let job = sb.wait_done("proj", "lost", secs(15));
+    d.sigterm();
+    d.wait_exit(secs(5));
+    for f in ["ledger.db", "ledger.db-wal", "ledger.db-shm"] {
+        let _ = fs::remove_file(sb.root.join(f));
+    }
+
+    let _again = Daemon::start(&sb);
+    let out = sb.run(&["history", "show", &job.id, "--json"]);
+    assert_eq!(out.code(), 0, "row backfilled at start: {}", out.stderr);
+    let row: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(row["outcome"], "failure");
+    assert_eq!(row["exit_code"], 4);
+    assert_eq!(row["source"], "repair");
+    // The backfilled failure still drives the cooldown.
+    assert_eq!(sb.run(&["history", "check", "proj", "lost"]).code(), 0);
+}
