@@ -87,29 +87,22 @@ fn fill(path: &std::path::Path) {
 
 fn time_record(path: &std::path::Path, n: u64) -> Duration {
     let mut ledger = Ledger::open(path).expect("open");
-    let exec = Execution {
-        id: format!("rec-{n}"),
-        project: "p1".into(),
-        name: "n1".into(),
-        attempt: 1,
-        retry_of: None,
-        profile: Some("default".into()),
-        command: Some(vec!["codex".into(), "exec".into()]),
-        workdir: Some("/srv/repo".into()),
-        started_at: Some(1),
-        finished_at: 2,
-        duration_ms: Some(1),
-        outcome: Outcome::Success,
-        exit_code: Some(0),
-        signal: None,
-        failure_stage: None,
-        error_message: None,
-        result_ref: None,
-        host: "bench".into(),
-        prompt_sha256: None,
-        disposition: Some("archived".into()),
-        source: Source::Daemon,
-    };
+    let mut exec = Execution::new(
+        format!("rec-{n}"),
+        "p1",
+        "n1",
+        Outcome::Success,
+        2,
+        "bench",
+        Source::Daemon,
+    );
+    exec.profile = Some("default".into());
+    exec.command = Some(vec!["codex".into(), "exec".into()]);
+    exec.workdir = Some("/srv/repo".into());
+    exec.started_at = Some(1);
+    exec.duration_ms = Some(1);
+    exec.exit_code = Some(0);
+    exec.disposition = Some("archived".into());
     let tail = |kind| Artifact {
         kind,
         text: "x".repeat(4096),

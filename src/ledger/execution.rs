@@ -91,6 +91,41 @@ impl PathRelation {
 }
 
 impl Execution {
+    /// A row with only what every execution has; the rest unknown (attempt 1).
+    pub fn new(
+        id: String,
+        project: &str,
+        name: &str,
+        outcome: Outcome,
+        finished_at: u64,
+        host: &str,
+        source: Source,
+    ) -> Self {
+        Execution {
+            id,
+            project: project.to_owned(),
+            name: name.to_owned(),
+            attempt: 1,
+            retry_of: None,
+            profile: None,
+            command: None,
+            workdir: None,
+            started_at: None,
+            finished_at,
+            duration_ms: None,
+            outcome,
+            exit_code: None,
+            signal: None,
+            failure_stage: None,
+            error_message: None,
+            result_ref: None,
+            host: host.to_owned(),
+            prompt_sha256: None,
+            disposition: None,
+            source,
+        }
+    }
+
     /// The row for a terminal job record.
     pub fn from_record(
         rec: &JobRecord,

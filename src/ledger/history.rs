@@ -589,29 +589,19 @@ mod tests {
         finished_at: u64,
         ms: Option<u64>,
     ) -> Execution {
-        Execution {
-            id: id.into(),
-            project: project.into(),
-            name: "n".into(),
-            attempt: 1,
-            retry_of: None,
-            profile: None,
-            command: Some(vec!["sh".into(), "-c".into()]),
-            workdir: None,
-            started_at: ms.map(|d| finished_at - d),
-            finished_at,
-            duration_ms: ms,
+        let mut e = Execution::new(
+            id.into(),
+            project,
+            "n",
             outcome,
-            exit_code: None,
-            signal: None,
-            failure_stage: None,
-            error_message: None,
-            result_ref: None,
-            host: "h".into(),
-            prompt_sha256: None,
-            disposition: None,
-            source: Source::Daemon,
-        }
+            finished_at,
+            "h",
+            Source::Daemon,
+        );
+        e.command = Some(vec!["sh".into(), "-c".into()]);
+        e.started_at = ms.map(|d| finished_at - d);
+        e.duration_ms = ms;
+        e
     }
 
     /// A ledger holding project "a" with durations 1..=20 s (finished at

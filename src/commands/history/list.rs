@@ -277,29 +277,18 @@ mod tests {
 
     #[test]
     fn table_rows_fit_80_columns() {
-        let e = Execution {
-            id: "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee".into(),
-            project: "a-rather-long-project-name/with/depth".into(),
-            name: "and-a-long-prompt-name".into(),
-            attempt: 12,
-            retry_of: None,
-            profile: None,
-            command: None,
-            workdir: None,
-            started_at: Some(0),
-            finished_at: 0,
-            duration_ms: Some(36_000_000),
-            outcome: Outcome::RateLimited,
-            exit_code: None,
-            signal: None,
-            failure_stage: None,
-            error_message: None,
-            result_ref: None,
-            host: "h".into(),
-            prompt_sha256: None,
-            disposition: None,
-            source: Source::Daemon,
-        };
+        let mut e = Execution::new(
+            "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee".into(),
+            "a-rather-long-project-name/with/depth",
+            "and-a-long-prompt-name",
+            Outcome::RateLimited,
+            0,
+            "h",
+            Source::Daemon,
+        );
+        e.attempt = 12;
+        e.started_at = Some(0);
+        e.duration_ms = Some(36_000_000);
         let line = table_row(&e, 400 * 86_400_000);
         assert!(line.chars().count() <= 80, "{} chars: {line}", line.len());
         assert!(header().chars().count() <= 80);

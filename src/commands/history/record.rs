@@ -18,29 +18,17 @@ pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<Exit
         .map_err(|e| anyhow::anyhow!("name {:?} {e}", args.name))?;
     anyhow::ensure!(args.attempt >= 1, "--attempt must be at least 1");
     let (_, _, mut ledger) = super::open(global)?;
-    let exec = Execution {
-        id: JobId::generate().to_string(),
-        project: args.project.clone(),
-        name: args.name.clone(),
-        attempt: args.attempt,
-        retry_of: None,
-        profile: None,
-        command: None,
-        workdir: None,
-        started_at: None,
-        finished_at: Timestamp::now().epoch_ms(),
-        duration_ms: None,
+    let mut exec = Execution::new(
+        JobId::generate().to_string(),
+        &args.project,
+        &args.name,
         outcome,
-        exit_code: args.exit_code,
-        signal: None,
-        failure_stage: None,
-        error_message: None,
-        result_ref: None,
-        host: crate::daemon::hostname(),
-        prompt_sha256: None,
-        disposition: None,
-        source: Source::External,
-    };
+        Timestamp::now().epoch_ms(),
+        &crate::daemon::hostname(),
+        Source::External,
+    );
+    exec.attempt = args.attempt;
+    exec.exit_code = args.exit_code;
     ledger.record(&exec, &[], &[])?;
     Ok(ExitCode::SUCCESS)
 }
