@@ -56,15 +56,17 @@ pub async fn run(
     let mut ledger = Ledger::open(&layout.ledger())?;
     let mut daemon = Daemon::new(config, layout);
     daemon.write_state(Phase::Starting);
+    // Rows lost to failed inserts come back before recovery and claims
+    // consult them (interrupt counts, cooldowns, attempt numbers).
+    backfill::run(&daemon.layout, &mut ledger);
     let recovered = recover::reconcile(
         &daemon.layout,
         &daemon.config,
         &daemon.host,
         Some(&mut ledger),
     );
-    // Rows lost to failed inserts come back before any claim consults them.
-    backfill::run(&daemon.layout, &mut ledger);
     daemon.ledger = Some(ledger);
+    daemon.ledger_identity = file_identity(&daemon.layout.ledger());
     let (watcher, signals) = InboxWatcher::start(&daemon.layout)?;
     daemon.watcher = Some(watcher);
     daemon.take_recovered(recovered);
@@ -134,6 +136,8 @@ struct Daemon {
     deferred: HashMap<PromptName, (u64, PathBuf)>,
     cooling: DelayQueue<PathBuf>,
     ledger: Option<Ledger>,
+    /// Device and inode of the `ledger.db` held open.
+    ledger_identity: Option<(u64, u64)>,
     gc_running: Arc<AtomicBool>,
     watch_degraded: bool,
 }
@@ -155,6 +159,7 @@ impl Daemon {
             deferred: HashMap::new(),
             cooling: DelayQueue::new(),
             ledger: None,
+            ledger_identity: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             watch_degraded: false,
         }
@@ -180,7 +185,7 @@ impl Daemon {
                     self.on_settled(expired.into_inner());
                 }
                 Some(expired) = std::future::poll_fn(|cx| self.cooling.poll_expired(cx)) => {
-                    self.consider(&expired.into_inner());
+                    self.on_cooled(expired.into_inner());
                 }
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
@@ -269,13 +274,19 @@ impl Daemon {
     /// brings it back when the cooldown ends) and `None` is returned;
     /// otherwise the attempt it starts.
     fn prior_or_defer(&mut self, prompt: &PromptName, path: &Path) -> Option<Prior> {
+        self.refresh_ledger();
         let ledger = self.ledger.as_ref()?;
         let last = match ledger.last_run(&prompt.project, &prompt.name) {
             Ok(last) => last,
             Err(e) => {
-                // Fail soft: a prompt is never stuck because history is unreadable.
-                tracing::warn!(%prompt, "{e}; claiming without its history");
-                return Some(Prior::default());
+                // Claiming blind could skip a cooldown or restart the attempt
+                // count: wait a heartbeat and ask again.
+                tracing::warn!(%prompt, "{e}; retrying shortly");
+                let retry_at = Timestamp::now()
+                    .plus(self.config.heartbeat_interval)
+                    .epoch_ms();
+                self.defer(prompt, path, retry_at);
+                return None;
             }
         };
         let Some(last) = last else {
@@ -304,6 +315,13 @@ impl Daemon {
         self.deferred
             .insert(prompt.clone(), (until, path.to_path_buf()));
         self.cooling.insert(path.to_path_buf(), wait);
+    }
+
+    /// A cooldown timer fired: forget it (so that, should the wall clock
+    /// have stepped back, a new one is armed) and look at the prompt again.
+    fn on_cooled(&mut self, path: PathBuf) {
+        self.deferred.retain(|_, (_, p)| *p != path);
+        self.consider(&path);
     }
 
     fn on_claimed(&mut self, path: &Path, claimed: Result<Claimed, JobError>) {
@@ -436,6 +454,7 @@ impl Daemon {
     /// the monitor died mid-job and the job is `interrupted`.
     fn on_job_gone(&mut self, id: &JobId, how: &str) {
         self.running.remove(id);
+        self.refresh_ledger();
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
                 let why = format!("its monitor exited ({how}) before the job ended");
@@ -448,11 +467,17 @@ impl Daemon {
                 );
                 self.unblock(&rec.prompt_name());
             }
-            Ok(rec) => {
+            Ok(mut rec) => {
                 tracing::info!(job = %id, state = %rec.state, "job ended");
                 // A monitor killed between its terminal record and the
-                // archive rename leaves the prompt claimed: finish the move.
-                recover::finish_archive(&self.layout, &rec);
+                // prompt's move leaves it claimed, and maybe its row unwritten:
+                // finish both. (No other job can hold this prompt's claim.)
+                recover::finish_move(&self.layout, &mut rec);
+                if let Some(ledger) = self.ledger.as_mut() {
+                    if let Err(e) = backfill::ensure_row(&self.layout, ledger, &rec) {
+                        tracing::warn!(job = %id, "{e}");
+                    }
+                }
                 self.unblock(&rec.prompt_name());
             }
             Err(e) => tracing::error!(job = %id, "after its monitor exited: {e}"),
@@ -475,6 +500,7 @@ impl Daemon {
         if let Some(w) = self.watcher.as_mut() {
             w.unwatch_run_dir(&self.layout.run_dir(id));
         }
+        self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
             let mut events = EventLog::open(&self.layout.events(id), self.config.events);
             events.append("abort_requested", json!({"while": "queued"}));
@@ -532,6 +558,27 @@ impl Daemon {
         self.write_state(Phase::Running);
     }
 
+    /// Reopen the ledger if `ledger.db` is no longer the file we hold open
+    /// (an operator replaced it, e.g. with a repaired copy): decisions must
+    /// read the same history the monitors write.
+    fn refresh_ledger(&mut self) {
+        let path = self.layout.ledger();
+        let current = file_identity(&path);
+        if current.is_some() && current == self.ledger_identity {
+            return;
+        }
+        match Ledger::open(&path) {
+            Ok(ledger) => {
+                if self.ledger_identity.is_some() {
+                    tracing::warn!("{} was replaced; reopened it", path.display());
+                }
+                self.ledger = Some(ledger);
+                self.ledger_identity = file_identity(&path);
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
+    }
+
     /// Retention, off the loop's thread and on its own ledger connection
     /// (WAL lets it write beside us); never two at once.
     fn collect_garbage(&mut self) {
@@ -544,10 +591,20 @@ impl Daemon {
             self.gc_running.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            match Ledger::open(&layout.ledger()) {
-                // `collect` logs its own summary.
-                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
-                Err(e) => tracing::warn!("retention skipped: {e}"),
+            let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                match Ledger::open(&layout.ledger()) {
+                    // `collect` logs its own summary.
+                    Ok(mut ledger) => {
+                        drop(crate::gc::collect(&layout, &config, &mut ledger, false))
+                    }
+                    Err(e) => tracing::warn!("retention skipped: {e}"),
+                }
+            }));
+            if pass.is_err() {
+                // DESIGN §10: a task that dies takes the daemon down, so the
+                // service manager restarts it; monitors and jobs live on.
+                tracing::error!("the retention task panicked; stopping the daemon");
+                std::process::exit(70);
             }
             running.store(false, Ordering::Release);
         });
@@ -582,6 +639,12 @@ impl Daemon {
         };
         state_file::write(&self.layout, &file);
     }
+}
+
+/// Device and inode of a file, if it exists.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// An interval whose first tick is one period from now, and which does not

@@ -76,7 +76,7 @@ pub fn collect(layout: &Layout, config: &Config, ledger: &mut Ledger, dry_run: b
     let doomed = select_removals(finished, r.keep_runs, r.keep_days, SystemTime::now());
     report.runs_kept = total - doomed.len();
     for job in &doomed {
-        remove_job(layout, &job.id, dry_run, &mut report);
+        remove_job(layout, ledger, &job.id, dry_run, &mut report);
     }
     prune_artifacts(ledger, r.keep_artifacts, dry_run, &mut report);
     log_summary(&report);
@@ -169,17 +169,25 @@ fn is_finished(layout: &Layout, rec: &JobRecord) -> bool {
 /// claimed prompt still is means that move is under way (or left for
 /// startup recovery to finish). Such a job is not done with.
 fn archive_settled(layout: &Layout, rec: &JobRecord) -> bool {
-    let Some(rel) = rec.archive_path.as_deref() else {
-        return true;
-    };
     let present = |p: PathBuf| fs::symlink_metadata(p).is_ok();
+    let Some(rel) = rec.archive_path.as_deref() else {
+        // Requeued (or never archived): done with only once its prompt is no
+        // longer claimed, whoever holds the claim now.
+        return !present(layout.running_prompt(&rec.prompt_name()));
+    };
     present(layout.resolve(rel)) || !present(layout.running_prompt(&rec.prompt_name()))
 }
 
 /// Remove one finished job: run folder first, then its archived prompt.
 /// In that order because a record naming a missing archive would make
 /// startup recovery "finish" the archive move with a newer job's claim.
-fn remove_job(layout: &Layout, id: &JobId, dry_run: bool, report: &mut GcReport) {
+fn remove_job(
+    layout: &Layout,
+    ledger: &mut Ledger,
+    id: &JobId,
+    dry_run: bool,
+    report: &mut GcReport,
+) {
     // Re-check against the record as it is now, not as the scan saw it.
     let rec = match JobRecord::load_job(layout, id) {
         Ok(rec) if is_finished(layout, &rec) => rec,
@@ -193,6 +201,15 @@ fn remove_job(layout: &Layout, id: &JobId, dry_run: bool, report: &mut GcReport)
             return;
         }
     };
+    // The record may be the only copy of a row whose insert failed: never
+    // delete it before the ledger has the row.
+    if !dry_run {
+        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, &rec) {
+            tracing::warn!(job = %id, "gc: left alone, its ledger row could not be ensured: {e}");
+            report.runs_skipped += 1;
+            return;
+        }
+    }
     let prompt = archived_prompt(layout, &rec);
     let dir = layout.run_dir(id);
     if dry_run {

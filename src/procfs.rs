@@ -13,6 +13,18 @@ pub fn is_same_process(pid: i32, start: u64) -> bool {
     start_time(pid) == Some(start)
 }
 
+/// Is `pid` a live (not zombie) process?
+pub fn is_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // Field 3, the state, follows the command name's closing parenthesis.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next());
+    !matches!(state, Some("Z" | "X") | None)
+}
+
 fn parse_start_time(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces or
     // parentheses itself; fields after the last ')' are plain.
@@ -31,6 +43,12 @@ mod tests {
         let t = start_time(me).expect("own /proc entry");
         assert!(is_same_process(me, t));
         assert!(!is_same_process(me, t + 1));
+    }
+
+    #[test]
+    fn we_are_running_and_pid_zero_is_not() {
+        assert!(is_running(std::process::id() as i32));
+        assert!(!is_running(0));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! - a `*.running.md` that no live record holds (a crash inside a claim) is
 //!   renamed back to `*.prompt.md`, so it is claimed again: never stranded.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::clock::Timestamp;
@@ -44,6 +44,7 @@ pub fn reconcile(
     let mut out = Recovered::default();
     let mut queued = Vec::new();
     let mut held: HashSet<PathBuf> = HashSet::new();
+    let mut ended: HashMap<PathBuf, JobRecord> = HashMap::new();
     let mut foreign = 0;
     for id in run_ids(layout) {
         let Some(mut rec) = load_or_set_aside(layout, &id) else {
@@ -56,10 +57,7 @@ pub fn reconcile(
             continue;
         }
         if rec.state.is_terminal() {
-            if !finish_archive(layout, &rec) {
-                // Never requeue the prompt of a job that ended.
-                held.insert(layout.running_prompt(&rec.prompt_name()));
-            }
+            keep_newest(&mut ended, layout.running_prompt(&rec.prompt_name()), rec);
             continue;
         }
         held.insert(layout.running_prompt(&rec.prompt_name()));
@@ -75,6 +73,14 @@ pub fn reconcile(
                 &mut rec,
                 "its monitor was gone when the daemon started",
             ),
+        }
+    }
+    // A claimed prompt that no live job holds, whose newest job ended: that
+    // job's monitor died before moving it. Finish the move it recorded.
+    for (running, mut rec) in ended {
+        if running.exists() && !held.contains(&running) && !finish_move(layout, &mut rec) {
+            // Never requeue a prompt whose job ended but could not be moved.
+            held.insert(running);
         }
     }
     if foreign > 0 {
@@ -169,39 +175,93 @@ pub fn interrupt(
         config,
         ledger,
     };
-    let ending = Ending::new(JobState::Interrupted, Some(why.to_owned()));
+    let mut ending = Ending::new(JobState::Interrupted, Some(why.to_owned()));
+    ending.may_requeue = clear_orphaned_group(rec);
     if let Err(e) = finisher.finish(rec, &mut events, ending) {
         tracing::error!(job = %rec.job_id, "{e}");
     }
 }
 
-/// A terminal record naming an archive path that does not exist while the
-/// claimed prompt still does: finish the interrupted move. Returns false if
-/// the prompt is still where the job held it.
-pub fn finish_archive(layout: &Layout, rec: &JobRecord) -> bool {
-    let Some(archive) = rec.archive_path.as_deref().map(|p| layout.resolve(p)) else {
+/// Kill what is left of a dead monitor's job. The leader got SIGKILL with
+/// its monitor (parent-death signal), but its group may live on. While any
+/// member lives, the kernel does not hand the group's id to anyone else, so
+/// with the leader gone the members are ours. Returns false if something
+/// may still run that cannot be told apart from a stranger (the leader's
+/// pid is in use): then no new attempt may start.
+fn clear_orphaned_group(rec: &JobRecord) -> bool {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let Some(pgid) = rec.pgid.filter(|&p| p > 1).map(Pid::from_raw) else {
         return true;
     };
-    let held = layout.running_prompt(&rec.prompt_name());
-    if archive.exists() || !held.exists() {
+    if killpg(pgid, None).is_err() {
         return true;
     }
-    let moved = archive
-        .parent()
-        .map_or(Ok(()), fsio::create_dirs)
-        .and_then(|()| fsio::rename_noreplace(&held, &archive));
-    let (from, to) = (held.display(), archive.display());
-    match moved {
+    if crate::procfs::is_running(pgid.as_raw()) {
+        tracing::warn!(job = %rec.job_id, pgid = pgid.as_raw(), "its process group may still run; not starting another attempt");
+        return false;
+    }
+    tracing::warn!(job = %rec.job_id, pgid = pgid.as_raw(), "killing what is left of its process group");
+    killpg(pgid, Signal::SIGKILL).is_ok() || killpg(pgid, None).is_err()
+}
+
+fn keep_newest(ended: &mut HashMap<PathBuf, JobRecord>, running: PathBuf, rec: JobRecord) {
+    let newer = |old: &JobRecord| (rec.finished_at, &rec.job_id) > (old.finished_at, &old.job_id);
+    if ended.get(&running).is_none_or(newer) {
+        ended.insert(running, rec);
+    }
+}
+
+/// Finish the move a terminal record names for its still-claimed prompt:
+/// back to the inbox (requeued; archived instead if a new drop took the
+/// name) or to the archive. Returns false if the prompt stays claimed.
+///
+/// Only for the newest job of a prompt, and only while no other job holds
+/// the claim: the caller guarantees it.
+pub fn finish_move(layout: &Layout, rec: &mut JobRecord) -> bool {
+    let held = layout.running_prompt(&rec.prompt_name());
+    let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
+        return false;
+    };
+    if dest == held || !held.exists() {
+        return dest != held;
+    }
+    match move_once(&held, &dest) {
         Ok(Renamed::Done) => {
-            tracing::info!(job = %rec.job_id, "finished archiving its prompt {from} to {to}");
-            return true;
+            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", dest.display());
+            true
+        }
+        Ok(Renamed::TargetExists) if rec.archive_path.is_none() => {
+            archive_instead(layout, rec, &held)
         }
         Ok(other) => {
-            tracing::warn!(job = %rec.job_id, "archiving {from} to {to} not finished: {other:?}")
+            tracing::warn!(job = %rec.job_id, "moving {} to {} not finished: {other:?}", held.display(), dest.display());
+            false
         }
-        Err(e) => tracing::error!(job = %rec.job_id, "{e}"),
+        Err(e) => {
+            tracing::error!(job = %rec.job_id, "{e}");
+            false
+        }
     }
-    false
+}
+
+fn move_once(held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError> {
+    dest.parent().map_or(Ok(()), fsio::create_dirs)?;
+    fsio::rename_noreplace(held, dest)
+}
+
+/// A requeue whose name a new drop took: archive the ended attempt's prompt.
+fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
+    let archive = layout.archived_prompt(rec.state, &rec.prompt_name(), &rec.job_id);
+    let rel = layout.relative(&archive).to_string_lossy().into_owned();
+    rec.archive_path = Some(rel.clone());
+    rec.inbox_path = Some(rel);
+    rec.disposition = Some("archived".into());
+    if let Err(e) = rec.save(layout) {
+        tracing::error!(job = %rec.job_id, "{e}");
+        return false;
+    }
+    matches!(move_once(held, &archive), Ok(Renamed::Done))
 }
 
 /// Rename every `*.running.md` that no record holds back to `*.prompt.md`

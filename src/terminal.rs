@@ -40,6 +40,9 @@ pub struct Ending {
     pub outcome: Outcome,
     pub artifacts: Vec<Artifact>,
     pub paths: Vec<(PathRelation, String)>,
+    /// False when another attempt must not start (something of this one may
+    /// still run): the prompt is archived whatever the retry policy says.
+    pub may_requeue: bool,
 }
 
 impl Ending {
@@ -50,6 +53,7 @@ impl Ending {
             outcome: Outcome::of_state(state).unwrap_or(Outcome::Interrupted),
             artifacts: Vec::new(),
             paths: Vec::new(),
+            may_requeue: true,
         }
     }
 }
@@ -72,9 +76,9 @@ impl Finisher<'_> {
     ) -> Result<(), JobError> {
         let from = rec.state;
         let held = rec.inbox_path.as_deref().map(|p| self.layout.resolve(p));
-        let requeue =
-            retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
-                && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
+        let requeue = ending.may_requeue
+            && retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
+            && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
         self.plan(rec, ending.state, ending.outcome, requeue);
         rec.transition(self.layout, ending.state, ending.reason)?;
         events.append(
@@ -145,15 +149,27 @@ impl Finisher<'_> {
         if let Some(dir) = dest.parent() {
             fsio::create_dirs(dir)?;
         }
-        let op = if rec.archive_path.is_some() {
-            "archived"
-        } else {
-            "requeued"
-        };
+        let requeue = rec.archive_path.is_none();
         match fsio::rename_noreplace(held, dest)? {
             Renamed::Done => {
+                let op = if requeue { "requeued" } else { "archived" };
                 events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
                 Ok(())
+            }
+            Renamed::TargetExists if requeue => {
+                // A new drop of the same prompt took the name meanwhile: it
+                // is the next run; this attempt's prompt is archived.
+                let outcome = rec
+                    .outcome
+                    .as_deref()
+                    .and_then(|o| o.parse().ok())
+                    .unwrap_or(Outcome::Failure);
+                self.plan(rec, rec.state, outcome, false);
+                rec.save(self.layout)?;
+                let archive = self
+                    .layout
+                    .resolve(rec.inbox_path.as_deref().unwrap_or_default());
+                self.move_prompt(rec, events, held, &archive)
             }
             other => self.not_moved(rec, events, held, other),
         }

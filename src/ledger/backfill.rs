@@ -35,7 +35,7 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
             continue;
         }
         report.checked += 1;
-        match backfill_one(layout, ledger, &rec) {
+        match ensure_row(layout, ledger, &rec) {
             Ok(true) => report.inserted += 1,
             Ok(false) => {}
             Err(e) => {
@@ -53,7 +53,8 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
     report
 }
 
-fn backfill_one(
+/// Insert the row of terminal record `rec` if it is missing; true if inserted.
+pub fn ensure_row(
     layout: &Layout,
     ledger: &mut Ledger,
     rec: &JobRecord,

@@ -101,18 +101,25 @@ pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
 /// Bring the schema up to [`LATEST`], each migration in its own
 /// transaction with the version bump, so a crash never leaves half a step.
+///
+/// Several processes may open a fresh ledger at once (the daemon, monitors,
+/// `history record` from scripts): each step takes the write lock first
+/// (`BEGIN IMMEDIATE`) and reads the version under it, so exactly one
+/// process applies it and the others see it done.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<MigrateOutcome> {
-    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if current > LATEST {
-        return Ok(MigrateOutcome::TooNew(current));
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current > LATEST {
+            return Ok(MigrateOutcome::TooNew(current));
+        }
+        let Some(sql) = MIGRATIONS.get(current as usize) else {
+            return Ok(MigrateOutcome::Current);
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", i as u32 + 1)?;
+        tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
     }
-    Ok(MigrateOutcome::Current)
 }
 
 #[derive(Debug, PartialEq, Eq)]

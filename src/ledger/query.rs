@@ -27,7 +27,8 @@ impl LastRun {
             o if o.causes_cooldown() => c.failure,
             _ => return None,
         };
-        let until = self.finished_at.saturating_add(span.as_millis() as u64);
+        let span_ms = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
+        let until = self.finished_at.saturating_add(span_ms);
         (until > now_ms).then_some(until)
     }
 }
@@ -42,14 +43,16 @@ pub struct Cooldowns {
 }
 
 impl Ledger {
-    /// The newest execution of `(project, name)`, if any. An outcome this
+    /// The newest execution of `(project, name)` that ran or was meant to
+    /// (a `rejected` drop ran nothing and decides nothing), if any. An outcome this
     /// build does not know (written by a newer one) is reported as an error.
     pub fn last_run(&self, project: &str, name: &str) -> Result<Option<LastRun>, LedgerError> {
         let row = self
             .conn
             .query_row(
                 "SELECT id, attempt, outcome, finished_at, disposition FROM executions
-                 WHERE project = ?1 AND name = ?2 ORDER BY finished_at DESC, rowid DESC LIMIT 1",
+                 WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
+                 ORDER BY finished_at DESC, rowid DESC LIMIT 1",
                 params![project, name],
                 |r| {
                     Ok((
@@ -97,7 +100,7 @@ impl Ledger {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT outcome FROM executions WHERE project = ?1 AND name = ?2
+                "SELECT outcome FROM executions WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
                  ORDER BY finished_at DESC, rowid DESC LIMIT 100",
             )
             .map_err(|e| self.err(e))?;

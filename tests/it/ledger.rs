@@ -168,17 +168,33 @@ fn check_and_record_speak_in_exit_codes() {
         "names are validated"
     );
     assert!(sb.run(&["history", "check", "proj", "p"]).stdout.is_empty());
+    let typo = sb
+        .command(&["history", "check", "proj", "p"])
+        .arg("--root")
+        .arg(sb.base.join("typo"))
+        .output()
+        .expect("run");
+    assert_eq!(
+        typo.status.code(),
+        Some(2),
+        "a missing root is an error, not 'eligible'"
+    );
+    assert!(!sb.base.join("typo").exists(), "and nothing is created");
+    let since = sb.run(&["history", "list", "--since", "éééx"]);
+    assert_eq!(
+        since.code(),
+        2,
+        "bad --since is a usage error, never a panic: {}",
+        since.stderr
+    );
 }
 
 #[test]
 fn concurrent_records_from_eight_processes_lose_nothing() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["true"]));
-    assert_eq!(
-        sb.run(&["history", "check", "proj", "warm"]).code(),
-        1,
-        "creates the ledger"
-    );
+    // No ledger yet: the eight first writers race to create its schema.
+    assert!(!sb.root.join("ledger.db").exists());
     let children: Vec<_> = (0..8)
         .map(|i| {
             let script = format!(
@@ -277,4 +293,38 @@ fn daemon_start_backfills_rows_its_ledger_lost() {
     assert_eq!(row["source"], "repair");
     // The backfilled failure still drives the cooldown.
     assert_eq!(sb.run(&["history", "check", "proj", "lost"]).code(), 0);
+}
+
+#[test]
+fn interrupted_job_leftovers_are_killed_before_its_retry_starts() {
+    let sb = Sandbox::new();
+    let script = sb.script(
+        "orphan-maker",
+        r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then sleep 300 & echo $! > "$OUT/orphan.pid"; echo $PPID > "$OUT/monitor.pid"; wait; fi; echo done"#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "leftovers", "x\n");
+    let first = sb.wait_state("proj", "leftovers", "running", secs(15));
+    let orphan = wait_pid_file(&sb.out().join("orphan.pid"), secs(10));
+    let monitor = wait_pid_file(&sb.out().join("monitor.pid"), secs(10));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(monitor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill monitor");
+
+    let second = sb.wait_done_excluding(
+        "proj",
+        "leftovers",
+        std::slice::from_ref(&first.id),
+        secs(15),
+    );
+    assert_eq!(second.int_field("attempt"), Some(2), "{:#}", second.record);
+    let first = sb.job(&first.id).expect("first");
+    assert_eq!(first.state(), "interrupted");
+    assert!(second.time_ms("started_at") >= first.time_ms("finished_at"));
+    wait_until("the first attempt's orphan to be gone", secs(5), || {
+        (!pid_alive(orphan)).then_some(())
+    });
 }

@@ -86,7 +86,11 @@ fn rfc3339_ms(value: &str) -> anyhow::Result<u64> {
 
 /// `("…", minutes east of UTC)` when `value` ends with `±HH:MM`.
 fn split_offset(value: &str) -> (&str, i64) {
-    let Some((local, tail)) = value.len().checked_sub(6).map(|i| value.split_at(i)) else {
+    let split = value
+        .len()
+        .checked_sub(6)
+        .filter(|&i| value.is_char_boundary(i));
+    let Some((local, tail)) = split.map(|i| value.split_at(i)) else {
         return (value, 0);
     };
     let sign = match tail.as_bytes() {

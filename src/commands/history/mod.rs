@@ -34,7 +34,13 @@ pub fn run(global: &GlobalArgs, cmd: &HistoryCommand) -> anyhow::Result<ExitCode
 /// The config, the layout and the open ledger of the selected root.
 pub(super) fn open(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledger)> {
     let (config, layout) = super::load(global)?;
-    crate::fsio::create_dirs(layout.root())?;
+    // A mistyped root must not read as "no history, eligible": only a root
+    // that exists gets a ledger (created empty if it has none yet).
+    anyhow::ensure!(
+        layout.root().is_dir(),
+        "no jobwarden root at {} (check --root, JOBWARDEN_HOME or the config's root)",
+        layout.root().display()
+    );
     let ledger = Ledger::open(&layout.ledger())?;
     Ok((config, layout, ledger))
 }
