@@ -18,8 +18,10 @@ pub fn profile_of<'a>(config: &'a Config, rec: &JobRecord) -> &'a Profile {
 /// Does a job that ended with `outcome` send its prompt back to the inbox?
 ///
 /// - `failure`, `timeout`, `rate_limited`: while attempts are left
-///   (`max_attempts`); the cooldown then spaces the retries.
-/// - `interrupted`: at once, unless this makes `max_interrupts` in a row.
+///   (`max_attempts`, interrupted attempts not counted); the cooldown then
+///   spaces the retries.
+/// - `interrupted`: at once, unless this makes `max_interrupts` in a row
+///   within the current retry chain.
 /// - never for `success`, `aborted`, `rejected`.
 ///
 /// Without a ledger nothing is requeued (the count could not be kept).
@@ -30,19 +32,29 @@ pub fn should_requeue(
     ledger: Option<&Ledger>,
 ) -> bool {
     let Some(ledger) = ledger else { return false };
-    match outcome {
-        Outcome::Failure | Outcome::Timeout | Outcome::RateLimited => {
-            rec.attempt < profile_of(config, rec).max_attempts
-        }
-        Outcome::Interrupted => match ledger.interrupts_in_a_row(&rec.project, &rec.name) {
-            Ok(before) => before + 1 < config.max_interrupts,
-            Err(e) => {
-                tracing::warn!(job = %rec.job_id, "{e}; not requeued");
-                false
-            }
-        },
-        Outcome::Success | Outcome::Aborted | Outcome::Rejected => false,
+    if !matches!(
+        outcome,
+        Outcome::Failure | Outcome::Timeout | Outcome::RateLimited | Outcome::Interrupted
+    ) {
+        return false;
     }
+    let chain = match ledger.retry_chain(&rec.project, &rec.name) {
+        Ok(chain) => chain,
+        Err(e) => {
+            tracing::warn!(job = %rec.job_id, "{e}; not requeued");
+            return false;
+        }
+    };
+    if outcome == Outcome::Interrupted {
+        let in_a_row = chain
+            .iter()
+            .take_while(|o| **o == Outcome::Interrupted)
+            .count() as u32;
+        return in_a_row + 1 < config.max_interrupts;
+    }
+    // Interruptions are not the job's failures: they do not use up attempts.
+    let interrupted = chain.iter().filter(|o| **o == Outcome::Interrupted).count() as u32;
+    rec.attempt.saturating_sub(interrupted) < profile_of(config, rec).max_attempts
 }
 
 /// The cooldowns of a profile.
@@ -50,5 +62,114 @@ pub fn cooldowns(profile: &Profile) -> Cooldowns {
     Cooldowns {
         failure: profile.cooldown,
         rate_limited: profile.rate_limit.cooldown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConfigSource, parse};
+    use crate::job::JobId;
+    use crate::layout::PromptName;
+    use crate::ledger::{Execution, Source};
+
+    fn setup() -> (tempfile::TempDir, Config, Ledger) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let text = "max_interrupts = 3\n[profiles.default]\nmax_attempts = 2\n";
+        let config = parse(text, ConfigSource::BuiltIn).expect("config");
+        let ledger = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        (dir, config, ledger)
+    }
+
+    fn job(attempt: u32) -> JobRecord {
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        let mut rec = JobRecord::new_queued(
+            JobId::generate(),
+            &prompt,
+            "inbox/p/n.running.md".into(),
+            "h",
+        );
+        rec.attempt = attempt;
+        rec
+    }
+
+    fn requeued(ledger: &mut Ledger, outcome: Outcome, at: u64) {
+        let mut e = Execution::new(
+            JobId::generate().to_string(),
+            "p",
+            "n",
+            outcome,
+            at,
+            "h",
+            Source::Daemon,
+        );
+        e.disposition = Some("requeued".into());
+        ledger.record(&e, &[], &[]).expect("record");
+    }
+
+    #[test]
+    fn failures_are_retried_until_max_attempts() {
+        let (_d, config, mut ledger) = setup();
+        assert!(should_requeue(
+            &config,
+            &job(1),
+            Outcome::Failure,
+            Some(&ledger)
+        ));
+        requeued(&mut ledger, Outcome::Failure, 1);
+        assert!(!should_requeue(
+            &config,
+            &job(2),
+            Outcome::Timeout,
+            Some(&ledger)
+        ));
+    }
+
+    #[test]
+    fn interruptions_do_not_use_up_attempts() {
+        let (_d, config, mut ledger) = setup();
+        requeued(&mut ledger, Outcome::Interrupted, 1);
+        // Attempt 2 is the first real failure of the chain: one retry left.
+        assert!(should_requeue(
+            &config,
+            &job(2),
+            Outcome::Failure,
+            Some(&ledger)
+        ));
+    }
+
+    #[test]
+    fn interruptions_stop_at_max_interrupts_in_a_row() {
+        let (_d, config, mut ledger) = setup();
+        assert!(should_requeue(
+            &config,
+            &job(1),
+            Outcome::Interrupted,
+            Some(&ledger)
+        ));
+        requeued(&mut ledger, Outcome::Interrupted, 1);
+        assert!(should_requeue(
+            &config,
+            &job(2),
+            Outcome::Interrupted,
+            Some(&ledger)
+        ));
+        requeued(&mut ledger, Outcome::Interrupted, 2);
+        assert!(
+            !should_requeue(&config, &job(3), Outcome::Interrupted, Some(&ledger)),
+            "third in a row"
+        );
+    }
+
+    #[test]
+    fn never_for_success_abort_rejection_or_without_a_ledger() {
+        let (_d, config, ledger) = setup();
+        for o in [Outcome::Success, Outcome::Aborted, Outcome::Rejected] {
+            assert!(!should_requeue(&config, &job(1), o, Some(&ledger)), "{o}");
+        }
+        assert!(!should_requeue(&config, &job(1), Outcome::Failure, None));
     }
 }

@@ -94,27 +94,36 @@ impl Ledger {
             .and_then(|last| last.cooldown_end(c, now_ms)))
     }
 
-    /// How many of the newest executions of `(project, name)` in a row were
-    /// `interrupted`.
-    pub fn interrupts_in_a_row(&self, project: &str, name: &str) -> Result<u32, LedgerError> {
+    /// The outcomes of the attempts that led to the prompt's next one,
+    /// newest first: the run of newest rows that requeued it (a row that
+    /// archived it, or an external record, ends the chain). Empty for a
+    /// fresh drop.
+    pub fn retry_chain(&self, project: &str, name: &str) -> Result<Vec<Outcome>, LedgerError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT outcome FROM executions WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
-                 ORDER BY finished_at DESC, rowid DESC LIMIT 100",
+                "SELECT outcome, disposition FROM executions
+                 WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
+                 ORDER BY finished_at DESC, rowid DESC LIMIT 1000",
             )
             .map_err(|e| self.err(e))?;
-        let outcomes = stmt
-            .query_map(params![project, name], |r| r.get::<_, String>(0))
+        let rows = stmt
+            .query_map(params![project, name], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+            })
             .map_err(|e| self.err(e))?;
-        let mut n = 0;
-        for o in outcomes {
-            if o.map_err(|e| self.err(e))? != "interrupted" {
+        let mut chain = Vec::new();
+        for row in rows {
+            let (outcome, disposition) = row.map_err(|e| self.err(e))?;
+            if disposition.as_deref() != Some("requeued") {
                 break;
             }
-            n += 1;
+            let outcome = outcome
+                .parse()
+                .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+            chain.push(outcome);
         }
-        Ok(n)
+        Ok(chain)
     }
 
     /// Does a row for execution `id` exist?

@@ -137,16 +137,31 @@ fn cooldown_follows_the_last_outcome_per_prompt() {
 }
 
 #[test]
-fn counts_interrupts_in_a_row() {
+fn retry_chain_stops_at_the_row_that_archived() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
-    l.record(&execution("p", "n", Outcome::Interrupted, 1), &[], &[])
+    let row = |outcome, at, disposition: &str| {
+        let mut e = execution("p", "n", outcome, at);
+        e.disposition = Some(disposition.to_owned());
+        e
+    };
+    l.record(&row(Outcome::Interrupted, 1, "requeued"), &[], &[])
         .expect("r");
-    l.record(&execution("p", "n", Outcome::Failure, 2), &[], &[])
+    l.record(&row(Outcome::Interrupted, 2, "archived"), &[], &[])
         .expect("r");
-    l.record(&execution("p", "n", Outcome::Interrupted, 3), &[], &[])
+    assert!(
+        l.retry_chain("p", "n").expect("q").is_empty(),
+        "a fresh drop starts a new chain"
+    );
+    l.record(&row(Outcome::Failure, 3, "requeued"), &[], &[])
         .expect("r");
-    l.record(&execution("p", "n", Outcome::Interrupted, 4), &[], &[])
+    l.record(&row(Outcome::Interrupted, 4, "requeued"), &[], &[])
         .expect("r");
-    assert_eq!(l.interrupts_in_a_row("p", "n").expect("q"), 2);
+    l.record(&row(Outcome::Interrupted, 5, "requeued"), &[], &[])
+        .expect("r");
+    let chain = l.retry_chain("p", "n").expect("q");
+    assert_eq!(
+        chain,
+        vec![Outcome::Interrupted, Outcome::Interrupted, Outcome::Failure]
+    );
 }
