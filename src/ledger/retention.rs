@@ -11,6 +11,9 @@
 
 use super::{Ledger, LedgerError};
 
+/// Executions whose artifacts one deleting statement removes.
+const BATCH: usize = 1000;
+
 /// Executions (by id) whose artifacts are beyond the newest `?1` of their
 /// prompt. `?1 = 0` means every execution. Ties on `finished_at` are broken
 /// by insertion order (`rowid`), as the other ledger queries do.
@@ -27,25 +30,35 @@ const STALE_EXECUTIONS: &str = "
 impl Ledger {
     /// Delete (or, with `dry_run`, only list) the artifact rows of every
     /// execution older than the newest `keep` of its prompt. Returns the
-    /// `(execution_id, kind)` of each row concerned. One statement: atomic.
+    /// `(execution_id, kind)` of each row concerned.
+    ///
+    /// Deletion goes in batches of [`BATCH`] executions, each its own short
+    /// transaction: a first prune of a large ledger must never hold the
+    /// write lock long enough for a monitor's insert to time out.
     pub fn prune_artifacts(
         &mut self,
         keep: usize,
         dry_run: bool,
     ) -> Result<Vec<(String, String)>, LedgerError> {
-        let verb = if dry_run {
-            "SELECT execution_id, kind FROM execution_artifacts"
-        } else {
-            "DELETE FROM execution_artifacts"
-        };
-        let tail = if dry_run {
-            ""
-        } else {
-            " RETURNING execution_id, kind"
-        };
-        let sql = format!("{verb} WHERE execution_id IN ({STALE_EXECUTIONS}){tail}");
         let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-        self.rows(&sql, keep)
+        if dry_run {
+            let sql = format!(
+                "SELECT execution_id, kind FROM execution_artifacts WHERE execution_id IN ({STALE_EXECUTIONS})"
+            );
+            return self.rows(&sql, keep);
+        }
+        let sql = format!(
+            "DELETE FROM execution_artifacts WHERE execution_id IN ({STALE_EXECUTIONS} LIMIT {BATCH}) \
+             RETURNING execution_id, kind"
+        );
+        let mut pruned = Vec::new();
+        loop {
+            let batch = self.rows(&sql, keep)?;
+            if batch.is_empty() {
+                return Ok(pruned);
+            }
+            pruned.extend(batch);
+        }
     }
 
     fn rows(&self, sql: &str, keep: i64) -> Result<Vec<(String, String)>, LedgerError> {
@@ -139,5 +152,27 @@ mod tests {
     fn ties_on_finished_at_keep_the_later_insert() {
         let (_dir, mut l) = ledger_with(&[("t1", "p", "t", 5), ("t2", "p", "t", 5)]);
         assert_eq!(ids(&l.prune_artifacts(1, false).expect("prune")), ["t1"]);
+    }
+
+    #[test]
+    fn pruning_in_batches_removes_every_stale_row() {
+        let ids: Vec<String> = (0..2_500).map(|i| format!("e{i}")).collect();
+        let rows: Vec<(&str, &str, &str, i64)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), "p", "n", i as i64))
+            .collect();
+        let (_dir, mut l) = ledger_with(&rows);
+        let pruned = l.prune_artifacts(10, false).expect("prune");
+        assert_eq!(
+            pruned.len(),
+            (2_500 - 10) * 2,
+            "three batches, nothing missed"
+        );
+        let left: i64 = l
+            .conn
+            .query_row("SELECT COUNT(*) FROM execution_artifacts", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(left, 20, "the newest 10 keep both tails");
     }
 }
