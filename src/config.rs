@@ -96,6 +96,10 @@ impl std::fmt::Display for ConfigSource {
 pub enum ShutdownPolicy {
     /// Leave monitors running; a restarted daemon re-adopts them.
     Detach,
+    /// Wait for running jobs to end (at most `drain_timeout`), start no more.
+    Drain,
+    /// Abort running jobs (reason `shutdown`) and wait for them to end.
+    Abort,
 }
 
 /// How the prompt reaches the command.
@@ -177,6 +181,8 @@ pub struct Config {
     pub max_prompt_bytes: u64,
     pub max_log_bytes: u64,
     pub shutdown: ShutdownPolicy,
+    /// How long `drain` and `abort` wait for running jobs before exiting anyway.
+    pub drain_timeout: Duration,
     pub events: bool,
     pub profiles: BTreeMap<String, Profile>,
     /// An `interrupted` job's prompt is requeued at once, up to this many
@@ -202,6 +208,7 @@ struct RawConfig {
     max_prompt_bytes: Option<RawSize>,
     max_log_bytes: Option<RawSize>,
     shutdown: Option<String>,
+    drain_timeout: Option<String>,
     events: Option<bool>,
     max_interrupts: Option<i64>,
     artifact_tail_bytes: Option<RawSize>,
@@ -354,6 +361,7 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
         )?,
         max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES)?,
         shutdown: v.shutdown(raw.shutdown)?,
+        drain_timeout: v.duration("drain_timeout", raw.drain_timeout, "10m", false)?,
         events: raw.events.unwrap_or(true),
         profiles,
         max_interrupts: v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000)? as u32,
@@ -463,8 +471,10 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
     fn shutdown(&self, v: Option<String>) -> Result<ShutdownPolicy, ConfigError> {
         match v.as_deref().unwrap_or("detach") {
             "detach" => Ok(ShutdownPolicy::Detach),
+            "drain" => Ok(ShutdownPolicy::Drain),
+            "abort" => Ok(ShutdownPolicy::Abort),
             other => Err((self.err)(format!(
-                "shutdown = {other:?}: this version supports only \"detach\" (running jobs keep running when the daemon stops)"
+                "shutdown = {other:?}: must be \"detach\" (jobs keep running), \"drain\" (wait for them) or \"abort\" (abort them)"
             ))),
         }
     }
@@ -636,6 +646,7 @@ struct ShownConfig<'a> {
     max_prompt_bytes: String,
     max_log_bytes: String,
     shutdown: ShutdownPolicy,
+    drain_timeout: String,
     events: bool,
     max_interrupts: u32,
     artifact_tail_bytes: String,
@@ -680,6 +691,7 @@ impl Config {
             max_prompt_bytes: format_size(self.max_prompt_bytes),
             max_log_bytes: format_size(self.max_log_bytes),
             shutdown: self.shutdown,
+            drain_timeout: dur(self.drain_timeout),
             events: self.events,
             max_interrupts: self.max_interrupts,
             artifact_tail_bytes: format_size(self.artifact_tail_bytes),

@@ -29,7 +29,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::Config;
+use crate::config::{Config, ShutdownPolicy};
 use crate::error::{DaemonError, IoContext, JobError};
 use crate::events::EventLog;
 use crate::inbox::{self, Found, InboxWatcher, Signal};
@@ -76,6 +76,11 @@ pub async fn run(
     tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
     let result = daemon.event_loop(signals, shutdown).await;
     daemon.watcher = None;
+    daemon.stopping = true;
+    let result = match result {
+        Ok(()) => daemon.wind_down().await,
+        Err(e) => Err(e),
+    };
     daemon.write_state(Phase::Stopped);
     tracing::info!(
         running = daemon.running.len(),
@@ -139,6 +144,8 @@ struct Daemon {
     /// Device and inode of the `ledger.db` held open.
     ledger_identity: Option<(u64, u64)>,
     gc_running: Arc<AtomicBool>,
+    /// Shutting down: nothing is claimed or started any more.
+    stopping: bool,
     watch_degraded: bool,
 }
 
@@ -161,6 +168,7 @@ impl Daemon {
             ledger: None,
             ledger_identity: None,
             gc_running: Arc::new(AtomicBool::new(false)),
+            stopping: false,
             watch_degraded: false,
         }
     }
@@ -251,6 +259,9 @@ impl Daemon {
 
     /// Claim `path` if it is a candidate and its prompt is not cooling down.
     fn consider(&mut self, path: &Path) {
+        if self.stopping {
+            return;
+        }
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
         let prior = match &entry {
             layout::InboxEntry::Ignored => return,
@@ -363,7 +374,7 @@ impl Daemon {
 
     /// Start monitors while slots are free.
     fn dispatch(&mut self) {
-        while self.running.len() < self.config.max_jobs {
+        while !self.stopping && self.running.len() < self.config.max_jobs {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
@@ -555,7 +566,42 @@ impl Daemon {
             self.on_job_gone(&id, "adopted monitor no longer running");
         }
         self.dispatch();
-        self.write_state(Phase::Running);
+        self.write_state(if self.stopping {
+            Phase::Stopping
+        } else {
+            Phase::Running
+        });
+    }
+
+    /// The shutdown policy: `detach` leaves running jobs to their monitors;
+    /// `drain` waits for them; `abort` writes their ABORT markers (reason
+    /// `shutdown`) and waits. Both waits end at `drain_timeout`, after which
+    /// the rest is detached. Queued jobs stay queued for the next start.
+    async fn wind_down(&mut self) -> Result<(), DaemonError> {
+        match self.config.shutdown {
+            ShutdownPolicy::Detach => return Ok(()),
+            ShutdownPolicy::Drain => {}
+            ShutdownPolicy::Abort => {
+                for id in self.running.keys() {
+                    if let Err(e) = abort::write_marker(&self.layout, id, Some("shutdown")) {
+                        tracing::error!(job = %id, "{e}");
+                    }
+                }
+            }
+        }
+        tracing::info!(running = self.running.len(), policy = ?self.config.shutdown, "waiting for running jobs to end");
+        let deadline = Instant::now() + self.config.drain_timeout;
+        while !self.running.is_empty() {
+            tokio::select! {
+                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
+                _ = tokio::time::sleep(self.config.heartbeat_interval) => self.on_tick(),
+                _ = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(running = self.running.len(), "drain_timeout reached; leaving the rest to their monitors");
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reopen the ledger if `ledger.db` is no longer the file we hold open

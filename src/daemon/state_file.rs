@@ -13,6 +13,8 @@ use crate::layout::Layout;
 pub enum Phase {
     Starting,
     Running,
+    /// Shutting down, waiting for running jobs (`drain` or `abort`).
+    Stopping,
     Stopped,
 }
 

@@ -20,3 +20,4 @@ mod history;
 mod ledger;
 mod lifecycle;
 mod recovery;
+mod shutdown;
