@@ -102,6 +102,17 @@ pub enum ShutdownPolicy {
     Abort,
 }
 
+/// How the daemon learns of new prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WatchMode {
+    /// inotify, plus rescans as a safety net.
+    Inotify,
+    /// Rescans only, every `rescan_interval` (for inboxes on filesystems
+    /// where inotify sees nothing, such as network mounts).
+    Rescan,
+}
+
 /// How the prompt reaches the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -181,6 +192,7 @@ pub struct Config {
     pub max_prompt_bytes: u64,
     pub max_log_bytes: u64,
     pub shutdown: ShutdownPolicy,
+    pub watch: WatchMode,
     /// How long `drain` and `abort` wait for running jobs before exiting anyway.
     pub drain_timeout: Duration,
     pub events: bool,
@@ -209,6 +221,7 @@ struct RawConfig {
     max_log_bytes: Option<RawSize>,
     shutdown: Option<String>,
     drain_timeout: Option<String>,
+    watch: Option<String>,
     events: Option<bool>,
     max_interrupts: Option<i64>,
     artifact_tail_bytes: Option<RawSize>,
@@ -361,6 +374,7 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
         )?,
         max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES)?,
         shutdown: v.shutdown(raw.shutdown)?,
+        watch: v.watch(raw.watch)?,
         drain_timeout: v.duration("drain_timeout", raw.drain_timeout, "10m", false)?,
         events: raw.events.unwrap_or(true),
         profiles,
@@ -466,6 +480,16 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             )));
         }
         Ok(bytes)
+    }
+
+    fn watch(&self, v: Option<String>) -> Result<WatchMode, ConfigError> {
+        match v.as_deref().unwrap_or("inotify") {
+            "inotify" => Ok(WatchMode::Inotify),
+            "rescan" => Ok(WatchMode::Rescan),
+            other => Err((self.err)(format!(
+                "watch = {other:?}: must be \"inotify\" or \"rescan\""
+            ))),
+        }
     }
 
     fn shutdown(&self, v: Option<String>) -> Result<ShutdownPolicy, ConfigError> {
@@ -647,6 +671,7 @@ struct ShownConfig<'a> {
     max_log_bytes: String,
     shutdown: ShutdownPolicy,
     drain_timeout: String,
+    watch: WatchMode,
     events: bool,
     max_interrupts: u32,
     artifact_tail_bytes: String,
@@ -692,6 +717,7 @@ impl Config {
             max_log_bytes: format_size(self.max_log_bytes),
             shutdown: self.shutdown,
             drain_timeout: dur(self.drain_timeout),
+            watch: self.watch,
             events: self.events,
             max_interrupts: self.max_interrupts,
             artifact_tail_bytes: format_size(self.artifact_tail_bytes),

@@ -29,7 +29,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::{Config, ShutdownPolicy};
+use crate::config::{Config, ShutdownPolicy, WatchMode};
 use crate::error::{DaemonError, IoContext, JobError};
 use crate::events::EventLog;
 use crate::inbox::{self, Found, InboxWatcher, Signal};
@@ -39,6 +39,7 @@ use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::terminal::{Ending, Finisher};
 use crate::{abort, fsio, retry};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
 
@@ -67,8 +68,7 @@ pub async fn run(
     );
     daemon.ledger = Some(ledger);
     daemon.ledger_identity = file_identity(&daemon.layout.ledger());
-    let (watcher, signals) = InboxWatcher::start(&daemon.layout)?;
-    daemon.watcher = Some(watcher);
+    let signals = daemon.start_watching();
     daemon.take_recovered(recovered);
     daemon.rescan();
     daemon.dispatch();
@@ -146,6 +146,8 @@ struct Daemon {
     gc_running: Arc<AtomicBool>,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
+    /// Keeps the signal channel open when there is no watcher.
+    idle_sender: Option<tokio::sync::mpsc::UnboundedSender<Signal>>,
     watch_degraded: bool,
 }
 
@@ -169,6 +171,7 @@ impl Daemon {
             ledger_identity: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             stopping: false,
+            idle_sender: None,
             watch_degraded: false,
         }
     }
@@ -178,7 +181,7 @@ impl Daemon {
         mut signals: tokio::sync::mpsc::UnboundedReceiver<Signal>,
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
-        let mut rescan = interval_after(self.config.rescan_interval);
+        let mut rescan = interval_after(self.rescan_period());
         let mut tick = interval_after(self.config.heartbeat_interval);
         let mut gc = interval_after(self.config.retention.gc_interval);
         loop {
@@ -602,6 +605,46 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// Watch the inbox as configured. If inotify cannot be had (instance or
+    /// watch limits, a filesystem that does not support it), say so once and
+    /// live on rescans: a daemon that claims slowly beats one that stops.
+    fn start_watching(&mut self) -> UnboundedReceiver<Signal> {
+        if self.config.watch == WatchMode::Inotify {
+            match InboxWatcher::start(&self.layout) {
+                Ok((watcher, signals)) => {
+                    self.watcher = Some(watcher);
+                    return signals;
+                }
+                Err(e) => tracing::warn!(
+                    "{e}; falling back to rescanning the inbox every {}",
+                    humantime::format_duration(self.rescan_period_without_events())
+                ),
+            }
+        }
+        self.watch_degraded = true;
+        // No watcher sends anything; the sender is kept so the channel stays open.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.idle_sender = Some(tx);
+        rx
+    }
+
+    /// How often to rescan: the configured interval, but at most 2 s when
+    /// rescans are the only way prompts are found and nobody chose that.
+    fn rescan_period(&self) -> Duration {
+        if self.watcher.is_some() {
+            self.config.rescan_interval
+        } else {
+            self.rescan_period_without_events()
+        }
+    }
+
+    fn rescan_period_without_events(&self) -> Duration {
+        match self.config.watch {
+            WatchMode::Rescan => self.config.rescan_interval,
+            WatchMode::Inotify => self.config.rescan_interval.min(Duration::from_secs(2)),
+        }
     }
 
     /// Reopen the ledger if `ledger.db` is no longer the file we hold open

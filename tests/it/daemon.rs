@@ -193,3 +193,22 @@ fn inbox_on_another_filesystem_is_refused_naming_both_paths() {
         "names runs/: {err}"
     );
 }
+
+#[test]
+fn rescan_only_watch_still_claims_every_prompt_and_says_so() {
+    let sb = Sandbox::new();
+    let cfg = ConfigToml::new(&["cat"])
+        .global("watch", "\"rescan\"")
+        .global("rescan_interval", "\"300ms\"")
+        .global("settle", "\"100ms\"");
+    sb.configure(&cfg);
+    let _d = Daemon::start(&sb);
+    assert_eq!(read_daemon_json(&sb)["watch"], "rescan");
+    for name in ["a", "b", "c"] {
+        sb.drop_prompt("proj", name, "found by a rescan\n");
+    }
+    for name in ["a", "b", "c"] {
+        let job = sb.wait_done("proj", name, secs(10));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+}
