@@ -2,8 +2,11 @@
 //! monotonic `seq`, recovered from the file when a writer reopens it.
 //!
 //! Writing is fail-soft: an event that cannot be written is logged and the
-//! job goes on. Only one process writes a job's events at a time (the daemon
-//! until the monitor starts, then the monitor), so `seq` needs no locking.
+//! job goes on. Mostly one process writes a job's events (the daemon until
+//! the monitor starts, then the monitor), but a restarted daemon notes
+//! `adopted` in a live monitor's file: each append holds an `flock` on the
+//! file, and if the file grew since this writer's last append, `seq` is
+//! re-read from its tail first. One `fstat` per append when nobody else wrote.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,6 +26,8 @@ pub struct EventLog {
     path: PathBuf,
     file: Option<File>,
     next_seq: u64,
+    /// The file's length after our last append (or open).
+    known_len: u64,
 }
 
 impl EventLog {
@@ -33,6 +38,7 @@ impl EventLog {
             path: path.to_path_buf(),
             file: None,
             next_seq: 1,
+            known_len: 0,
         };
         if !enabled {
             return log;
@@ -46,6 +52,7 @@ impl EventLog {
                 if tail.last().is_some_and(|&b| b != b'\n') {
                     let _ = f.write_all(b"\n");
                 }
+                log.known_len = f.metadata().map(|m| m.len()).unwrap_or(0);
                 log.file = Some(f);
             }
             Err(e) => tracing::warn!("events disabled for this job: {e}"),
@@ -58,6 +65,13 @@ impl EventLog {
         let Some(file) = self.file.as_mut() else {
             return;
         };
+        let _lock = FileLock::exclusive(file);
+        let len = file.metadata().map(|m| m.len()).unwrap_or(self.known_len);
+        if len != self.known_len {
+            // Someone else appended: continue after their last seq.
+            let tail = read_tail(file);
+            self.next_seq = last_seq(&tail).map_or(self.next_seq, |s| (s + 1).max(self.next_seq));
+        }
         let mut obj = Map::new();
         obj.insert("seq".into(), json!(self.next_seq));
         obj.insert("op".into(), json!(op));
@@ -69,9 +83,33 @@ impl EventLog {
         line.push('\n');
         // One write(2) per line on an O_APPEND file: lines never interleave.
         match file.write_all(line.as_bytes()) {
-            Ok(()) => self.next_seq += 1,
+            Ok(()) => {
+                self.next_seq += 1;
+                self.known_len = len + line.len() as u64;
+            }
             Err(e) => tracing::warn!(path = %self.path.display(), "writing event {op}: {e}"),
         }
+    }
+}
+
+/// An advisory `flock` held for one append; released on drop. Best effort:
+/// if it cannot be taken the append goes ahead (events are fail-soft).
+struct FileLock(std::os::fd::RawFd);
+
+impl FileLock {
+    fn exclusive(file: &File) -> Self {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // SAFETY: flock on a descriptor we own for the lock's lifetime.
+        unsafe { libc::flock(fd, libc::LOCK_EX) };
+        FileLock(fd)
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor outlives this guard (borrowed from `file`).
+        unsafe { libc::flock(self.0, libc::LOCK_UN) };
     }
 }
 
@@ -130,6 +168,24 @@ mod tests {
         assert_eq!(seqs, vec![1, 2, 3]);
         assert_eq!(events[2]["op"], "started");
         assert_eq!(events[1]["max_jobs"], 4);
+    }
+
+    #[test]
+    fn two_writers_never_share_a_seq() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut monitor = EventLog::open(&p, true);
+        monitor.append("started", json!({}));
+        let mut daemon = EventLog::open(&p, true);
+        daemon.append("adopted", json!({}));
+        monitor.append("exited", json!({}));
+        daemon.append("noted", json!({}));
+        let seqs: Vec<u64> = read_all(&p)
+            .expect("read")
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
     }
 
     #[test]

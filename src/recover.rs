@@ -62,7 +62,11 @@ pub fn reconcile(
         }
         held.insert(layout.running_prompt(&rec.prompt_name()));
         match monitor_state(layout, &id) {
-            Monitor::Alive => out.adopted.push(id),
+            Monitor::Alive => {
+                let fields = serde_json::json!({"monitor_pid": rec.monitor_pid});
+                EventLog::open(&layout.events(&id), config.events).append("adopted", fields);
+                out.adopted.push(id);
+            }
             Monitor::NeverStarted if rec.state == JobState::Queued => {
                 queued.push((rec.created_at, id));
             }

@@ -51,6 +51,12 @@ fn restarted_daemon_adopts_a_running_job_and_keeps_its_slot() {
             (v["pid"] == second.pid && v["running"] == 1).then_some(())
         },
     );
+    let adopted = sb.job(&a.id).expect("job a");
+    assert!(
+        adopted.ops().iter().any(|o| o == "adopted"),
+        "an adopted event: {:?}",
+        adopted.ops()
+    );
 
     // The adopted job holds the only slot: a new prompt must wait.
     sb.drop_prompt("proj", "b", "must wait for the adopted job\n");
@@ -67,6 +73,8 @@ fn restarted_daemon_adopts_a_running_job_and_keeps_its_slot() {
     let a_done = sb.wait_done("proj", "a", secs(15));
     assert_eq!(a_done.state(), "succeeded", "{:#}", a_done.record);
     assert_eq!(a_done.id, a.id);
+    let ops = check_events(&a_done); // seq stays unique and increasing across both writers
+    assert!(ops.iter().position(|o| o == "adopted") < ops.iter().position(|o| o == "exited"));
     let b_done = sb.wait_done("proj", "b", secs(15));
     assert_eq!(b_done.state(), "succeeded", "{:#}", b_done.record);
     assert_eq!(
