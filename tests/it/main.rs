@@ -14,6 +14,7 @@ mod concurrency;
 mod config;
 mod daemon;
 mod env;
+mod faults;
 mod gc;
 mod hardening;
 mod history;

@@ -554,7 +554,12 @@ impl Sandbox {
     /// A `jobwarden --root R --config F <args>` command with an isolated
     /// environment.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
+        self.command_of(Path::new(BIN), args)
+    }
+
+    /// [`Sandbox::command`] running another copy of the binary (an upgrade).
+    pub fn command_of(&self, bin: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin);
         cmd.arg("--root")
             .arg(&self.root)
             .arg("--config")
@@ -809,10 +814,21 @@ impl Daemon {
 
     /// Spawns a daemon without waiting for anything.
     pub fn spawn(sb: &Sandbox, env: &[(&str, &str)]) -> Daemon {
+        Self::spawn_of(sb, Path::new(BIN), env)
+    }
+
+    /// Starts a daemon from another copy of the binary (an upgrade).
+    pub fn start_of(sb: &Sandbox, bin: &Path) -> Daemon {
+        let mut daemon = Self::spawn_of(sb, bin, &[]);
+        daemon.wait_ready(sb, secs(10));
+        daemon
+    }
+
+    fn spawn_of(sb: &Sandbox, bin: &Path, env: &[(&str, &str)]) -> Daemon {
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let stderr_path = sb.base.join(format!("daemon-{n}.stderr.log"));
         let err = fs::File::create(&stderr_path).expect("create daemon stderr file");
-        let mut cmd = sb.command(&["daemon"]);
+        let mut cmd = sb.command_of(bin, &["daemon"]);
         cmd.env("RUST_LOG", "debug")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
