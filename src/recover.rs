@@ -68,6 +68,7 @@ pub fn reconcile(
                 out.adopted.push(id);
             }
             Monitor::NeverStarted if rec.state == JobState::Queued => {
+                restore_prompt_copy(layout, &rec);
                 queued.push((rec.created_at, id));
             }
             _ => interrupt(
@@ -207,6 +208,26 @@ fn clear_orphaned_group(rec: &JobRecord) -> bool {
     }
     tracing::warn!(job = %rec.job_id, pgid = pgid.as_raw(), "killing what is left of its process group");
     killpg(pgid, Signal::SIGKILL).is_ok() || killpg(pgid, None).is_err()
+}
+
+/// A queued job whose `prompt.md` is missing (lost with a crash, or
+/// removed by hand) gets it back from the claimed prompt, byte for byte, so
+/// that it runs what was claimed instead of failing at start.
+fn restore_prompt_copy(layout: &Layout, rec: &JobRecord) {
+    let copy = layout.prompt_copy(&rec.job_id);
+    let held = layout.running_prompt(&rec.prompt_name());
+    if copy.exists() || !held.exists() {
+        return;
+    }
+    let restored = std::fs::read(&held)
+        .map_err(|e| crate::error::IoError::new("reading", &held, e))
+        .and_then(|bytes| fsio::create_new_synced(&copy, &bytes));
+    match restored {
+        Ok(()) => {
+            tracing::warn!(job = %rec.job_id, "its prompt copy was missing; restored from {}", held.display())
+        }
+        Err(e) => tracing::error!(job = %rec.job_id, "restoring its prompt copy: {e}"),
+    }
 }
 
 fn keep_newest(ended: &mut HashMap<PathBuf, JobRecord>, running: PathBuf, rec: JobRecord) {

@@ -235,3 +235,19 @@ fn absurd_config_bounds_are_refused_before_anything_runs() {
     assert!(out.stderr.contains("max_prompt_bytes"), "{}", out.stderr);
     assert!(!Path::new(&sb.root.join("daemon.json")).exists());
 }
+
+#[test]
+fn queued_job_whose_prompt_copy_is_missing_runs_what_was_claimed() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let id = "01a20000-0000-7000-8000-0000000c0b1e";
+    queued_before_a_crash(&sb, id, "copyless", "the claimed bytes\n");
+    fs::remove_file(sb.run_dir(id).join("prompt.md")).expect("lose the copy");
+
+    let _d = Daemon::start(&sb);
+    let job = wait_until("the job to finish", secs(15), || {
+        sb.job(id).filter(Job::is_done)
+    });
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    assert_eq!(job.log(), "the claimed bytes\n");
+}
