@@ -146,6 +146,8 @@ struct Daemon {
     gc_running: Arc<AtomicBool>,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
+    /// Prompts whose claim failed since the last rescan (which retries them).
+    claim_failed: HashSet<PathBuf>,
     /// Keeps the signal channel open when there is no watcher.
     idle_sender: Option<tokio::sync::mpsc::UnboundedSender<Signal>>,
     watch_degraded: bool,
@@ -172,6 +174,7 @@ impl Daemon {
             gc_running: Arc::new(AtomicBool::new(false)),
             stopping: false,
             idle_sender: None,
+            claim_failed: HashSet::new(),
             watch_degraded: false,
         }
     }
@@ -209,6 +212,9 @@ impl Daemon {
 
     fn on_signal(&mut self, signal: Signal) {
         match signal {
+            // A prompt whose claim failed is retried by the next rescan, not
+            // by the events its own put-back raises (that would spin).
+            Signal::Complete(path) if self.claim_failed.contains(&path) => {}
             Signal::Complete(path) => self.consider(&path),
             Signal::Folder(dir) => inbox::scan(&dir)
                 .into_iter()
@@ -225,6 +231,7 @@ impl Daemon {
     }
 
     fn rescan(&mut self) {
+        self.claim_failed.clear();
         for found in inbox::scan(&self.layout.inbox()) {
             self.consider_found(found);
         }
@@ -361,7 +368,9 @@ impl Daemon {
                 }
             }
             Err(e) => {
-                tracing::error!(path = %path.display(), "claim failed; the prompt was left (or put back) in the inbox for the next rescan: {e}")
+                if self.claim_failed.insert(path.to_path_buf()) {
+                    tracing::error!(path = %path.display(), "claim failed; the prompt was left (or put back) in the inbox for the next rescan: {e}");
+                }
             }
         }
     }

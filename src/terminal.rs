@@ -32,7 +32,7 @@ use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 use crate::retry;
 
 /// How a job ends and what it leaves for the ledger.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ending {
     pub state: JobState,
     pub reason: Option<String>,

@@ -2,6 +2,8 @@
 //! `status` and for tools. Fail-soft (DESIGN §10): a failed write is logged,
 //! never fatal.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::Serialize;
 
 use crate::clock::Timestamp;
@@ -34,8 +36,18 @@ pub struct DaemonFile<'a> {
     pub watch: &'static str,
 }
 
+/// Write `daemon.json`. A failure (disk full, read-only root) is reported
+/// when it starts and when it ends, not on every heartbeat.
 pub fn write(layout: &Layout, file: &DaemonFile<'_>) {
-    if let Err(e) = fsio::write_json_atomic(&layout.daemon_json(), file) {
-        tracing::warn!("{e}");
+    static FAILING: AtomicBool = AtomicBool::new(false);
+    match fsio::write_json_atomic(&layout.daemon_json(), file) {
+        Ok(()) if FAILING.swap(false, Ordering::Relaxed) => {
+            tracing::info!("daemon.json can be written again");
+        }
+        Ok(()) => {}
+        Err(e) if !FAILING.swap(true, Ordering::Relaxed) => {
+            tracing::warn!("{e}; daemon.json stays stale until this can be written");
+        }
+        Err(_) => {}
     }
 }

@@ -89,6 +89,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         profile,
         rec,
         events,
+        heartbeat_failing: false,
     };
     job.start().await
 }
@@ -99,6 +100,8 @@ struct Monitor<'a> {
     profile: Profile,
     rec: JobRecord,
     events: EventLog,
+    /// The last heartbeat could not be written (reported once).
+    heartbeat_failing: bool,
 }
 
 impl Monitor<'_> {
@@ -334,9 +337,18 @@ impl Monitor<'_> {
     fn heartbeat(&mut self, sink: &SharedSink) {
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());
-        // Fail-soft: a missed heartbeat shows as a stale one; the job goes on.
-        if let Err(e) = self.rec.save(&self.layout) {
-            tracing::warn!(job = %self.rec.job_id, "heartbeat: {e}");
+        // Fail-soft: a missed heartbeat shows as a stale one; the job goes
+        // on. Reported when saves start failing and when they recover.
+        match self.rec.save(&self.layout) {
+            Ok(()) if std::mem::take(&mut self.heartbeat_failing) => {
+                tracing::info!(job = %self.rec.job_id, "heartbeats are written again");
+            }
+            Ok(()) => {}
+            Err(e) if !self.heartbeat_failing => {
+                tracing::warn!(job = %self.rec.job_id, "heartbeat: {e}; the job goes on");
+                self.heartbeat_failing = true;
+            }
+            Err(_) => {}
         }
     }
 
@@ -408,8 +420,35 @@ impl Monitor<'_> {
 
     /// Record the end, in the ledger too. A ledger that cannot be opened is
     /// reported and the job still ends (its row is backfilled later).
+    ///
+    /// When the disk is full or read-only, the end cannot be written: the
+    /// monitor keeps its job (and its lock) and tries again every heartbeat
+    /// until it can, so the job ends correctly once space returns instead of
+    /// being left `running` on disk.
     fn end_with(&mut self, ending: Ending) -> Result<Outcome, JobError> {
         let state = ending.state;
+        let mut reported = false;
+        loop {
+            let before = self.rec.clone();
+            match self.try_end(ending.clone()) {
+                Err(e) if storage_unavailable(&e) => {
+                    if !reported {
+                        tracing::error!(job = %self.rec.job_id, "cannot record the job's end: {e}; retrying every heartbeat until there is space");
+                        reported = true;
+                    }
+                    self.rec = before;
+                    std::thread::sleep(self.config.heartbeat_interval);
+                }
+                other => other?,
+            }
+            if self.rec.state.is_terminal() {
+                tracing::info!(job = %self.rec.job_id, %state, "job ended");
+                return Ok(Outcome::Finished(state));
+            }
+        }
+    }
+
+    fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
         let mut ledger = Ledger::open(&self.layout.ledger())
             .map_err(|e| tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled"))
             .ok();
@@ -418,9 +457,7 @@ impl Monitor<'_> {
             config: self.config,
             ledger: ledger.as_mut(),
         };
-        finisher.finish(&mut self.rec, &mut self.events, ending)?;
-        tracing::info!(job = %self.rec.job_id, %state, "job ended");
-        Ok(Outcome::Finished(state))
+        finisher.finish(&mut self.rec, &mut self.events, ending)
     }
 }
 
@@ -445,6 +482,16 @@ fn reap_orphans() {
             break;
         }
     }
+}
+
+/// Is `e` the storage refusing writes (full, over quota, read-only), which
+/// waiting can cure?
+fn storage_unavailable(e: &JobError) -> bool {
+    let JobError::Io(io) = e else { return false };
+    matches!(
+        io.source.raw_os_error(),
+        Some(libc::ENOSPC | libc::EDQUOT | libc::EROFS)
+    )
 }
 
 /// Block until `pid` exits, without reaping it (WNOWAIT).

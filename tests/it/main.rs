@@ -22,3 +22,4 @@ mod ledger;
 mod lifecycle;
 mod recovery;
 mod shutdown;
+mod storage;
