@@ -14,7 +14,7 @@
 //! Deletions are not fsynced: one that a crash undoes is simply redone by
 //! the next pass.
 
-use std::fs::{self, DirEntry};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -102,41 +102,17 @@ pub fn select_removals(
 
 /// One pass over `runs/`: the finished jobs; the others are counted.
 fn scan(layout: &Layout, report: &mut GcReport) -> Vec<Finished> {
-    let runs = layout.runs();
-    let entries = match fs::read_dir(&runs) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+    match layout.job_ids() {
+        Ok(ids) => ids
+            .into_iter()
+            .filter_map(|id| judge(layout, id, report))
+            .collect(),
         Err(e) => {
-            tracing::error!("gc: reading {}: {e}", runs.display());
+            tracing::error!("gc: reading {}: {e}", layout.runs().display());
             report.errors += 1;
-            return Vec::new();
-        }
-    };
-    let mut finished = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(entry) => {
-                if let Some(id) = job_dir_id(&entry) {
-                    finished.extend(judge(layout, id, report));
-                }
-            }
-            Err(e) => {
-                tracing::warn!("gc: listing {}: {e}", runs.display());
-                report.errors += 1;
-            }
+            Vec::new()
         }
     }
-    finished
-}
-
-/// The job id of a real folder (not a symlink) named by a valid id.
-fn job_dir_id(entry: &DirEntry) -> Option<JobId> {
-    let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-    let id = entry
-        .file_name()
-        .to_str()
-        .and_then(|n| JobId::parse(n).ok());
-    id.filter(|_| is_dir)
 }
 
 /// Load a job's record: `Some` if retention may consider it.

@@ -81,6 +81,28 @@ impl Layout {
         self.run_dir(id).join("events.jsonl")
     }
 
+    /// The ids of the job folders under `runs/`: real folders (never a
+    /// symlink) whose names are valid job ids; anything else is ignored.
+    /// A missing `runs/` has no jobs.
+    pub fn job_ids(&self) -> std::io::Result<Vec<JobId>> {
+        let entries = match std::fs::read_dir(self.runs()) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let id = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| JobId::parse(n).ok());
+            ids.extend(id.filter(|_| is_dir));
+        }
+        Ok(ids)
+    }
+
     /// Held (flock) by the job's monitor for its whole life: a held lock
     /// means a live monitor, whatever pids have been recycled since.
     pub fn monitor_lock(&self, id: &JobId) -> PathBuf {

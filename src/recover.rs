@@ -101,18 +101,13 @@ pub fn reconcile(
 }
 
 fn run_ids(layout: &Layout) -> Vec<JobId> {
-    let runs = layout.runs();
-    let entries = match std::fs::read_dir(&runs) {
-        Ok(entries) => entries,
-        Err(e) => {
-            tracing::error!("reading {}: {e}; no job can be recovered", runs.display());
-            return Vec::new();
-        }
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| JobId::parse(n).ok()))
-        .collect()
+    layout.job_ids().unwrap_or_else(|e| {
+        tracing::error!(
+            "reading {}: {e}; no job can be recovered",
+            layout.runs().display()
+        );
+        Vec::new()
+    })
 }
 
 /// Load a record; a corrupt one is moved aside and reported.
@@ -277,11 +272,7 @@ fn move_once(held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError>
 
 /// A requeue whose name a new drop took: archive the ended attempt's prompt.
 fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
-    let archive = layout.archived_prompt(rec.state, &rec.prompt_name(), &rec.job_id);
-    let rel = layout.relative(&archive).to_string_lossy().into_owned();
-    rec.archive_path = Some(rel.clone());
-    rec.inbox_path = Some(rel);
-    rec.disposition = Some("archived".into());
+    let archive = crate::terminal::route(layout, rec, rec.state, false);
     if let Err(e) = rec.save(layout) {
         tracing::error!(job = %rec.job_id, "{e}");
         return false;

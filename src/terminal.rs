@@ -105,17 +105,8 @@ impl Finisher<'_> {
 
     /// Decide where the prompt goes and say so in the record.
     fn plan(&self, rec: &mut JobRecord, state: JobState, outcome: Outcome, requeue: bool) {
-        let prompt = rec.prompt_name();
-        let dest = if requeue {
-            self.layout.waiting_prompt(&prompt)
-        } else {
-            self.layout.archived_prompt(state, &prompt, &rec.job_id)
-        };
-        let rel = rel(self.layout, &dest);
         rec.outcome = Some(outcome.as_str().to_owned());
-        rec.disposition = Some(if requeue { "requeued" } else { "archived" }.to_owned());
-        rec.archive_path = (!requeue).then(|| rel.clone());
-        rec.inbox_path = Some(rel);
+        route(self.layout, rec, state, requeue);
     }
 
     /// Insert the ledger row; false if there is no ledger or the insert failed.
@@ -195,6 +186,22 @@ impl Finisher<'_> {
         events.append("archive_failed", json!({"reason": why}));
         Ok(())
     }
+}
+
+/// Decide where an ended job's prompt goes (back to the inbox, or the
+/// archive of `state`) and say so in the record; returns that place.
+pub fn route(layout: &Layout, rec: &mut JobRecord, state: JobState, requeue: bool) -> PathBuf {
+    let prompt = rec.prompt_name();
+    let dest = if requeue {
+        layout.waiting_prompt(&prompt)
+    } else {
+        layout.archived_prompt(state, &prompt, &rec.job_id)
+    };
+    let rel = rel(layout, &dest);
+    rec.disposition = Some(if requeue { "requeued" } else { "archived" }.to_owned());
+    rec.archive_path = (!requeue).then(|| rel.clone());
+    rec.inbox_path = Some(rel);
+    dest
 }
 
 fn rel(layout: &Layout, path: &Path) -> String {

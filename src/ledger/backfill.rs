@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Artifact, Execution, Ledger, Outcome, Source};
-use crate::job::{JobId, JobRecord};
+use crate::job::JobRecord;
 use crate::layout::Layout;
 
 /// What a backfill did.
@@ -21,13 +21,15 @@ const LOG_TAIL: u64 = 64 * 1024;
 
 pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
     let mut report = Report::default();
-    let Ok(entries) = std::fs::read_dir(layout.runs()) else {
-        return report;
+    let ids = match layout.job_ids() {
+        Ok(ids) => ids,
+        Err(e) => {
+            tracing::warn!("backfill: reading {}: {e}", layout.runs().display());
+            report.failed += 1;
+            return report;
+        }
     };
-    for id in entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|n| JobId::parse(n).ok()))
-    {
+    for id in ids {
         let Ok(rec) = JobRecord::load_job(layout, &id) else {
             continue;
         };

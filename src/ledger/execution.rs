@@ -20,6 +20,17 @@ pub enum Source {
     Repair,
 }
 
+impl std::str::FromStr for Source {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Source::Daemon, Source::External, Source::Repair]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("unknown source {s:?}"))
+    }
+}
+
 impl Source {
     fn as_str(self) -> &'static str {
         match self {

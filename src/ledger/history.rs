@@ -505,7 +505,7 @@ fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
         host: r.get(17)?,
         prompt_sha256: r.get(18)?,
         disposition: r.get(19)?,
-        source: parse_text(r, 20, parse_source)?,
+        source: parse_text(r, 20, |s| s.parse::<Source>())?,
     })
 }
 
@@ -529,15 +529,6 @@ fn path_from_offset(r: &Row<'_>, i: usize) -> rusqlite::Result<StoredPath> {
         relation: r.get(i)?,
         path: r.get(i + 1)?,
     })
-}
-
-fn parse_source(s: &str) -> Result<Source, String> {
-    match s {
-        "daemon" => Ok(Source::Daemon),
-        "external" => Ok(Source::External),
-        "repair" => Ok(Source::Repair),
-        other => Err(format!("unknown source {other:?}")),
-    }
 }
 
 /// A text column parsed by `parse`, its error naming the value.

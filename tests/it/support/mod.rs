@@ -33,17 +33,10 @@ use serde_json::Value;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_jobwarden");
 
-/// States a job never leaves (DESIGN §3).
-pub const TERMINAL: &[&str] = &[
-    "succeeded",
-    "failed",
-    "timed_out",
-    "aborted",
-    "interrupted",
-    "rejected",
-];
+/// States a job never leaves (DESIGN §3): the tail of [`STATES`].
+pub const TERMINAL: &[&str] = STATES.split_at(4).1;
 
-/// Every state a job.json may show (DESIGN §3).
+/// Every state a job.json may show (DESIGN §3), the terminal ones last.
 pub const STATES: &[&str] = &[
     "queued",
     "preparing",
