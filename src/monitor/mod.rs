@@ -437,6 +437,8 @@ impl Monitor<'_> {
                         reported = true;
                     }
                     self.rec = before;
+                    // Blocking is fine: the job is reaped and its output drained,
+                    // nothing else in this process needs the runtime any more.
                     std::thread::sleep(self.config.heartbeat_interval);
                 }
                 other => other?,
