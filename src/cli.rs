@@ -33,6 +33,9 @@ pub enum Command {
     /// Run the daemon in the foreground: watch the inbox, claim prompts, start jobs.
     Daemon,
 
+    /// Is the daemon alive, and does the root accept writes?
+    Status(StatusArgs),
+
     /// Ask jobs to stop by writing their ABORT marker.
     Abort(AbortArgs),
 
@@ -50,6 +53,13 @@ pub enum Command {
     /// Supervise one job (started by the daemon; not for interactive use).
     #[command(hide = true)]
     Monitor(MonitorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print one JSON object (shape in docs/status-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

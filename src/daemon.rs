@@ -11,7 +11,7 @@
 //! owner of the queue needs no locks.
 
 mod lock;
-mod state_file;
+pub mod state_file;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ use crate::layout::{self, Layout, PromptName};
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::terminal::{Ending, Finisher};
-use crate::{abort, fsio, retry};
+use crate::{abort, fsio, retry, storage};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
@@ -90,11 +90,29 @@ pub async fn run(
 }
 
 fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
-    fsio::create_dirs(layout.root())?;
-    for dir in layout.skeleton() {
-        fsio::create_dirs(&dir)?;
+    let created = fsio::create_dirs(layout.root()).and_then(|()| {
+        layout
+            .skeleton()
+            .iter()
+            .try_for_each(|dir| fsio::create_dirs(dir))
+    });
+    // Refuse clearly rather than with the first write's errno. A full root
+    // still lets the daemon start (the inbox is kept, claims wait).
+    match storage::probe(layout.root()) {
+        Ok(p) if p.condition == storage::Condition::ReadOnly => Err(DaemonError::Unwritable {
+            root: layout.root().to_path_buf(),
+            full: false,
+        }),
+        _ => match created {
+            Err(e) if storage::fault_of(&e.source) == Some(storage::Condition::Full) => {
+                Err(DaemonError::Unwritable {
+                    root: layout.root().to_path_buf(),
+                    full: true,
+                })
+            }
+            other => Ok(other?),
+        },
     }
-    Ok(())
 }
 
 /// Claims rename from `inbox/` and archives rename into `archive/`; both
@@ -151,6 +169,13 @@ struct Daemon {
     /// Keeps the signal channel open when there is no watcher.
     idle_sender: Option<tokio::sync::mpsc::UnboundedSender<Signal>>,
     watch_degraded: bool,
+    /// Whether the root accepts writes; while not, nothing is claimed or
+    /// started.
+    storage: storage::Health,
+    /// Jobs whose monitor is gone but whose end could not be recorded yet
+    /// (storage refusing writes): retried every tick.
+    /// The value says how the monitor ended.
+    unsettled: HashMap<JobId, String>,
 }
 
 impl Daemon {
@@ -176,6 +201,8 @@ impl Daemon {
             idle_sender: None,
             claim_failed: HashSet::new(),
             watch_degraded: false,
+            storage: storage::Health::default(),
+            unsettled: HashMap::new(),
         }
     }
 
@@ -269,7 +296,9 @@ impl Daemon {
 
     /// Claim `path` if it is a candidate and its prompt is not cooling down.
     fn consider(&mut self, path: &Path) {
-        if self.stopping {
+        // While storage refuses writes a claim would fail half-way: the
+        // prompt waits in the inbox, and a rescan finds it on recovery.
+        if self.stopping || !self.storage.is_ok() {
             return;
         }
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
@@ -368,6 +397,10 @@ impl Daemon {
                 }
             }
             Err(e) => {
+                if let Some(condition) = storage::job_fault(&e) {
+                    self.storage_failed(condition, e.to_string());
+                    return;
+                }
                 if self.claim_failed.insert(path.to_path_buf()) {
                     tracing::error!(path = %path.display(), "claim failed; the prompt was left (or put back) in the inbox for the next rescan: {e}");
                 }
@@ -386,7 +419,7 @@ impl Daemon {
 
     /// Start monitors while slots are free.
     fn dispatch(&mut self) {
-        while !self.stopping && self.running.len() < self.config.max_jobs {
+        while !self.stopping && self.storage.is_ok() && self.running.len() < self.config.max_jobs {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
@@ -469,6 +502,24 @@ impl Daemon {
             self.running.insert(id, Slot::Adopted);
             return Ok(());
         }
+        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
+            // Nothing of the job ran: it keeps its place at the head.
+            self.running.remove(&id);
+            if let Some(w) = self.watcher.as_mut() {
+                w.watch_run_dir(&self.layout.run_dir(&id));
+            }
+            self.queue.push_front(id.clone());
+            let condition = storage::probe(self.layout.root())
+                .map(|p| p.condition)
+                .ok()
+                .filter(|c| *c == storage::Condition::ReadOnly)
+                .unwrap_or(storage::Condition::Full);
+            self.storage_failed(
+                condition,
+                format!("the monitor of job {id} could not write its first records"),
+            );
+            return Ok(());
+        }
         self.on_job_gone(&id, &how);
         Ok(())
     }
@@ -477,6 +528,16 @@ impl Daemon {
     /// the monitor died mid-job and the job is `interrupted`.
     fn on_job_gone(&mut self, id: &JobId, how: &str) {
         self.running.remove(id);
+        if !self.settle(id, how) {
+            tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
+            self.unsettled.insert(id.clone(), how.to_owned());
+        }
+        self.dispatch();
+    }
+
+    /// Record the end of a job whose monitor is gone. False if its record
+    /// is still not terminal (the write failed): call again later.
+    fn settle(&mut self, id: &JobId, how: &str) -> bool {
         self.refresh_ledger();
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
@@ -503,9 +564,47 @@ impl Daemon {
                 }
                 self.unblock(&rec.prompt_name());
             }
-            Err(e) => tracing::error!(job = %id, "after its monitor exited: {e}"),
+            Err(e) => {
+                tracing::error!(job = %id, "after its monitor exited: {e}");
+                return !matches!(&e, JobError::Io(io) if storage::fault_of(&io.source).is_some());
+            }
         }
-        self.dispatch();
+        JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
+    }
+
+    /// Retry recording the ends that failed for lack of storage.
+    fn settle_unsettled(&mut self) {
+        let pending: Vec<(JobId, String)> = self.unsettled.drain().collect();
+        for (id, how) in pending {
+            if !self.settle(&id, &how) {
+                self.unsettled.insert(id, how);
+            }
+        }
+    }
+
+    /// A write failed because storage refuses it: pause claims and starts.
+    fn storage_failed(&mut self, condition: storage::Condition, detail: String) {
+        let change = self.storage.failed(condition, detail);
+        self.storage_changed(change);
+    }
+
+    fn storage_changed(&mut self, change: storage::Change) {
+        match change {
+            storage::Change::None => {}
+            storage::Change::Degraded => tracing::error!(
+                condition = %self.storage.condition,
+                "the root's storage refuses writes ({}); claims and job starts wait until it recovers, running jobs go on",
+                self.storage.detail.as_deref().unwrap_or("")
+            ),
+            storage::Change::Recovered => {
+                tracing::info!(
+                    "the root's storage accepts writes again; resuming claims and starts"
+                );
+                self.settle_unsettled();
+                self.rescan();
+                self.dispatch();
+            }
+        }
     }
 
     /// A job of `prompt` ended: a same-name prompt waiting for it may go.
@@ -556,6 +655,12 @@ impl Daemon {
     /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
     /// jobs, and the liveness of adopted monitors.
     fn on_tick(&mut self) {
+        crate::fault::point("daemon-tick");
+        let change = self.storage.probe(self.layout.root());
+        self.storage_changed(change);
+        if !self.unsettled.is_empty() && self.storage.is_ok() {
+            self.settle_unsettled();
+        }
         let aborted: Vec<JobId> = self
             .queue
             .iter()
@@ -688,21 +793,13 @@ impl Daemon {
             self.config.clone(),
             self.gc_running.clone(),
         );
+        // A panic here stops the daemon like any other (see the panic hook
+        // in `commands::daemon`).
         tokio::task::spawn_blocking(move || {
-            let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                match Ledger::open(&layout.ledger()) {
-                    // `collect` logs its own summary.
-                    Ok(mut ledger) => {
-                        drop(crate::gc::collect(&layout, &config, &mut ledger, false))
-                    }
-                    Err(e) => tracing::warn!("retention skipped: {e}"),
-                }
-            }));
-            if pass.is_err() {
-                // DESIGN §10: a task that dies takes the daemon down, so the
-                // service manager restarts it; monitors and jobs live on.
-                tracing::error!("the retention task panicked; stopping the daemon");
-                std::process::exit(70);
+            match Ledger::open(&layout.ledger()) {
+                // `collect` logs its own summary.
+                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
+                Err(e) => tracing::warn!("retention skipped: {e}"),
             }
             running.store(false, Ordering::Release);
         });
@@ -718,7 +815,7 @@ impl Daemon {
         }
     }
 
-    fn write_state(&self, phase: Phase) {
+    fn write_state(&mut self, phase: Phase) {
         let file = DaemonFile {
             pid: std::process::id(),
             started_at: self.started_at,
@@ -734,8 +831,12 @@ impl Daemon {
             } else {
                 "inotify"
             },
+            storage: &self.storage,
+            unsettled: self.unsettled.len(),
         };
-        state_file::write(&self.layout, &file);
+        if let Some(condition) = state_file::write(&self.layout, &file) {
+            self.storage_failed(condition, "daemon.json could not be written".into());
+        }
     }
 }
 

@@ -64,6 +64,13 @@ pub enum DaemonError {
         .inbox.display(), .runs.display()
     )]
     CrossFilesystem { inbox: PathBuf, runs: PathBuf },
+    #[error(
+        "the root {} is {}, and the daemon must write there; {}",
+        .root.display(),
+        if *.full { "full" } else { "on a read-only filesystem" },
+        if *.full { "free some space, then start it again" } else { "remount it read-write or choose another --root" }
+    )]
+    Unwritable { root: PathBuf, full: bool },
     #[error("watching the inbox {}: {source}", .path.display())]
     Watch {
         path: PathBuf,

@@ -34,7 +34,9 @@
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
-//! - [`procfs`] — process facts from `/proc` (start times).
+//! - [`fault`] — fault-injection points for the test suite (debug builds only).
+//! - [`procfs`] — process facts from `/proc` (start times, lock holders).
+//! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
 pub mod claim;
@@ -45,6 +47,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod events;
+pub mod fault;
 pub mod fsio;
 pub mod gc;
 pub mod inbox;
@@ -55,4 +58,5 @@ pub mod monitor;
 pub mod procfs;
 pub mod recover;
 pub mod retry;
+pub mod storage;
 pub mod terminal;

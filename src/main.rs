@@ -18,8 +18,25 @@ fn main() -> ExitCode {
     match jobwarden::commands::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jobwarden: {e:#}");
+            eprintln!("jobwarden: {}", describe(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, joined with `: `, leaving out a cause whose
+/// text the message already ends with (errors that print their source).
+fn describe(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }

@@ -25,6 +25,40 @@ pub fn is_running(pid: i32) -> bool {
     !matches!(state, Some("Z" | "X") | None)
 }
 
+/// The pid holding an `flock` on `path`, read from `/proc/locks` without
+/// touching the lock (taking it to test it, even for an instant, could make
+/// its owner's own attempt fail). `Ok(None)`: nobody holds it.
+pub fn flock_holder(path: &std::path::Path) -> std::io::Result<Option<i32>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let locks = std::fs::read_to_string("/proc/locks")?;
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev),
+        meta.ino()
+    );
+    Ok(parse_flock_holder(&locks, &id))
+}
+
+/// In `/proc/locks` text, the pid of the granted FLOCK on `dev_ino`
+/// (`MAJ:MIN:INODE`, device numbers in hex). Waiters (`->`) do not count.
+fn parse_flock_holder(locks: &str, dev_ino: &str) -> Option<i32> {
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // `1: FLOCK ADVISORY WRITE 1234 00:2c:56789 0 EOF`
+        match f.as_slice() {
+            [_, "FLOCK", _, _, pid, id, ..] if *id == dev_ino => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
 fn parse_start_time(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces or
     // parentheses itself; fields after the last ')' are plain.
@@ -49,6 +83,27 @@ mod tests {
     fn we_are_running_and_pid_zero_is_not() {
         assert!(is_running(std::process::id() as i32));
         assert!(!is_running(0));
+    }
+
+    #[test]
+    fn finds_the_holder_of_a_flock_and_not_its_waiters() {
+        let locks = "1: POSIX  ADVISORY  WRITE 10 00:2c:99 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4321 00:2c:99 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 77 00:2c:99 0 EOF\n";
+        assert_eq!(parse_flock_holder(locks, "00:2c:99"), Some(4321));
+        assert_eq!(parse_flock_holder(locks, "00:2c:98"), None);
+    }
+
+    #[test]
+    fn sees_a_lock_held_in_this_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.lock");
+        assert_eq!(flock_holder(&path).expect("no file"), None);
+        let held = crate::fsio::try_lock(&path).expect("lock").expect("free");
+        let me = std::process::id() as i32;
+        assert_eq!(flock_holder(&path).expect("read"), Some(me));
+        drop(held);
+        assert_eq!(flock_holder(&path).expect("read"), None);
     }
 
     #[test]

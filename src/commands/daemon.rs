@@ -19,6 +19,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
              write [profiles.default] in a config file to run a real agent"
         );
     }
+    stop_on_panic();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -31,6 +32,24 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     })
 }
+
+/// DESIGN §10: a task that panics takes the whole daemon down at once, with
+/// a message and exit status 70 (EX_SOFTWARE), so that the service manager
+/// restarts it; it never lives on with a dead task. Running jobs continue
+/// under their monitors and are re-adopted by the next start.
+fn stop_on_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default(info);
+        tracing::error!(
+            "a daemon task panicked ({info}); stopping so that the service manager restarts the daemon; running jobs continue under their monitors"
+        );
+        std::process::exit(EXIT_PANIC);
+    }));
+}
+
+/// Exit status after a panic: EX_SOFTWARE.
+pub const EXIT_PANIC: i32 = 70;
 
 fn spawn_signal_listener(shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

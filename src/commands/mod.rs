@@ -9,6 +9,8 @@ mod daemon;
 mod gc;
 mod history;
 mod monitor;
+mod output;
+mod status;
 
 use std::process::ExitCode;
 
@@ -23,6 +25,7 @@ pub const EXIT_NO: u8 = 1;
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Daemon => daemon::run(&cli.global),
+        Command::Status(args) => status::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),

@@ -12,7 +12,7 @@ use crate::cli::{GlobalArgs, MonitorArgs};
 use crate::config::{self, ConfigSource, Env};
 use crate::job::JobId;
 use crate::layout::Layout;
-use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, Outcome};
+use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome};
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
     let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
@@ -41,5 +41,6 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
             tracing::info!(job = %id, "another monitor already supervises this job");
             ExitCode::from(EXIT_ALREADY_SUPERVISED as u8)
         }
+        Outcome::NoStorage(_) => ExitCode::from(EXIT_NO_STORAGE as u8),
     })
 }

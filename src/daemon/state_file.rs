@@ -4,13 +4,14 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::fsio;
 use crate::layout::Layout;
+use crate::storage;
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Starting,
@@ -34,20 +35,68 @@ pub struct DaemonFile<'a> {
     pub queued: usize,
     /// `inotify`, or `rescan` after the watch failed (then only rescans find prompts).
     pub watch: &'static str,
+    /// Whether the root accepts writes (`condition`: `ok`, `full`,
+    /// `read_only`), since when, and why it is believed.
+    pub storage: &'a storage::Health,
+    /// Jobs whose monitor is gone and whose end waits to be recorded.
+    pub unsettled: usize,
 }
 
 /// Write `daemon.json`. A failure (disk full, read-only root) is reported
-/// when it starts and when it ends, not on every heartbeat.
-pub fn write(layout: &Layout, file: &DaemonFile<'_>) {
+/// when it starts and when it ends, not on every heartbeat. Returns the
+/// storage condition a failure revealed, if any.
+pub fn write(layout: &Layout, file: &DaemonFile<'_>) -> Option<storage::Condition> {
     static FAILING: AtomicBool = AtomicBool::new(false);
     match fsio::write_json_atomic(&layout.daemon_json(), file) {
-        Ok(()) if FAILING.swap(false, Ordering::Relaxed) => {
-            tracing::info!("daemon.json can be written again");
+        Ok(()) => {
+            if FAILING.swap(false, Ordering::Relaxed) {
+                tracing::info!("daemon.json can be written again");
+            }
+            None
         }
-        Ok(()) => {}
-        Err(e) if !FAILING.swap(true, Ordering::Relaxed) => {
-            tracing::warn!("{e}; daemon.json stays stale until this can be written");
+        Err(e) => {
+            if !FAILING.swap(true, Ordering::Relaxed) {
+                tracing::warn!("{e}; daemon.json stays stale until this can be written");
+            }
+            storage::fault_of(&e.source)
         }
-        Err(_) => {}
     }
+}
+
+/// `daemon.json` as read back by `status` and tools. Fields a newer or
+/// older daemon may lack are optional.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DaemonSeen {
+    pub pid: u32,
+    pub started_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+    pub version: String,
+    #[serde(default)]
+    pub host: Option<String>,
+    pub phase: Phase,
+    #[serde(default)]
+    pub running: usize,
+    #[serde(default)]
+    pub queued: usize,
+    #[serde(default)]
+    pub watch: Option<String>,
+    #[serde(default)]
+    pub storage: Option<storage::Health>,
+    #[serde(default)]
+    pub unsettled: usize,
+}
+
+/// Read `daemon.json`: `Ok(None)` if no daemon ever wrote one; an
+/// unreadable or corrupt file is an error naming it (left in place: the
+/// next heartbeat replaces it).
+pub fn read(layout: &Layout) -> Result<Option<DaemonSeen>, String> {
+    let path = layout.daemon_json();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{} is not a valid daemon state file: {e}", path.display()))
 }

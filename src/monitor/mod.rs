@@ -31,7 +31,7 @@ use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
 use crate::terminal::{Ending, Finisher};
-use crate::{abort, fsio, procfs};
+use crate::{abort, fsio, procfs, storage};
 
 use abort_watch::AbortWatch;
 use output::{LogSink, SharedSink};
@@ -39,6 +39,11 @@ use output::{LogSink, SharedSink};
 /// Exit status of a monitor that found its job already supervised by
 /// another monitor (it changed nothing). EX_TEMPFAIL.
 pub const EXIT_ALREADY_SUPERVISED: i32 = 75;
+
+/// Exit status of a monitor that could not start its job because the
+/// root's storage refuses writes (full, read-only): the job is still
+/// `queued` and nothing of it ran. EX_IOERR.
+pub const EXIT_NO_STORAGE: i32 = 74;
 
 /// How long to wait for the output pipes to close once the group is dead.
 /// Only a process that left the job's group can hold them longer.
@@ -54,6 +59,9 @@ pub enum Outcome {
     Finished(JobState),
     /// Another monitor holds the job; nothing was done.
     AlreadySupervised,
+    /// The root's storage refused the first writes; the job is still
+    /// queued, nothing of it ran. The daemon starts it again later.
+    NoStorage(String),
 }
 
 /// Why the monitor is ending the job early.
@@ -129,8 +137,22 @@ impl Monitor<'_> {
         };
         self.rec.command = Some(plan.recorded_argv.clone());
         self.rec.workdir = Some(plan.workdir.display().to_string());
+        // Write before anything runs: if the disk is full or read-only,
+        // the job stays queued, untouched, and starts when it can.
         let log_path = self.layout.job_log(&id);
-        let sink = LogSink::new(fsio::open_append(&log_path)?, self.config.max_log_bytes);
+        let log = self
+            .rec
+            .save(&self.layout)
+            .and_then(|()| Ok(fsio::open_append(&log_path)?));
+        let log = match log {
+            Ok(log) => log,
+            Err(e) if storage::job_fault(&e).is_some() => {
+                tracing::warn!(job = %id, "{e}; the job stays queued");
+                return Ok(Outcome::NoStorage(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        };
+        let sink = LogSink::new(log, self.config.max_log_bytes);
         let child = match spawn::spawn(&plan) {
             Ok(child) => child,
             Err(reason) => return self.fail_to_start(reason),
@@ -145,7 +167,15 @@ impl Monitor<'_> {
             // group while its leader is unreaped, then fail.
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(pid), None);
-            return Err(e);
+            if storage::job_fault(&e).is_none() {
+                return Err(e);
+            }
+            // Space ran out between the first write and this one. The
+            // command may have begun, so it is not simply started again.
+            let reason = format!(
+                "could not record the job as running ({e}); its command was killed at once"
+            );
+            return self.fail_to_start(reason);
         }
         self.events
             .append("started", json!({"pid": pid, "argv": plan.recorded_argv}));
@@ -180,8 +210,20 @@ impl Monitor<'_> {
         self.drain(pumps).await;
         reap_orphans();
         self.sync_log_fields(&sink);
-        let (state, reason) = self.verdict(&status, ending);
+        let (state, mut reason) = self.verdict(&status, ending);
         self.events.append("exited", exit_fields(&status));
+        let lost = output::lock(&sink).lost.clone();
+        if let Some(lost) = lost {
+            self.events.append(
+                "output_lost",
+                json!({"bytes": lost.bytes, "error": lost.error}),
+            );
+            let note = format!(
+                "{} bytes of its output could not be written to job.log ({})",
+                lost.bytes, lost.error
+            );
+            reason = Some(reason.map_or(note.clone(), |r| format!("{r}; {note}")));
+        }
         let ending = self.ending_after_run(state, reason, &sink);
         self.end_with(ending)
     }
@@ -431,7 +473,7 @@ impl Monitor<'_> {
         loop {
             let before = self.rec.clone();
             match self.try_end(ending.clone()) {
-                Err(e) if storage_unavailable(&e) => {
+                Err(e) if storage::job_fault(&e).is_some() => {
                     if !reported {
                         tracing::error!(job = %self.rec.job_id, "cannot record the job's end: {e}; retrying every heartbeat until there is space");
                         reported = true;
@@ -484,16 +526,6 @@ fn reap_orphans() {
             break;
         }
     }
-}
-
-/// Is `e` the storage refusing writes (full, over quota, read-only), which
-/// waiting can cure?
-fn storage_unavailable(e: &JobError) -> bool {
-    let JobError::Io(io) = e else { return false };
-    matches!(
-        io.source.raw_os_error(),
-        Some(libc::ENOSPC | libc::EDQUOT | libc::EROFS)
-    )
 }
 
 /// Block until `pid` exits, without reaping it (WNOWAIT).

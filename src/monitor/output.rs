@@ -63,6 +63,20 @@ pub struct LogSink {
     pub last_output_at: Option<Timestamp>,
     pub stdout: Tail,
     pub stderr: Tail,
+    /// Output that could not be written (disk full, read-only): how much,
+    /// and the first error. A marker says so in the log once writes succeed.
+    pub lost: Option<Lost>,
+}
+
+/// Output lost to failing writes of `job.log`.
+#[derive(Debug, Clone)]
+pub struct Lost {
+    /// In all.
+    pub bytes: u64,
+    /// The first error.
+    pub error: String,
+    /// Lost since the log last said so.
+    unmarked: u64,
 }
 
 /// Shared by the two pump tasks and the monitor's heartbeat. A std mutex:
@@ -80,6 +94,7 @@ impl LogSink {
             last_output_at: None,
             stdout: Tail::default(),
             stderr: Tail::default(),
+            lost: None,
         }))
     }
 
@@ -121,10 +136,38 @@ impl LogSink {
         if bytes.is_empty() {
             return;
         }
+        if let Some(lost) = self.lost.as_mut().filter(|l| l.unmarked > 0) {
+            let marker = format!(
+                "\n[jobwarden: {} bytes of output were lost: {}]\n",
+                lost.unmarked, lost.error
+            );
+            if self.file.write_all(marker.as_bytes()).is_err() {
+                lost.bytes += bytes.len() as u64;
+                lost.unmarked += bytes.len() as u64;
+                return;
+            }
+            tracing::info!("job.log can be written again");
+            lost.unmarked = 0;
+            self.bytes += marker.len() as u64;
+        }
         match self.file.write_all(bytes) {
             Ok(()) => self.bytes += bytes.len() as u64,
-            // The job goes on; the heartbeat's log_bytes shows the log stalled.
-            Err(e) => tracing::warn!("writing job.log: {e}"),
+            // The job goes on; the loss is reported once here, marked in
+            // the log when writes succeed again, and noted at the job's end.
+            Err(e) => match self.lost.as_mut() {
+                Some(lost) => {
+                    lost.bytes += bytes.len() as u64;
+                    lost.unmarked += bytes.len() as u64;
+                }
+                None => {
+                    tracing::warn!("writing job.log: {e}; output is lost until writes succeed");
+                    self.lost = Some(Lost {
+                        bytes: bytes.len() as u64,
+                        error: e.to_string(),
+                        unmarked: bytes.len() as u64,
+                    });
+                }
+            },
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Fault injection with real processes: the daemon killed with running jobs,
 //! a restart from an upgraded binary, a backlog dropped while it was down,
-//! and a record whose monitor pid now belongs to a stranger.
+//! a record whose monitor pid now belongs to a stranger, and a daemon task
+//! that panics.
 
 use std::fs;
 
@@ -148,4 +149,43 @@ fn a_live_stranger_with_the_recorded_monitor_pid_is_not_mistaken_for_the_monitor
     let retry = sb.wait_done_excluding("proj", "reused", &[id.to_owned()], secs(15));
     assert_eq!(retry.state(), "succeeded");
     assert_eq!(retry.int_field("attempt"), Some(2));
+}
+
+/// DESIGN §10: a panicking task takes the daemon down (exit 70, with a
+/// message) instead of leaving a process that looks alive but claims
+/// nothing; the running job lives on and the next daemon adopts it.
+#[test]
+fn a_panicking_daemon_task_stops_the_daemon_and_its_jobs_live_on() {
+    let sb = Sandbox::new();
+    let gate = sb.script("gate", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &gate, "{name}"]));
+    let trigger = sb.out().join("panic-now");
+    let trigger_env = trigger.display().to_string();
+    let mut first = Daemon::start_with_env(
+        &sb,
+        &[
+            ("JOBWARDEN_TEST_FAULT", "daemon-tick"),
+            ("JOBWARDEN_TEST_FAULT_WHEN", &trigger_env),
+        ],
+    );
+    sb.drop_prompt("proj", "survivor", "x\n");
+    let job = sb.wait_state("proj", "survivor", "running", secs(15));
+    fs::write(&trigger, "").expect("arm the fault");
+    let status = first.wait_exit(secs(10));
+    assert_eq!(status.code(), Some(70), "{}", first.stderr());
+    let stderr = first.stderr();
+    assert!(
+        stderr.contains("injected fault at daemon-tick") && stderr.contains("stopping so that"),
+        "{stderr}"
+    );
+    let monitor = job.int_field("monitor_pid").expect("monitor pid") as i32;
+    assert!(pid_alive(monitor), "the job's monitor outlives the daemon");
+
+    let _second = Daemon::start(&sb);
+    fs::write(sb.out().join("release"), "").expect("release");
+    let done = wait_until("the adopted job to finish", secs(15), || {
+        sb.job(&job.id).filter(Job::is_done)
+    });
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
+    assert_eq!(ran(&sb), vec!["survivor"]);
 }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::cli::{GlobalArgs, HistoryListArgs};
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
+pub(super) use crate::commands::output::{fit, fmt_ago, fmt_duration, print_json, prompt_label};
 use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
 
@@ -157,13 +158,6 @@ impl<'a> From<&'a Execution> for ExecutionJson<'a> {
     }
 }
 
-/// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
-pub(super) fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value).context("writing JSON to stdout")?;
-    writeln!(out).context("writing to stdout")
-}
-
 /// Width of the PROMPT column; with the others a row fits 80 columns.
 const PROMPT_WIDTH: usize = 24;
 
@@ -211,47 +205,6 @@ fn cells(c: [&str; 6]) -> String {
         c[5],
         w = PROMPT_WIDTH
     )
-}
-
-/// `project/name`, or `name` for a prompt at the top of the inbox.
-pub(super) fn prompt_label(project: &str, name: &str) -> String {
-    if project.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{project}/{name}")
-    }
-}
-
-/// `text` cut to `width` characters, marking a cut with `…`.
-fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width - 1).collect();
-    cut.push('…');
-    cut
-}
-
-/// `850ms`, `12.3s`, `4m05s`, `2h03m`.
-pub(super) fn fmt_duration(ms: u64) -> String {
-    match ms {
-        0..1_000 => format!("{ms}ms"),
-        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
-        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
-    }
-}
-
-/// `just now`, `42s ago`, `3m ago`, `5h ago`, `12d ago`.
-pub(super) fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
-    let s = now_ms.saturating_sub(then_ms) / 1000;
-    match s {
-        0..10 => "just now".into(),
-        10..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
 }
 
 #[cfg(test)]

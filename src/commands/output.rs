@@ -1,0 +1,91 @@
+//! Printing shared by the commands: JSON on stdout, and the human forms of
+//! durations, ages, prompt names and table cells (80-column tables).
+
+use std::io::Write;
+
+use anyhow::Context;
+use serde::Serialize;
+
+/// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
+pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value).context("writing JSON to stdout")?;
+    writeln!(out).context("writing to stdout")
+}
+
+/// `project/name`, or `name` for a prompt at the top of the inbox.
+pub fn prompt_label(project: &str, name: &str) -> String {
+    if project.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{project}/{name}")
+    }
+}
+
+/// `text` cut to `width` characters, marking a cut with `…`.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `2h03m`.
+pub fn fmt_duration(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// `just now`, `42s ago`, `3m ago`, `5h ago`, `12d ago`.
+pub fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0..10 => "just now".into(),
+        10..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// `512 B`, `8.0 MiB`, `228.5 GiB`.
+pub fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(fmt_bytes(0), "0 B");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(8 * 1024 * 1024), "8.0 MiB");
+        assert_eq!(fmt_bytes(245_384_572_928), "228.5 GiB");
+    }
+
+    #[test]
+    fn ages_and_durations_are_short() {
+        assert_eq!(fmt_ago(0, 5_000), "just now");
+        assert_eq!(fmt_ago(0, 180_000), "3m ago");
+        assert_eq!(fmt_duration(850), "850ms");
+        assert_eq!(fmt_duration(245_000), "4m05s");
+    }
+}
