@@ -55,6 +55,7 @@ pub async fn run(
     // The ledger drives cooldowns and retries: without it the daemon would
     // misjudge both, so failing to open it stops the start, naming the file.
     let mut ledger = Ledger::open(&layout.ledger())?;
+    state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.write_state(Phase::Starting);
     // Rows lost to failed inserts come back before recovery and claims
@@ -231,6 +232,11 @@ impl Daemon {
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
+            }
+            // Events were lost (watch limit, queue overflow): rescans now
+            // carry the load, so they come as often as without a watcher.
+            if rescan.period() != self.rescan_period() {
+                rescan = interval_after(self.rescan_period());
             }
         }
     }
@@ -745,9 +751,10 @@ impl Daemon {
     }
 
     /// How often to rescan: the configured interval, but at most 2 s when
-    /// rescans are the only way prompts are found and nobody chose that.
+    /// rescans are the only dependable way prompts are found (no watcher,
+    /// or it lost events) and nobody chose that.
     fn rescan_period(&self) -> Duration {
-        if self.watcher.is_some() {
+        if self.watcher.is_some() && !self.watch_degraded {
             self.config.rescan_interval
         } else {
             self.rescan_period_without_events()

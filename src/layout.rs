@@ -176,6 +176,11 @@ impl Layout {
         self.run_dir(id).join(format!("job.json.corrupt-{stamp}"))
     }
 
+    /// Where an unreadable `daemon.json` is moved aside.
+    pub fn corrupt_daemon_json(&self, stamp: u64) -> PathBuf {
+        self.root.join(format!("daemon.json.corrupt-{stamp}"))
+    }
+
     /// A job's working folder: a configured path, relative ones under the root.
     pub fn workdir(&self, configured: &str) -> PathBuf {
         self.root.join(configured)

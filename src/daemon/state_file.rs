@@ -100,3 +100,18 @@ pub fn read(layout: &Layout) -> Result<Option<DaemonSeen>, String> {
         .map(Some)
         .map_err(|e| format!("{} is not a valid daemon state file: {e}", path.display()))
 }
+
+/// At start, before the first write: a `daemon.json` that cannot be parsed
+/// is moved aside (`daemon.json.corrupt-<ms>`) and reported, not silently
+/// replaced.
+pub fn set_aside_if_corrupt(layout: &Layout) {
+    let Err(reason) = read(layout) else { return };
+    let aside = layout.corrupt_daemon_json(Timestamp::now().epoch_ms());
+    match fsio::rename_noreplace(&layout.daemon_json(), &aside) {
+        Ok(fsio::Renamed::Done) => {
+            tracing::error!("{reason}; moved aside to {}", aside.display())
+        }
+        Ok(other) => tracing::error!("{reason}; could not move it aside ({other:?})"),
+        Err(e) => tracing::error!("{reason}; could not move it aside: {e}"),
+    }
+}

@@ -1,5 +1,6 @@
-//! The daemon process itself: single instance, daemon.json, shutdown on
-//! SIGTERM with running jobs detached, refusing a bad config at start.
+//! The daemon process itself: single instance (and independent instances on
+//! different roots), daemon.json and `status`, shutdown on SIGTERM with
+//! running jobs detached, refusing a bad config at start.
 
 use std::fs;
 use std::time::Instant;
@@ -211,4 +212,189 @@ fn rescan_only_watch_still_claims_every_prompt_and_says_so() {
         let job = sb.wait_done("proj", name, secs(10));
         assert_eq!(job.state(), "succeeded", "{:#}", job.record);
     }
+}
+
+/// Two daemons on two roots: each claims only its own inbox, each is alive
+/// in its own `status`, and stopping one leaves the other working.
+#[test]
+fn daemons_on_different_roots_never_interfere() {
+    let (a, b) = (Sandbox::new(), Sandbox::new());
+    for sb in [&a, &b] {
+        let script = sb.script(
+            "who",
+            r#"echo "$JOBWARDEN_RUN_DIR" > "$OUT/$JOBWARDEN_NAME""#,
+        );
+        sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    }
+    let mut da = Daemon::start(&a);
+    let _db = Daemon::start(&b);
+    a.drop_prompt("proj", "in-a", "x\n");
+    b.drop_prompt("proj", "in-b", "y\n");
+    assert_eq!(a.wait_done("proj", "in-a", secs(15)).state(), "succeeded");
+    assert_eq!(b.wait_done("proj", "in-b", secs(15)).state(), "succeeded");
+    assert_eq!(a.jobs().len(), 1, "root a ran only its own prompt");
+    assert_eq!(b.jobs().len(), 1, "root b ran only its own prompt");
+    let ran = |sb: &Sandbox, name: &str| fs::read_to_string(sb.out().join(name)).ok();
+    for (sb, name) in [(&a, "in-a"), (&b, "in-b")] {
+        let run_dir = ran(sb, name).unwrap_or_default();
+        assert!(
+            run_dir.starts_with(&*sb.root.to_string_lossy()),
+            "{name} ran under its own root: {run_dir:?}"
+        );
+    }
+
+    for (sb, pid) in [(&a, da.pid), (&b, _db.pid)] {
+        let out = sb.run(&["status", "--json"]);
+        let st: Value = serde_json::from_str(&out.stdout).expect("status json");
+        assert_eq!(st["daemon"]["alive"], true, "{st:#}");
+        assert_eq!(st["daemon"]["pid"], pid, "{st:#}");
+    }
+    da.sigterm();
+    assert_eq!(da.wait_exit(secs(10)).code(), Some(0));
+    let out = a.run(&["status", "--json"]);
+    let st: Value = serde_json::from_str(&out.stdout).expect("status json");
+    assert_eq!(st["daemon"]["alive"], false, "{st:#}");
+    b.drop_prompt("proj", "after", "z\n");
+    assert_eq!(b.wait_done("proj", "after", secs(15)).state(), "succeeded");
+}
+
+/// `status` with no daemon: a normal answer (exit 0), in both forms.
+#[test]
+fn status_without_a_daemon_answers_not_running() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["true"]));
+    let human = sb.run(&["status"]);
+    assert_eq!(human.code(), 0, "{}", human.stderr);
+    assert!(human.stdout.contains("not running"), "{}", human.stdout);
+    assert!(
+        human.stdout.lines().all(|l| l.chars().count() <= 80),
+        "{}",
+        human.stdout
+    );
+    let out = sb.run(&["status", "--json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let st: Value = serde_json::from_str(&out.stdout).expect("status json");
+    assert_eq!(st["daemon"]["alive"], false, "{st:#}");
+    assert_eq!(st["daemon"]["pid"], Value::Null, "{st:#}");
+    assert_eq!(st["storage"]["condition"], "ok", "{st:#}");
+    for key in ["root", "version", "daemon", "storage"] {
+        assert!(st.get(key).is_some(), "{key} missing: {st:#}");
+    }
+}
+
+/// A `daemon.json` that cannot be parsed is moved aside and reported at
+/// start, not silently replaced; `status` names it meanwhile.
+#[test]
+fn a_corrupt_daemon_json_is_moved_aside_not_reset() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["true"]));
+    fs::write(sb.root.join("daemon.json"), "{\"pid\": 12").expect("corrupt daemon.json");
+    let out = sb.run(&["status", "--json"]);
+    assert_eq!(out.code(), 0, "{}", out.stderr);
+    let st: Value = serde_json::from_str(&out.stdout).expect("status json");
+    let problem = st["daemon"]["problem"].as_str().unwrap_or_default();
+    assert!(problem.contains("daemon.json"), "{st:#}");
+
+    let d = Daemon::start(&sb);
+    let aside: Vec<_> = fs::read_dir(&sb.root)
+        .expect("root")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("daemon.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "moved aside once");
+    assert_eq!(
+        fs::read_to_string(aside[0].path()).expect("aside"),
+        "{\"pid\": 12"
+    );
+    assert!(d.stderr().contains("moved aside"), "{}", d.stderr());
+    assert_eq!(read_daemon_json(&sb)["pid"], d.pid);
+}
+
+/// A wrapper that runs the daemon in a user namespace whose inotify limit
+/// `knob` (`max_inotify_instances`, `max_inotify_watches`) is `value`, so
+/// the limit is exhausted for this daemon alone. `None` (with the reason
+/// printed) where user namespaces are not available.
+fn with_inotify_limit(sb: &Sandbox, knob: &str, value: u32) -> Option<std::path::PathBuf> {
+    let probe = std::process::Command::new("unshare")
+        .args(["-U", "-r", "sh", "-c"])
+        .arg(format!("echo {value} > /proc/sys/user/{knob}"))
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot set an inotify limit in a user namespace here");
+        return None;
+    }
+    let wrapper = sb.base.join("bin/limited-jobwarden");
+    let script = format!(
+        "#!/bin/sh\nexec unshare -U -r sh -c 'echo {value} > /proc/sys/user/{knob} && exec \"$0\" \"$@\"' {} \"$@\"\n",
+        q(BIN)
+    );
+    fs::write(&wrapper, script).expect("wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).expect("chmod");
+    Some(wrapper)
+}
+
+/// No inotify instance to be had: the daemon says so once, lives on
+/// rescans, and still claims every prompt.
+#[test]
+fn inotify_unavailable_falls_back_to_rescans_and_says_so_once() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]).global("rescan_interval", "\"300ms\""));
+    let Some(wrapper) = with_inotify_limit(&sb, "max_inotify_instances", 0) else {
+        return;
+    };
+    let d = Daemon::start_of(&sb, &wrapper);
+    assert_eq!(read_daemon_json(&sb)["watch"], "rescan");
+    for name in ["a", "b", "c"] {
+        sb.drop_prompt("proj", name, "found by a rescan\n");
+    }
+    for name in ["a", "b", "c"] {
+        let job = sb.wait_done("proj", name, secs(10));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+    let log = d.stderr();
+    assert_eq!(
+        log.matches("falling back to rescanning").count(),
+        1,
+        "{log}"
+    );
+}
+
+/// Watches run out (inbox folders beyond the limit): prompts in folders
+/// that could not be watched are still claimed by rescans, which then come
+/// every 2 s at most whatever `rescan_interval` says, and the loss is said
+/// once.
+#[test]
+fn inotify_watch_limit_falls_back_to_rescans_and_says_so_once() {
+    let sb = Sandbox::new();
+    sb.configure(
+        &ConfigToml::new(&["cat"])
+            .global("rescan_interval", "\"1h\"")
+            .global("settle", "\"100ms\""),
+    );
+    let Some(wrapper) = with_inotify_limit(&sb, "max_inotify_watches", 2) else {
+        return;
+    };
+    let d = Daemon::start_of(&sb, &wrapper);
+    let projects = ["p1", "p2", "p3", "p4"];
+    for p in projects {
+        sb.drop_prompt(p, "job", "in a folder past the watch limit\n");
+    }
+    for p in projects {
+        let job = sb.wait_done(p, "job", secs(15));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+    wait_until("daemon.json says watching is degraded", secs(5), || {
+        Some(read_daemon_json(&sb)).filter(|v| v["watch"] == "rescan")
+    });
+    let log = d.stderr();
+    assert_eq!(
+        log.matches("rescanning the inbox").count(),
+        1,
+        "said once: {log}"
+    );
 }

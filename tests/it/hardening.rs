@@ -251,3 +251,40 @@ fn queued_job_whose_prompt_copy_is_missing_runs_what_was_claimed() {
     assert_eq!(job.state(), "succeeded", "{:#}", job.record);
     assert_eq!(job.log(), "the claimed bytes\n");
 }
+
+/// An unparseable `job.json` (a torn write by a foreign tool) is moved
+/// aside and reported; its claimed prompt goes back to the inbox and runs.
+#[test]
+fn an_unparseable_job_json_is_moved_aside_and_its_prompt_runs() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let id = "01a20000-0000-7000-8000-0000000c0441";
+    fs::create_dir_all(sb.run_dir(id)).expect("run dir");
+    fs::write(
+        sb.run_dir(id).join("job.json"),
+        "{\"schema_version\": 1, \"state\": \"runn",
+    )
+    .expect("torn record");
+    fs::create_dir_all(sb.project_dir("proj")).expect("project");
+    fs::write(sb.project_dir("proj").join("torn.running.md"), "run me\n").expect("claimed prompt");
+
+    let d = Daemon::start(&sb);
+    let job = sb.wait_done_excluding("proj", "torn", &[], secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    assert!(job.log().contains("run me"), "{}", job.log());
+    let aside: Vec<_> = fs::read_dir(sb.run_dir(id))
+        .expect("run dir kept")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("job.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "moved aside, not deleted");
+    assert!(
+        !sb.run_dir(id).join("job.json").exists(),
+        "never silently reset"
+    );
+    assert!(d.stderr().contains("corrupt record"), "{}", d.stderr());
+}
