@@ -36,8 +36,23 @@ pub enum Command {
     /// Is the daemon alive, and does the root accept writes?
     Status(StatusArgs),
 
+    /// List jobs, newest first.
+    Jobs(JobsArgs),
+
+    /// Show one job: its record, files, ledger row and the end of its log.
+    Show(ShowArgs),
+
+    /// Print a job's log; `-f` follows it until the job ends.
+    Logs(LogsArgs),
+
+    /// Print a job's lifecycle events.
+    Events(EventsArgs),
+
     /// Ask jobs to stop by writing their ABORT marker.
     Abort(AbortArgs),
+
+    /// Put a finished job's prompt back in the inbox for another attempt.
+    Retry(RetryArgs),
 
     /// Validate or print the configuration.
     #[command(subcommand)]
@@ -64,13 +79,117 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct AbortArgs {
-    /// Job ids to abort.
-    #[arg(required = true, value_name = "JOB")]
+    /// Jobs to abort: ids, unique id prefixes or tails (4+ characters), or
+    /// prompt names (project/name: its newest job).
+    #[arg(
+        value_name = "JOB",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
     pub jobs: Vec<String>,
+
+    /// Abort every job that has not ended (queued or running).
+    #[arg(long)]
+    pub all: bool,
 
     /// Why the job is being aborted; stored in the marker and the job record.
     #[arg(long)]
     pub reason: Option<String>,
+
+    /// Return only when each job has ended.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// How the `<job>` argument reads, for every command that takes one.
+pub const JOB_ARG_HELP: &str = "A job id, a unique id prefix or tail (4+ characters), or a prompt name (project/name) meaning its newest job";
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only jobs in these states (repeatable, or comma-separated).
+    #[arg(long, value_name = "STATE", value_delimiter = ',')]
+    pub state: Vec<String>,
+
+    /// Only jobs of this project (prompt folder relative to inbox/).
+    #[arg(long)]
+    pub project: Option<String>,
+
+    /// Only jobs of prompts with this name.
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Only jobs claimed since: a duration ago (`2h`, `3d`) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+
+    /// At most this many jobs.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+
+    /// Print a JSON array (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    pub job: String,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    pub job: String,
+
+    /// Only the last N lines.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub tail: Option<u32>,
+
+    /// Keep printing as the log grows; end when the job ends, printing its
+    /// final state on stderr.
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    pub job: String,
+
+    /// Only the last N events (after the other filters).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub last: Option<u32>,
+
+    /// Only events with these ops (repeatable, or comma-separated).
+    #[arg(long, value_name = "OP", value_delimiter = ',')]
+    pub op: Vec<String>,
+
+    /// Only events from this sequence number on.
+    #[arg(long, value_name = "N")]
+    pub seq: Option<u64>,
+
+    /// Counts per op and the time span instead of the events.
+    #[arg(long)]
+    pub summary: bool,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    pub job: String,
+
+    /// Start it without waiting for the prompt's cooldown.
+    #[arg(long)]
+    pub now: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -384,6 +384,11 @@ impl Daemon {
         match claimed {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
+                if let Some(ledger) = self.ledger.as_mut() {
+                    if let Err(e) = ledger.index_job(&rec) {
+                        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+                    }
+                }
                 self.enqueue(rec.job_id);
                 self.dispatch();
             }

@@ -199,6 +199,9 @@ fn remove_job(
     if fs::symlink_metadata(layout.job_json(id)).is_ok() {
         return; // The record survived: the next pass retries both, in order.
     }
+    if let Err(e) = ledger.unindex_jobs(&[id.to_string()]) {
+        tracing::warn!(job = %id, "gc: {e}; the job index is refreshed at the next start");
+    }
     if let Some(p) = prompt {
         remove_prompt(report, p);
     }

@@ -24,6 +24,7 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
+//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix or tail, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
@@ -54,6 +55,7 @@ pub mod inbox;
 pub mod job;
 pub mod layout;
 pub mod ledger;
+pub mod lookup;
 pub mod monitor;
 pub mod procfs;
 pub mod recover;

@@ -121,6 +121,9 @@ impl Finisher<'_> {
             return false;
         };
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+        if let Err(e) = ledger.index_job(rec) {
+            tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+        }
         match ledger.record(&exec, artifacts, paths) {
             Ok(_) => true,
             Err(e) => {

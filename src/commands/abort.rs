@@ -6,13 +6,14 @@ use std::process::ExitCode;
 
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
-use crate::job::{JobId, JobRecord};
+use crate::job::JobRecord;
 
 pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
     let (_, layout) = super::load(global)?;
+    let ledger = super::open_ledger(&layout)?;
     let mut code = 0;
     for arg in &args.jobs {
-        let id = JobId::parse(arg).map_err(anyhow::Error::msg)?;
+        let id = super::resolve_job(&layout, ledger.as_ref(), arg)?;
         let rec = match JobRecord::load_job(&layout, &id) {
             Ok(rec) => rec,
             Err(_) if !layout.run_dir(&id).exists() => {

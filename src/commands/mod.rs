@@ -6,31 +6,90 @@
 mod abort;
 mod config;
 mod daemon;
+mod events;
 mod gc;
 mod history;
+mod jobs;
+mod logs;
 mod monitor;
 mod output;
+mod retry;
+mod show;
 mod status;
 
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
 use crate::config::{Config, Env};
+use crate::job::JobId;
 use crate::layout::Layout;
+use crate::ledger::Ledger;
 
 /// Exit status for a clean "no": not found, nothing matched.
 pub const EXIT_NO: u8 = 1;
 
+/// A clean "no" (exit 1): not found, nothing matched. Its message goes
+/// to stderr like an error's, but it is an answer, not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct No(pub String);
+
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match dispatch(cli) {
+        Err(e) if e.downcast_ref::<No>().is_some() => {
+            eprintln!("jobwarden: {e}");
+            Ok(ExitCode::from(EXIT_NO))
+        }
+        other => other,
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Daemon => daemon::run(&cli.global),
         Command::Status(args) => status::run(&cli.global, &args),
+        Command::Jobs(args) => jobs::run(&cli.global, &args),
+        Command::Show(args) => show::run(&cli.global, &args),
+        Command::Logs(args) => logs::run(&cli.global, &args),
+        Command::Events(args) => events::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
+        Command::Retry(args) => retry::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
         Command::History(cmd) => history::run(&cli.global, &cmd),
         Command::Gc(args) => gc::run(&cli.global, &args),
+    }
+}
+
+/// The ledger of an existing root, for commands that read: `None` when
+/// there is no root or no ledger yet (nothing ever ran), so that reading
+/// never creates a root by mistake.
+fn open_ledger(layout: &Layout) -> anyhow::Result<Option<Ledger>> {
+    if !layout.ledger().exists() {
+        return Ok(None);
+    }
+    Ok(Some(Ledger::open(&layout.ledger())?))
+}
+
+/// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a
+/// clean "no" (exit 1), a malformed or ambiguous one a usage error (2).
+fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::Result<JobId> {
+    use crate::lookup::{self, LookupError};
+    let empty;
+    let ledger = match ledger {
+        Some(l) => l,
+        None => {
+            // No ledger yet: an in-memory one answers "not indexed", and the
+            // lookup falls back to the run folders.
+            empty = Ledger::open(std::path::Path::new(":memory:"))?;
+            &empty
+        }
+    };
+    match lookup::resolve(layout, ledger, arg) {
+        Ok(id) => Ok(id),
+        Err(LookupError::NotFound(msg)) => Err(No(msg).into()),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -1,10 +1,12 @@
 //! Backfill: every terminal `runs/*/job.json` without its ledger row gets
-//! one (source `repair`), so a failed insert never loses an execution.
-//! Idempotent; run by `history repair` and at every daemon start.
+//! one (source `repair`), so a failed insert never loses an execution; and
+//! the job index is brought in line with `runs/` (rows upserted from every
+//! readable record, rows of vanished folders dropped). Idempotent; run by
+//! `history repair` and at every daemon start.
 
 use serde::Serialize;
 
-use super::{Artifact, Execution, Ledger, Outcome, Source};
+use super::{Artifact, Execution, IndexedJob, Ledger, Outcome, Source};
 use crate::job::JobRecord;
 use crate::layout::Layout;
 
@@ -14,6 +16,10 @@ pub struct Report {
     pub checked: usize,
     pub inserted: usize,
     pub failed: usize,
+    /// Jobs in the index afterwards (one per readable record).
+    pub indexed: usize,
+    /// Index rows dropped because their run folders are gone.
+    pub unindexed: usize,
 }
 
 /// Tail of `job.log` kept when the per-stream tails are gone.
@@ -29,10 +35,12 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
             return report;
         }
     };
+    let mut index = Vec::with_capacity(ids.len());
     for id in ids {
         let Ok(rec) = JobRecord::load_job(layout, &id) else {
             continue;
         };
+        index.push(IndexedJob::from_record(&rec));
         if !rec.state.is_terminal() {
             continue;
         }
@@ -44,6 +52,16 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
                 tracing::warn!(job = %id, "backfill: {e}");
                 report.failed += 1;
             }
+        }
+    }
+    match ledger.sync_job_index(&index) {
+        Ok(gone) => {
+            report.indexed = index.len();
+            report.unindexed = gone;
+        }
+        Err(e) => {
+            tracing::warn!("backfill: the job index: {e}");
+            report.failed += 1;
         }
     }
     if report.inserted > 0 {

@@ -93,8 +93,60 @@ CREATE INDEX executions_by_project_duration ON executions (project, duration_ms)
 CREATE INDEX executions_by_duration ON executions (duration_ms);
 "#;
 
+/// Migration 3: the job index and each prompt's last outcome, so that
+/// `status`, `jobs` and `show` answer from indexes, not by reading every run
+/// folder or every execution.
+const V3: &str = r#"
+-- One row per job whose run folder exists: a cache of its job.json, kept
+-- current at each state change (claim, start, end) and refreshed at every
+-- daemon start; removed when retention removes the folder. job.json wins
+-- where they differ. Rebuilt from runs/ by `history repair`.
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,                   -- the job id (its run folder's name)
+    id_reversed TEXT NOT NULL,             -- the id backwards: finds ids by their tail
+    project TEXT NOT NULL,                 -- prompt folder relative to inbox/
+    name TEXT NOT NULL,                    -- prompt name without .prompt.md
+    state TEXT NOT NULL,                   -- job.json state at its last change
+    attempt INTEGER NOT NULL CHECK (attempt >= 1),
+    created_at INTEGER NOT NULL,           -- epoch ms: the claim
+    started_at INTEGER,                    -- epoch ms
+    finished_at INTEGER,                   -- epoch ms, terminal jobs only
+    exit_code INTEGER,                     -- main command's exit code
+    state_reason TEXT,                     -- why it is in this state
+    updated_at INTEGER NOT NULL            -- job.json's updated_at: older writes never win
+) WITHOUT ROWID;
+CREATE INDEX jobs_by_created ON jobs (created_at);
+CREATE INDEX jobs_by_state ON jobs (state, created_at);
+CREATE INDEX jobs_by_prompt ON jobs (project, name, created_at);
+CREATE INDEX jobs_by_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX jobs_by_tail ON jobs (id_reversed);
+
+-- The newest execution of each prompt, kept by a trigger on executions so
+-- that every writer (daemon, `history record`, repair) keeps it current.
+-- `status` reads "needs attention" from it in one indexed lookup.
+CREATE TABLE prompts_last (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    execution_id TEXT NOT NULL,            -- the newest execution's id
+    outcome TEXT NOT NULL REFERENCES outcomes (name),
+    finished_at INTEGER NOT NULL,          -- epoch ms
+    PRIMARY KEY (project, name)
+) WITHOUT ROWID;
+CREATE INDEX prompts_last_by_outcome ON prompts_last (outcome, finished_at);
+CREATE TRIGGER executions_keep_prompts_last AFTER INSERT ON executions
+    WHEN NOT EXISTS (SELECT 1 FROM prompts_last
+                     WHERE project = NEW.project AND name = NEW.name
+                       AND finished_at > NEW.finished_at)
+    BEGIN
+        INSERT OR REPLACE INTO prompts_last (project, name, execution_id, outcome, finished_at)
+        VALUES (NEW.project, NEW.name, NEW.id, NEW.outcome, NEW.finished_at);
+    END;
+INSERT INTO prompts_last (project, name, execution_id, outcome, finished_at)
+    SELECT project, name, id, outcome, MAX(finished_at) FROM executions GROUP BY project, name;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

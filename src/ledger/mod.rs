@@ -3,7 +3,8 @@
 //! opens it (pragmas, migrations); `execution.rs` holds what one row is and
 //! how it is written; `query.rs` the reads that drive decisions (cooldown,
 //! attempts); `history.rs` the CLI's queries; `retention.rs` artifact
-//! pruning; `backfill.rs` rows restored from `job.json`.
+//! pruning; `backfill.rs` rows restored from `job.json`; `jobs.rs` the job
+//! index (a cache of every run folder's `job.json` for the operator's CLI).
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its
@@ -12,6 +13,7 @@
 pub mod backfill;
 mod execution;
 pub mod history;
+mod jobs;
 mod migrations;
 mod outcome;
 mod query;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use execution::{Artifact, Execution, PathRelation, Source};
+pub use jobs::{IndexedJob, JobFilter};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
 pub use query::{Cooldowns, LastRun};

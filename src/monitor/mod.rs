@@ -177,6 +177,7 @@ impl Monitor<'_> {
             );
             return self.fail_to_start(reason);
         }
+        self.index();
         self.events
             .append("started", json!({"pid": pid, "argv": plan.recorded_argv}));
         self.events.append(
@@ -184,6 +185,15 @@ impl Monitor<'_> {
             json!({"from": JobState::Queued, "to": JobState::Running}),
         );
         self.supervise(child, sink, &mut abort_watch).await
+    }
+
+    /// Put the record's new state in the job index (fail-soft: a stale
+    /// row is refreshed at the next daemon start, and job.json wins).
+    fn index(&self) {
+        let indexed = Ledger::open(&self.layout.ledger()).and_then(|mut l| l.index_job(&self.rec));
+        if let Err(e) = indexed {
+            tracing::warn!(job = %self.rec.job_id, "{e}; the job index is refreshed at the next start");
+        }
     }
 
     fn fail_to_start(&mut self, reason: String) -> Result<Outcome, JobError> {

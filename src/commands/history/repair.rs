@@ -1,5 +1,6 @@
 //! `jobwarden history repair`: backfill ledger rows missing for finished
-//! jobs, from their `job.json` (idempotent; the daemon does it at start).
+//! jobs, from their `job.json`, and rebuild the job index from `runs/`
+//! (idempotent; the daemon does it at start).
 
 use std::process::ExitCode;
 
@@ -13,8 +14,8 @@ pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "{} finished jobs checked, {} rows backfilled, {} failed",
-            report.checked, report.inserted, report.failed
+            "{} finished jobs checked, {} rows backfilled, {} failed; {} jobs indexed, {} stale index rows dropped",
+            report.checked, report.inserted, report.failed, report.indexed, report.unindexed
         );
     }
     Ok(ExitCode::from(if report.failed > 0 { 2 } else { 0 }))

@@ -1,0 +1,9 @@
+//! `jobwarden events` (being written).
+
+use std::process::ExitCode;
+
+use crate::cli::GlobalArgs;
+
+pub fn run<A>(_global: &GlobalArgs, _args: &A) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`jobwarden events` is not available yet")
+}

@@ -1,0 +1,333 @@
+//! The job index (`jobs` table, migration 3): one row per job whose run
+//! folder exists, so that `status`, `jobs`, `show` and the `<job>` argument
+//! answer from an index instead of reading every `job.json`.
+//!
+//! It is a cache. Each writer of a state change indexes the record right
+//! after saving it (fail-soft: a missed write leaves a stale row, never a
+//! wrong job.json); every daemon start refreshes it from what it reads;
+//! `history repair` rebuilds it. Rows carry the record's `updated_at`, and
+//! an older snapshot never replaces a newer one. Readers that care about a
+//! live job (running, queued) read its `job.json`, which wins.
+
+use rusqlite::{OptionalExtension, Row, params, params_from_iter};
+use serde::Serialize;
+
+use super::{Ledger, LedgerError};
+use crate::job::JobRecord;
+
+/// A job as the index knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IndexedJob {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    pub state: String,
+    pub attempt: u32,
+    pub created_at: u64,
+    pub started_at: Option<u64>,
+    pub finished_at: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub state_reason: Option<String>,
+    pub updated_at: u64,
+}
+
+impl IndexedJob {
+    pub fn from_record(rec: &JobRecord) -> Self {
+        IndexedJob {
+            id: rec.job_id.to_string(),
+            project: rec.project.clone(),
+            name: rec.name.clone(),
+            state: rec.state.to_string(),
+            attempt: rec.attempt,
+            created_at: rec.created_at.epoch_ms(),
+            started_at: rec.started_at.map(|t| t.epoch_ms()),
+            finished_at: rec.finished_at.map(|t| t.epoch_ms()),
+            exit_code: rec.exit_code,
+            state_reason: rec.state_reason.clone(),
+            updated_at: rec.updated_at.epoch_ms(),
+        }
+    }
+
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<Self> {
+        let ms = |i: usize| -> rusqlite::Result<Option<u64>> {
+            Ok(r.get::<_, Option<i64>>(i)?.map(|v| v.max(0) as u64))
+        };
+        Ok(IndexedJob {
+            id: r.get(0)?,
+            project: r.get(1)?,
+            name: r.get(2)?,
+            state: r.get(3)?,
+            attempt: r.get(4)?,
+            created_at: ms(5)?.unwrap_or(0),
+            started_at: ms(6)?,
+            finished_at: ms(7)?,
+            exit_code: r.get(8)?,
+            state_reason: r.get(9)?,
+            updated_at: ms(10)?.unwrap_or(0),
+        })
+    }
+}
+
+const COLUMNS: &str = "id, project, name, state, attempt, created_at, started_at, finished_at, exit_code, state_reason, updated_at";
+
+/// Which jobs `jobs` lists (all given conditions hold).
+#[derive(Debug, Default, Clone)]
+pub struct JobFilter {
+    /// Any of these states; empty means all.
+    pub states: Vec<String>,
+    pub project: Option<String>,
+    pub name: Option<String>,
+    /// Created at or after (epoch ms).
+    pub since_ms: Option<u64>,
+}
+
+impl Ledger {
+    /// Index one record (after it was saved).
+    pub fn index_job(&mut self, rec: &JobRecord) -> Result<(), LedgerError> {
+        self.index_jobs(std::slice::from_ref(&IndexedJob::from_record(rec)))
+    }
+
+    /// Index several in one transaction.
+    pub fn index_jobs(&mut self, jobs: &[IndexedJob]) -> Result<(), LedgerError> {
+        let write = |conn: &mut rusqlite::Connection| {
+            let tx = conn.transaction()?;
+            {
+                let mut upsert = tx.prepare_cached(
+                    "INSERT INTO jobs (id, id_reversed, project, name, state, attempt, created_at,
+                         started_at, finished_at, exit_code, state_reason, updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (id) DO UPDATE SET
+                         project = excluded.project, name = excluded.name, state = excluded.state,
+                         attempt = excluded.attempt, created_at = excluded.created_at,
+                         started_at = excluded.started_at, finished_at = excluded.finished_at,
+                         exit_code = excluded.exit_code, state_reason = excluded.state_reason,
+                         updated_at = excluded.updated_at
+                     WHERE excluded.updated_at >= jobs.updated_at",
+                )?;
+                for j in jobs {
+                    upsert.execute(params![
+                        j.id,
+                        reversed(&j.id),
+                        j.project,
+                        j.name,
+                        j.state,
+                        j.attempt,
+                        j.created_at as i64,
+                        j.started_at.map(|v| v as i64),
+                        j.finished_at.map(|v| v as i64),
+                        j.exit_code,
+                        j.state_reason,
+                        j.updated_at as i64,
+                    ])?;
+                }
+            }
+            tx.commit()
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
+    }
+
+    /// Make the index hold exactly `present` (a full listing of `runs/`):
+    /// upsert them and drop rows of folders that are gone. One transaction.
+    pub fn sync_job_index(&mut self, present: &[IndexedJob]) -> Result<usize, LedgerError> {
+        self.index_jobs(present)?;
+        let sync = |conn: &mut rusqlite::Connection| {
+            let tx = conn.transaction()?;
+            tx.execute_batch("CREATE TEMP TABLE IF NOT EXISTS present (id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.present;")?;
+            {
+                let mut add =
+                    tx.prepare_cached("INSERT OR IGNORE INTO temp.present (id) VALUES (?1)")?;
+                for j in present {
+                    add.execute([&j.id])?;
+                }
+            }
+            let gone = tx.execute(
+                "DELETE FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)",
+                [],
+            )?;
+            tx.execute("DELETE FROM temp.present", [])?;
+            tx.commit()?;
+            Ok(gone)
+        };
+        sync(&mut self.conn).map_err(|e| self.err(e))
+    }
+
+    /// Forget jobs whose run folders were removed.
+    pub fn unindex_jobs(&mut self, ids: &[String]) -> Result<(), LedgerError> {
+        let write = |conn: &mut rusqlite::Connection| {
+            let tx = conn.transaction()?;
+            {
+                let mut del = tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?;
+                for id in ids {
+                    del.execute([id])?;
+                }
+            }
+            tx.commit()
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
+    }
+
+    pub fn indexed_job(&self, id: &str) -> Result<Option<IndexedJob>, LedgerError> {
+        let sql = format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1");
+        self.conn
+            .query_row(&sql, [id], IndexedJob::from_row)
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Jobs whose id starts with `prefix`, at most `limit`.
+    pub fn jobs_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<IndexedJob>, LedgerError> {
+        let sql =
+            format!("SELECT {COLUMNS} FROM jobs WHERE id >= ?1 AND id < ?2 ORDER BY id LIMIT ?3");
+        self.query(&sql, params![prefix, upper_bound(prefix), limit as i64])
+    }
+
+    /// Jobs whose id ends with `suffix`, at most `limit`.
+    pub fn jobs_with_suffix(
+        &self,
+        suffix: &str,
+        limit: usize,
+    ) -> Result<Vec<IndexedJob>, LedgerError> {
+        let rev = reversed(suffix);
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE id_reversed >= ?1 AND id_reversed < ?2 ORDER BY id LIMIT ?3"
+        );
+        self.query(&sql, params![rev, upper_bound(&rev), limit as i64])
+    }
+
+    /// The newest job of a prompt.
+    pub fn newest_job_of(
+        &self,
+        project: &str,
+        name: &str,
+    ) -> Result<Option<IndexedJob>, LedgerError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE project = ?1 AND name = ?2 ORDER BY created_at DESC, id DESC LIMIT 1"
+        );
+        Ok(self.query(&sql, params![project, name])?.into_iter().next())
+    }
+
+    /// Jobs matching `filter`, newest claim first, at most `limit`.
+    pub fn list_jobs(&self, f: &JobFilter, limit: usize) -> Result<Vec<IndexedJob>, LedgerError> {
+        let mut sql = format!("SELECT {COLUMNS} FROM jobs WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if !f.states.is_empty() {
+            let marks = vec!["?"; f.states.len()].join(", ");
+            sql.push_str(&format!(" AND state IN ({marks})"));
+            args.extend(f.states.iter().cloned().map(Into::into));
+        }
+        if let Some(p) = &f.project {
+            sql.push_str(" AND project = ?");
+            args.push(p.clone().into());
+        }
+        if let Some(n) = &f.name {
+            sql.push_str(" AND name = ?");
+            args.push(n.clone().into());
+        }
+        if let Some(since) = f.since_ms {
+            sql.push_str(" AND created_at >= ?");
+            args.push((since as i64).into());
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT ?");
+        args.push((limit as i64).into());
+        self.query(&sql, params_from_iter(args))
+    }
+
+    /// How many jobs are in each state.
+    pub fn count_jobs_by_state(&self) -> Result<Vec<(String, u64)>, LedgerError> {
+        let run = || -> rusqlite::Result<Vec<(String, u64)>> {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")?;
+            let rows =
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
+    /// Jobs in any of `states`, oldest claim first (the queue's order).
+    pub fn jobs_in_states(
+        &self,
+        states: &[&str],
+        limit: usize,
+    ) -> Result<Vec<IndexedJob>, LedgerError> {
+        let marks = vec!["?"; states.len()].join(", ");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE state IN ({marks}) ORDER BY created_at, id LIMIT {limit}"
+        );
+        self.query(&sql, params_from_iter(states.iter()))
+    }
+
+    /// The most recently finished jobs, newest first.
+    pub fn recently_finished(&self, limit: usize) -> Result<Vec<IndexedJob>, LedgerError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?1"
+        );
+        self.query(&sql, [limit as i64])
+    }
+
+    /// Prompts whose newest execution failed, timed out or was rate
+    /// limited: (project, name, outcome, execution id), newest first.
+    pub fn prompts_needing_attention(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(String, String, String, String)>, LedgerError> {
+        let run = || -> rusqlite::Result<Vec<(String, String, String, String)>> {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT project, name, outcome, execution_id FROM prompts_last
+                 WHERE outcome IN ('failure', 'timeout', 'rate_limited')
+                 ORDER BY finished_at DESC LIMIT ?1",
+            )?;
+            let rows = stmt.query_map([limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
+    /// Whether anything was ever recorded (a job indexed or an execution).
+    pub fn ever_ran(&self) -> Result<bool, LedgerError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM executions)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    fn query(
+        &self,
+        sql: &str,
+        args: impl rusqlite::Params,
+    ) -> Result<Vec<IndexedJob>, LedgerError> {
+        let run = || -> rusqlite::Result<Vec<IndexedJob>> {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            let rows = stmt.query_map(args, IndexedJob::from_row)?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+}
+
+fn reversed(s: &str) -> String {
+    s.chars().rev().collect()
+}
+
+/// The smallest string greater than every string starting with `prefix`
+/// (ids are ASCII, so bumping the last byte is enough).
+fn upper_bound(prefix: &str) -> String {
+    let mut bytes = prefix.as_bytes().to_vec();
+    while let Some(last) = bytes.pop() {
+        if last < 0x7f {
+            bytes.push(last + 1);
+            return String::from_utf8(bytes).unwrap_or_default();
+        }
+    }
+    "\u{7f}".repeat(65)
+}
