@@ -827,6 +827,21 @@ impl Daemon {
         }
     }
 
+    /// Deferred prompts, soonest cooldown end first (at most `LISTED`).
+    fn deferred_list(&self) -> Vec<state_file::Deferred> {
+        let mut list: Vec<state_file::Deferred> = self
+            .deferred
+            .iter()
+            .map(|(prompt, (until, _))| state_file::Deferred {
+                prompt: prompt.to_string(),
+                until: Timestamp::from(std::time::UNIX_EPOCH + Duration::from_millis(*until)),
+            })
+            .collect();
+        list.sort_by_key(|d| d.until.epoch_ms());
+        list.truncate(state_file::LISTED);
+        list
+    }
+
     fn write_state(&mut self, phase: Phase) {
         let file = DaemonFile {
             pid: std::process::id(),
@@ -845,6 +860,13 @@ impl Daemon {
             },
             storage: &self.storage,
             unsettled: self.unsettled.len(),
+            queue: self
+                .queue
+                .iter()
+                .take(state_file::LISTED)
+                .map(JobId::as_str)
+                .collect(),
+            deferred: self.deferred_list(),
         };
         if let Some(condition) = state_file::write(&self.layout, &file) {
             self.storage_failed(condition, "daemon.json could not be written".into());

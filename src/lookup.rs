@@ -5,10 +5,10 @@
 //!    unsafe character is refused before it becomes a path.
 //! 2. `project/name` (it has a `/`): that prompt's newest job.
 //! 3. A full job id whose run folder exists.
-//! 4. A unique prefix, else a unique tail, of at least 4 characters (tables
-//!    show ids by their last 8 characters: a UUIDv7's head is its timestamp,
-//!    shared by every job of the same minute). Several matches: ambiguous,
-//!    and the candidates are listed.
+//! 4. A unique prefix of at least 4 characters of the id, else of its short
+//!    form: tables show ids by their last 8 characters, because a UUIDv7's
+//!    head is its timestamp, shared by every job of the same minute.
+//!    Several matches: ambiguous, and the candidates are listed.
 //! 5. `name`: the newest job of the prompt at the top of the inbox.
 //!
 //! Matching reads the job index; if the index knows nothing (stale, or
@@ -16,7 +16,7 @@
 
 use crate::job::JobId;
 use crate::layout::{self, Layout};
-use crate::ledger::{IndexedJob, Ledger, LedgerError};
+use crate::ledger::{IndexedJob, Ledger, LedgerError, short_id};
 
 /// The shortest id prefix or tail accepted.
 pub const MIN_PREFIX: usize = 4;
@@ -117,7 +117,7 @@ fn newest_of(ledger: &Ledger, project: &str, name: &str, arg: &str) -> Result<Jo
     }
 }
 
-/// A unique job whose id starts (else ends) with `arg`.
+/// A unique job whose id (else short id) starts with `arg`.
 fn by_prefix_or_tail(
     layout: &Layout,
     ledger: &Ledger,
@@ -126,7 +126,7 @@ fn by_prefix_or_tail(
     let limit = MAX_CANDIDATES + 1;
     let mut found = ledger.jobs_with_prefix(arg, limit)?;
     if found.is_empty() {
-        found = ledger.jobs_with_suffix(arg, limit)?;
+        found = ledger.jobs_with_short_prefix(arg, limit)?;
     }
     if found.is_empty() {
         found = scan_run_dirs(layout, arg);
@@ -155,7 +155,7 @@ fn scan_run_dirs(layout: &Layout, arg: &str) -> Vec<IndexedJob> {
     };
     let by_prefix = matching(&|id| id.starts_with(arg));
     if by_prefix.is_empty() {
-        matching(&|id| id.ends_with(arg))
+        matching(&|id| short_id(id).starts_with(arg))
     } else {
         by_prefix
     }

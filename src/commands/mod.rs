@@ -4,6 +4,7 @@
 //! only.
 
 mod abort;
+mod args;
 mod config;
 mod daemon;
 mod events;

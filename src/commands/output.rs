@@ -2,9 +2,14 @@
 //! durations, ages, prompt names and table cells (80-column tables).
 
 use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context;
 use serde::Serialize;
+
+use crate::clock::Timestamp;
+use crate::commands::EXIT_NO;
 
 /// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
@@ -67,6 +72,32 @@ pub fn fmt_bytes(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
+}
+
+/// Exit 0 when something was found, 1 (a clean "no") when not.
+pub fn found(any: bool) -> ExitCode {
+    if any {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NO)
+    }
+}
+
+/// The wall-clock time of an epoch-ms value.
+pub fn timestamp(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// `now`, `in 42s`, `in 3m`, `in 5h`, `in 2d`.
+pub fn fmt_in(then_ms: u64, now_ms: u64) -> String {
+    let s = then_ms.saturating_sub(now_ms) / 1000;
+    match s {
+        0 => "now".into(),
+        1..60 => format!("in {s}s"),
+        60..3600 => format!("in {}m", s / 60),
+        3600..86_400 => format!("in {}h", s / 3600),
+        _ => format!("in {}d", s / 86_400),
+    }
 }
 
 #[cfg(test)]

@@ -1,29 +1,48 @@
 //! `jobwarden status [--json]`: is the daemon alive (its lock, read from
-//! `/proc/locks` without touching it, and `daemon.json`'s heartbeat), and
-//! does the root accept writes (probed here, and as the daemon last saw
-//! it). "Not running" is an answer, not an error: the exit status is 0
-//! whenever the question could be answered.
+//! `/proc/locks` without touching it, and `daemon.json`'s heartbeat), does
+//! the root accept writes (probed here, and as the daemon last saw it), and
+//! how the jobs stand: the overall state, counts by state, running jobs
+//! with their heartbeats, the queue, deferred prompts, the last finished
+//! jobs and the prompts needing attention. Everything about jobs comes from
+//! the job index and the ledger's indexes (plus the `job.json` of each live
+//! job), never from reading every run folder.
+//!
+//! "Not running" is an answer, not an error: the exit status is 0 whenever
+//! the question could be answered.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
+use crate::job::{JobId, JobRecord, JobState};
+use crate::ledger::{IndexedJob, Ledger, short_id};
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::layout::Layout;
 use crate::storage::{self, Condition};
 
-use super::output::{fmt_ago, fmt_bytes, print_json};
+use super::jobs::JobJson;
+use super::output::{
+    fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
+};
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
 
+/// How many finished jobs and prompts needing attention are listed.
+const RECENT: usize = 5;
+/// How many running and queued jobs are listed (the counts are complete).
+const LISTED: usize = 20;
+
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
-    let status = Status::gather(&config, &layout);
+    let ledger = super::open_ledger(&layout)?;
+    let status = Status::gather(&config, &layout, ledger.as_ref())?;
     if args.json {
         print_json(&status)?;
     } else {
@@ -38,6 +57,56 @@ pub struct Status {
     version: &'static str,
     daemon: DaemonView,
     storage: StorageView,
+    /// `never_run`, `active` (something runs or is queued), `needs_attention`
+    /// (nothing does, but some prompt's last run failed, timed out or was
+    /// rate limited) or `all_done`.
+    overall_state: &'static str,
+    /// Jobs with a run folder, by state (every state, zeros included).
+    counts: BTreeMap<&'static str, u64>,
+    running: Vec<RunningView>,
+    queued: Vec<QueuedView>,
+    deferred: Vec<state_file::Deferred>,
+    /// The last finished jobs, newest first.
+    recent: Vec<JobJson>,
+    #[serde(skip)]
+    recent_rows: Vec<IndexedJob>,
+    needs_attention: Vec<AttentionView>,
+}
+
+/// A job holding a slot.
+#[derive(Debug, Serialize)]
+struct RunningView {
+    id: String,
+    project: String,
+    name: String,
+    state: String,
+    attempt: u32,
+    started_at: Option<Timestamp>,
+    elapsed_ms: Option<u64>,
+    heartbeat_at: Option<Timestamp>,
+    heartbeat_age_ms: Option<u64>,
+    /// Older than three heartbeat intervals: its monitor may be wedged.
+    heartbeat_stale: bool,
+    pid: Option<i32>,
+    monitor_pid: Option<i32>,
+}
+
+/// A claimed job waiting for a slot.
+#[derive(Debug, Serialize)]
+struct QueuedView {
+    id: String,
+    project: String,
+    name: String,
+    created_at: Timestamp,
+}
+
+/// A prompt whose last run went wrong.
+#[derive(Debug, Serialize)]
+struct AttentionView {
+    project: String,
+    name: String,
+    outcome: String,
+    job_id: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,7 +144,7 @@ struct StorageView {
 }
 
 impl Status {
-    fn gather(config: &Config, layout: &Layout) -> Status {
+    fn gather(config: &Config, layout: &Layout, ledger: Option<&Ledger>) -> anyhow::Result<Status> {
         let (seen, problem) = match state_file::read(layout) {
             Ok(seen) => (seen, None),
             Err(e) => (None, Some(e)),
@@ -95,14 +164,120 @@ impl Status {
             .map(|p| p as u32)
             .or(seen.as_ref().map(|s| s.pid));
         let daemon = DaemonView::new(alive, pid, seen.as_ref(), config, problem);
-        let storage = StorageView::new(layout, alive.then_some(seen.as_ref()).flatten());
-        Status {
+        let live = alive.then_some(seen.as_ref()).flatten();
+        let storage = StorageView::new(layout, live);
+        let mut status = Status {
             root: layout.root().display().to_string(),
             version: env!("CARGO_PKG_VERSION"),
             daemon,
             storage,
+            overall_state: "never_run",
+            counts: JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
+            running: Vec::new(),
+            queued: Vec::new(),
+            deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
+            recent: Vec::new(),
+            recent_rows: Vec::new(),
+            needs_attention: Vec::new(),
+        };
+        if let Some(ledger) = ledger {
+            status.add_jobs(config, layout, ledger, live)?;
         }
+        Ok(status)
     }
+
+    fn add_jobs(
+        &mut self,
+        config: &Config,
+        layout: &Layout,
+        ledger: &Ledger,
+        live: Option<&DaemonSeen>,
+    ) -> anyhow::Result<()> {
+        for (state, n) in ledger.count_jobs_by_state()? {
+            if let Some(st) = state.parse::<JobState>().ok().map(JobState::as_str) {
+                self.counts.insert(st, n);
+            }
+        }
+        let now = Timestamp::now().epoch_ms();
+        let slots = ledger.jobs_in_states(&["preparing", "running", "publishing"], LISTED)?;
+        for j in slots {
+            let Some(rec) = current_record(layout, &j.id) else {
+                continue;
+            };
+            if rec.state.is_terminal() || rec.state == JobState::Queued {
+                continue;
+            }
+            let age = rec.heartbeat_at.map(|t| now.saturating_sub(t.epoch_ms()));
+            self.running.push(RunningView {
+                elapsed_ms: rec.started_at.map(|t| now.saturating_sub(t.epoch_ms())),
+                heartbeat_stale: age.is_none_or(|a| {
+                    a > (config.heartbeat_interval * STALE_HEARTBEATS).as_millis() as u64
+                }),
+                heartbeat_age_ms: age,
+                heartbeat_at: rec.heartbeat_at,
+                started_at: rec.started_at,
+                id: rec.job_id.to_string(),
+                project: rec.project,
+                name: rec.name,
+                state: rec.state.to_string(),
+                attempt: rec.attempt,
+                pid: rec.pid,
+                monitor_pid: rec.monitor_pid,
+            });
+        }
+        // The daemon's own order when it runs; claim order otherwise (the
+        // order the next daemon will start them in).
+        let queued = match live.filter(|s| !s.queue.is_empty()) {
+            Some(s) => s
+                .queue
+                .iter()
+                .filter_map(|id| ledger.indexed_job(id).ok().flatten())
+                .collect(),
+            None => ledger.jobs_in_states(&["queued"], LISTED)?,
+        };
+        self.queued = queued
+            .into_iter()
+            .map(|j| QueuedView {
+                created_at: timestamp(j.created_at),
+                id: j.id,
+                project: j.project,
+                name: j.name,
+            })
+            .collect();
+        self.recent_rows = ledger.recently_finished(RECENT)?;
+        self.recent = self.recent_rows.iter().map(JobJson::from).collect();
+        self.needs_attention = ledger
+            .prompts_needing_attention(RECENT)?
+            .into_iter()
+            .map(|(project, name, outcome, job_id)| AttentionView {
+                project,
+                name,
+                outcome,
+                job_id,
+            })
+            .collect();
+        let active: u64 = ["queued", "preparing", "running", "publishing"]
+            .iter()
+            .map(|s| self.counts.get(s).copied().unwrap_or(0))
+            .sum();
+        self.overall_state = if active > 0 {
+            "active"
+        } else if !self.needs_attention.is_empty() {
+            "needs_attention"
+        } else if ledger.ever_ran()? {
+            "all_done"
+        } else {
+            "never_run"
+        };
+        Ok(())
+    }
+}
+
+/// A live job's record as it is now (`None` if it cannot be read).
+fn current_record(layout: &Layout, id: &str) -> Option<JobRecord> {
+    JobId::parse(id)
+        .ok()
+        .and_then(|id| JobRecord::load_job(layout, &id).ok())
 }
 
 fn stale(heartbeat: Timestamp, interval: Duration) -> bool {
@@ -218,20 +393,84 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         }
     };
     let mut out = std::io::stdout().lock();
-    let mut line = |k: &str, v: &str| writeln!(out, "{k:<9}{v}");
+    let mut line = |k: &str, v: &str| writeln!(out, "{k:<10}{v}");
     line("daemon", &daemon)?;
     line("root", &format!("{} (jobwarden {})", s.root, s.version))?;
     line("storage", &storage)?;
-    if let (Some(r), Some(q)) = (d.running, d.queued) {
-        let unsettled = d
-            .unsettled
-            .filter(|&n| n > 0)
-            .map(|n| format!(", {n} waiting to be recorded"))
-            .unwrap_or_default();
-        line("jobs", &format!("{r} running, {q} queued{unsettled}"))?;
-    }
     if let Some(p) = &d.problem {
         line("warning", p)?;
+    }
+    let n = |state: &str| s.counts.get(state).copied().unwrap_or(0);
+    let live = n("preparing") + n("running") + n("publishing");
+    let mut summary = format!("{}: {live} running, {} queued", s.overall_state, n("queued"));
+    if !s.deferred.is_empty() {
+        summary.push_str(&format!(", {} deferred", s.deferred.len()));
+    }
+    if let Some(u) = d.unsettled.filter(|&u| u > 0) {
+        summary.push_str(&format!(", {u} waiting to be recorded"));
+    }
+    line("jobs", &summary)?;
+    let ended: Vec<String> = JobState::ALL
+        .iter()
+        .filter(|st| st.is_terminal() && n(st.as_str()) > 0)
+        .map(|st| format!("{} {}", n(st.as_str()), st))
+        .collect();
+    if !ended.is_empty() {
+        line("ended", &ended.join(", "))?;
+    }
+    let now = Timestamp::now().epoch_ms();
+    let short = short_id;
+    for (i, r) in s.running.iter().enumerate() {
+        let heartbeat = match r.heartbeat_at {
+            Some(t) if r.heartbeat_stale => format!("hb {} STALE", fmt_ago(t.epoch_ms(), now)),
+            Some(t) => format!("hb {}", fmt_ago(t.epoch_ms(), now)),
+            None => "no heartbeat STALE".into(),
+        };
+        let elapsed = r.elapsed_ms.map(fmt_duration).unwrap_or_else(|| "-".into());
+        let pid = r.pid.map(|p| format!("  pid {p}")).unwrap_or_default();
+        line(
+            if i == 0 { "running" } else { "" },
+            &format!(
+                "{}  {:<20}  {elapsed:>7}  {heartbeat}{pid}",
+                short(&r.id),
+                fit(&prompt_label(&r.project, &r.name), 20)
+            ),
+        )?;
+    }
+    for (i, q) in s.queued.iter().enumerate() {
+        line(
+            if i == 0 { "queued" } else { "" },
+            &format!(
+                "{}  {:<24}  claimed {}",
+                short(&q.id),
+                fit(&prompt_label(&q.project, &q.name), 24),
+                fmt_ago(q.created_at.epoch_ms(), now)
+            ),
+        )?;
+    }
+    for (i, p) in s.deferred.iter().enumerate() {
+        line(
+            if i == 0 { "deferred" } else { "" },
+            &format!("{:<34}  cooldown ends {}", fit(&p.prompt, 34), fmt_in(p.until.epoch_ms(), now)),
+        )?;
+    }
+    for (i, a) in s.needs_attention.iter().enumerate() {
+        line(
+            if i == 0 { "attention" } else { "" },
+            &format!(
+                "{:<34}  last run: {} ({})",
+                fit(&prompt_label(&a.project, &a.name), 34),
+                a.outcome,
+                short(&a.job_id)
+            ),
+        )?;
+    }
+    if !s.recent_rows.is_empty() {
+        writeln!(out, "recent")?;
+        writeln!(out, "  {}", super::jobs::header())?;
+        for j in &s.recent_rows {
+            writeln!(out, "  {}", super::jobs::table_row(j, now))?;
+        }
     }
     Ok(())
 }

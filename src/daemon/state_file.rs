@@ -40,7 +40,22 @@ pub struct DaemonFile<'a> {
     pub storage: &'a storage::Health,
     /// Jobs whose monitor is gone and whose end waits to be recorded.
     pub unsettled: usize,
+    /// The first queued jobs, in the order they will start.
+    pub queue: Vec<&'a str>,
+    /// Prompts waiting for their cooldown to end, soonest first.
+    pub deferred: Vec<Deferred>,
 }
+
+/// A prompt in cooldown, as `daemon.json` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Deferred {
+    /// `project/name` (`name` at the top of the inbox).
+    pub prompt: String,
+    pub until: Timestamp,
+}
+
+/// How many queued jobs and deferred prompts `daemon.json` lists.
+pub const LISTED: usize = 50;
 
 /// Write `daemon.json`. A failure (disk full, read-only root) is reported
 /// when it starts and when it ends, not on every heartbeat. Returns the
@@ -84,6 +99,10 @@ pub struct DaemonSeen {
     pub storage: Option<storage::Health>,
     #[serde(default)]
     pub unsettled: usize,
+    #[serde(default)]
+    pub queue: Vec<String>,
+    #[serde(default)]
+    pub deferred: Vec<Deferred>,
 }
 
 /// Read `daemon.json`: `Ok(None)` if no daemon ever wrote one; an

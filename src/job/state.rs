@@ -133,6 +133,17 @@ impl JobState {
     }
 }
 
+impl std::str::FromStr for JobState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown job state {s:?}; valid: {}", valid_list(&JobState::ALL)))
+    }
+}
+
 impl fmt::Display for JobState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -142,6 +153,14 @@ impl fmt::Display for JobState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn states_parse_from_their_names_only() {
+        for s in JobState::ALL {
+            assert_eq!(s.as_str().parse::<JobState>(), Ok(s));
+        }
+        assert!("Running".parse::<JobState>().is_err());
+    }
 
     #[test]
     fn terminal_states_have_no_way_out() {

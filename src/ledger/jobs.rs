@@ -93,7 +93,7 @@ impl Ledger {
             let tx = conn.transaction()?;
             {
                 let mut upsert = tx.prepare_cached(
-                    "INSERT INTO jobs (id, id_reversed, project, name, state, attempt, created_at,
+                    "INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at,
                          started_at, finished_at, exit_code, state_reason, updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                      ON CONFLICT (id) DO UPDATE SET
@@ -107,7 +107,7 @@ impl Ledger {
                 for j in jobs {
                     upsert.execute(params![
                         j.id,
-                        reversed(&j.id),
+                        short_id(&j.id),
                         j.project,
                         j.name,
                         j.state,
@@ -185,17 +185,17 @@ impl Ledger {
         self.query(&sql, params![prefix, upper_bound(prefix), limit as i64])
     }
 
-    /// Jobs whose id ends with `suffix`, at most `limit`.
-    pub fn jobs_with_suffix(
+    /// Jobs whose short id (the last 8 characters, as tables show it)
+    /// starts with `prefix`, at most `limit`.
+    pub fn jobs_with_short_prefix(
         &self,
-        suffix: &str,
+        prefix: &str,
         limit: usize,
     ) -> Result<Vec<IndexedJob>, LedgerError> {
-        let rev = reversed(suffix);
         let sql = format!(
-            "SELECT {COLUMNS} FROM jobs WHERE id_reversed >= ?1 AND id_reversed < ?2 ORDER BY id LIMIT ?3"
+            "SELECT {COLUMNS} FROM jobs WHERE id_short >= ?1 AND id_short < ?2 ORDER BY id LIMIT ?3"
         );
-        self.query(&sql, params![rev, upper_bound(&rev), limit as i64])
+        self.query(&sql, params![prefix, upper_bound(prefix), limit as i64])
     }
 
     /// The newest job of a prompt.
@@ -315,9 +315,16 @@ impl Ledger {
     }
 }
 
-fn reversed(s: &str) -> String {
-    s.chars().rev().collect()
+/// The last 8 characters of an id: what tables show, and what `<job>`
+/// arguments may give a prefix of (a UUIDv7's head is its timestamp, the
+/// same for every job of a minute).
+pub fn short_id(id: &str) -> String {
+    let skip = id.chars().count().saturating_sub(SHORT_ID_LEN);
+    id.chars().skip(skip).collect()
 }
+
+/// Length of [`short_id`].
+pub const SHORT_ID_LEN: usize = 8;
 
 /// The smallest string greater than every string starting with `prefix`
 /// (ids are ASCII, so bumping the last byte is enough).

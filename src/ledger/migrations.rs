@@ -103,7 +103,7 @@ const V3: &str = r#"
 -- where they differ. Rebuilt from runs/ by `history repair`.
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,                   -- the job id (its run folder's name)
-    id_reversed TEXT NOT NULL,             -- the id backwards: finds ids by their tail
+    id_short TEXT NOT NULL,                -- the id's last 8 characters, as tables show it
     project TEXT NOT NULL,                 -- prompt folder relative to inbox/
     name TEXT NOT NULL,                    -- prompt name without .prompt.md
     state TEXT NOT NULL,                   -- job.json state at its last change
@@ -119,7 +119,7 @@ CREATE INDEX jobs_by_created ON jobs (created_at);
 CREATE INDEX jobs_by_state ON jobs (state, created_at);
 CREATE INDEX jobs_by_prompt ON jobs (project, name, created_at);
 CREATE INDEX jobs_by_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX jobs_by_tail ON jobs (id_reversed);
+CREATE INDEX jobs_by_short ON jobs (id_short);
 
 -- The newest execution of each prompt, kept by a trigger on executions so
 -- that every writer (daemon, `history record`, repair) keeps it current.
@@ -138,7 +138,10 @@ CREATE TRIGGER executions_keep_prompts_last AFTER INSERT ON executions
                      WHERE project = NEW.project AND name = NEW.name
                        AND finished_at > NEW.finished_at)
     BEGIN
-        INSERT OR REPLACE INTO prompts_last (project, name, execution_id, outcome, finished_at)
+        -- Delete, then insert: the inserting statement's own conflict
+        -- clause (INSERT OR IGNORE) would override an OR REPLACE here.
+        DELETE FROM prompts_last WHERE project = NEW.project AND name = NEW.name;
+        INSERT INTO prompts_last (project, name, execution_id, outcome, finished_at)
         VALUES (NEW.project, NEW.name, NEW.id, NEW.outcome, NEW.finished_at);
     END;
 INSERT INTO prompts_last (project, name, execution_id, outcome, finished_at)

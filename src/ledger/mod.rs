@@ -25,7 +25,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use execution::{Artifact, Execution, PathRelation, Source};
-pub use jobs::{IndexedJob, JobFilter};
+pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
 pub use query::{Cooldowns, LastRun};

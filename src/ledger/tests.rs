@@ -165,3 +165,88 @@ fn retry_chain_stops_at_the_row_that_archived() {
         vec![Outcome::Interrupted, Outcome::Interrupted, Outcome::Failure]
     );
 }
+
+fn record(id: &str, project: &str, name: &str, state: JobState, created: u64) -> JobRecord {
+    let prompt = PromptName {
+        project: project.into(),
+        name: name.into(),
+    };
+    let mut rec = JobRecord::new_queued(
+        JobId::parse(id).expect("id"),
+        &prompt,
+        "inbox/x.running.md".into(),
+        "host",
+    );
+    rec.state = state;
+    rec.created_at = crate::clock::Timestamp::from(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(created),
+    );
+    rec.updated_at = rec.created_at;
+    rec
+}
+
+#[test]
+fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    let a = record("aaaa1111-0000-7000-8000-00000000beef", "p", "n", JobState::Queued, 1_000);
+    let b = record("aaaa2222-0000-7000-8000-00000000cafe", "p", "n", JobState::Queued, 2_000);
+    l.index_job(&a).expect("index a");
+    l.index_job(&b).expect("index b");
+    let mut a_done = a.clone();
+    a_done.state = JobState::Succeeded;
+    a_done.updated_at = crate::clock::Timestamp::from(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_000),
+    );
+    l.index_job(&a_done).expect("a ends");
+    // A late, older snapshot (a daemon's start-up read) never wins.
+    l.index_job(&a).expect("stale write");
+    let got = l.indexed_job(a.job_id.as_str()).expect("read").expect("row");
+    assert_eq!(got.state, "succeeded");
+
+    assert_eq!(l.jobs_with_prefix("aaaa", 10).expect("prefix").len(), 2);
+    assert_eq!(l.jobs_with_prefix("aaaa1", 10).expect("prefix").len(), 1);
+    let by_short = l.jobs_with_short_prefix("0000ca", 10).expect("short");
+    assert_eq!(by_short.len(), 1);
+    assert_eq!(by_short[0].id, b.job_id.as_str());
+    let newest = l.newest_job_of("p", "n").expect("newest").expect("some");
+    assert_eq!(newest.id, b.job_id.as_str());
+    let counts = l.count_jobs_by_state().expect("counts");
+    assert_eq!(counts, vec![("queued".into(), 1), ("succeeded".into(), 1)]);
+    let filter = JobFilter {
+        states: vec!["queued".into()],
+        ..JobFilter::default()
+    };
+    let listed = l.list_jobs(&filter, 10).expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, b.job_id.as_str());
+
+    // The folder of `b` is gone: a sync drops its row.
+    let gone = l
+        .sync_job_index(&[IndexedJob::from_record(&a_done)])
+        .expect("sync");
+    assert_eq!(gone, 1);
+    assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_none());
+}
+
+#[test]
+fn prompts_last_follows_each_prompts_newest_execution() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    l.record(&execution("p", "n", Outcome::Failure, 10), &[], &[])
+        .expect("record");
+    assert_eq!(l.prompts_needing_attention(5).expect("q").len(), 1);
+    l.record(&execution("p", "n", Outcome::Success, 20), &[], &[])
+        .expect("record");
+    assert!(l.prompts_needing_attention(5).expect("q").is_empty());
+    // An older row recorded late (a backfill) does not take over.
+    l.record(&execution("p", "n", Outcome::Timeout, 15), &[], &[])
+        .expect("record");
+    assert!(l.prompts_needing_attention(5).expect("q").is_empty());
+    l.record(&execution("q", "m", Outcome::RateLimited, 30), &[], &[])
+        .expect("record");
+    let attention = l.prompts_needing_attention(5).expect("q");
+    assert_eq!(attention.len(), 1);
+    assert_eq!((attention[0].0.as_str(), attention[0].2.as_str()), ("q", "rate_limited"));
+    assert!(l.ever_ran().expect("ever"));
+}

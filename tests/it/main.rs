@@ -18,6 +18,7 @@ mod faults;
 mod gc;
 mod hardening;
 mod history;
+mod inspect;
 mod ledger;
 mod lifecycle;
 mod recovery;

@@ -9,15 +9,16 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
 use crate::clock::Timestamp;
-use crate::commands::EXIT_NO;
-pub(super) use crate::commands::output::{fit, fmt_ago, fmt_duration, print_json, prompt_label};
+pub(super) use crate::commands::args::parse_since;
+pub(super) use crate::commands::output::{
+    fit, fmt_ago, fmt_duration, found, print_json, prompt_label, timestamp,
+};
 use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
 
@@ -41,15 +42,6 @@ pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCo
     Ok(found(!rows.is_empty()))
 }
 
-/// Exit 0 when something was found, 1 (a clean "no") when not.
-pub(super) fn found(any: bool) -> ExitCode {
-    if any {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_NO)
-    }
-}
-
 /// `--outcome`: one of the outcome names; the error lists them all.
 pub(super) fn parse_outcome(value: Option<&str>) -> anyhow::Result<Option<Outcome>> {
     value
@@ -58,61 +50,9 @@ pub(super) fn parse_outcome(value: Option<&str>) -> anyhow::Result<Option<Outcom
         .map_err(|m| anyhow::anyhow!("--outcome: {m}"))
 }
 
-/// `--since`: a duration back from now ("12h", "30m", "7days") or an RFC
-/// 3339 time ("2026-01-02T03:04:05Z", "…+02:00"); as epoch ms.
-pub(super) fn parse_since(value: Option<&str>) -> anyhow::Result<Option<u64>> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    if let Ok(d) = humantime::parse_duration(value) {
-        let back = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        return Ok(Some(Timestamp::now().epoch_ms().saturating_sub(back)));
-    }
-    rfc3339_ms(value).map(Some).with_context(|| {
-        format!(
-            "--since {value:?} is neither a duration (like \"12h\", \"30m\", \"7days\") \
-             nor an RFC 3339 time (like \"2026-01-02T03:04:05Z\" or \"2026-01-02T05:04:05+02:00\")"
-        )
-    })
-}
-
-/// Epoch ms of an RFC 3339 time. humantime reads `Z` (and no zone, as
-/// UTC) but not numeric offsets, so a `±HH:MM` suffix is applied here.
-fn rfc3339_ms(value: &str) -> anyhow::Result<u64> {
-    let (local, offset_min) = split_offset(value);
-    let t = humantime::parse_rfc3339_weak(local)?;
-    let ms = Timestamp::from(t).epoch_ms() as i64 - offset_min * 60_000;
-    u64::try_from(ms).context("before 1970")
-}
-
-/// `("…", minutes east of UTC)` when `value` ends with `±HH:MM`.
-fn split_offset(value: &str) -> (&str, i64) {
-    let split = value
-        .len()
-        .checked_sub(6)
-        .filter(|&i| value.is_char_boundary(i));
-    let Some((local, tail)) = split.map(|i| value.split_at(i)) else {
-        return (value, 0);
-    };
-    let sign = match tail.as_bytes() {
-        [b'+', _, _, b':', _, _] => 1,
-        [b'-', _, _, b':', _, _] => -1,
-        _ => return (value, 0),
-    };
-    match (tail[1..3].parse::<i64>(), tail[4..6].parse::<i64>()) {
-        (Ok(h), Ok(m)) if local.len() > 10 => (local, sign * (h * 60 + m)),
-        _ => (value, 0),
-    }
-}
-
-/// The wall-clock time of an epoch-ms value.
-pub(super) fn timestamp(ms: u64) -> Timestamp {
-    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
-}
-
 /// One execution as every `--json` output shows it (docs/history-json.md).
 #[derive(Debug, Serialize)]
-pub(super) struct ExecutionJson<'a> {
+pub(crate) struct ExecutionJson<'a> {
     id: &'a str,
     project: &'a str,
     name: &'a str,
@@ -179,10 +119,7 @@ pub(super) fn header() -> String {
 /// One execution as a table line: short id, prompt, outcome, attempt,
 /// duration and how long ago it finished.
 pub(super) fn table_row(e: &Execution, now_ms: u64) -> String {
-    // The tail: a UUIDv7's first 8 characters are its timestamp's top
-    // bits, shared by every job started within the same ~65 s.
-    let skip = e.id.chars().count().saturating_sub(8);
-    let id: String = e.id.chars().skip(skip).collect();
+    let id = crate::ledger::short_id(&e.id);
     let duration = e.duration_ms.map_or_else(|| "-".into(), fmt_duration);
     cells([
         &id,

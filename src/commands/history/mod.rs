@@ -4,7 +4,7 @@
 
 mod check;
 mod export;
-mod list;
+pub(super) mod list;
 mod record;
 mod repair;
 mod show;
