@@ -51,4 +51,3 @@ fn split_offset(value: &str) -> (&str, i64) {
         _ => (value, 0),
     }
 }
-

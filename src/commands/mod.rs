@@ -66,11 +66,23 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 /// The ledger of an existing root, for commands that read: `None` when
 /// there is no root or no ledger yet (nothing ever ran), so that reading
 /// never creates a root by mistake.
+/// On a root that cannot be written (read-only, full), the ledger is read
+/// as an immutable snapshot instead.
 fn open_ledger(layout: &Layout) -> anyhow::Result<Option<Ledger>> {
-    if !layout.ledger().exists() {
+    let path = layout.ledger();
+    if !path.exists() {
         return Ok(None);
     }
-    Ok(Some(Ledger::open(&layout.ledger())?))
+    match Ledger::open(&path) {
+        Ok(ledger) => Ok(Some(ledger)),
+        Err(e) => match Ledger::open_snapshot(&path) {
+            Ok(snapshot) => {
+                tracing::debug!("{e}; reading a snapshot instead");
+                Ok(Some(snapshot))
+            }
+            Err(_) => Err(e.into()),
+        },
+    }
 }
 
 /// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a

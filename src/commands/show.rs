@@ -162,7 +162,11 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
             .unwrap_or_default();
         line(
             "prompt",
-            &format!("{} (attempt {}{retry})", prompt_label(&rec.project, &rec.name), rec.attempt),
+            &format!(
+                "{} (attempt {}{retry})",
+                prompt_label(&rec.project, &rec.name),
+                rec.attempt
+            ),
         )?;
         let reason = rec
             .state_reason
@@ -178,7 +182,10 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
             let took = rec
                 .started_at
                 .map(|st| {
-                    format!(", took {}", fmt_duration(t.epoch_ms().saturating_sub(st.epoch_ms())))
+                    format!(
+                        ", took {}",
+                        fmt_duration(t.epoch_ms().saturating_sub(st.epoch_ms()))
+                    )
                 })
                 .unwrap_or_default();
             line("finished", &format!("{}{took}", when(t)))?;
@@ -204,7 +211,10 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
             }
         }
     } else {
-        line("state", "run folder removed by retention; the ledger row remains")?;
+        line(
+            "state",
+            "run folder removed by retention; the ledger row remains",
+        )?;
     }
     let p = &s.paths;
     if p.run_dir_exists {
@@ -212,7 +222,10 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
             .map(|m| format!(" ({})", fmt_bytes(m.len())))
             .unwrap_or_default();
         line("files", &format!("{}", p.run_dir.display()))?;
-        line("", &format!("  job.json, prompt.md, events.jsonl, job.log{size}"))?;
+        line(
+            "",
+            &format!("  job.json, prompt.md, events.jsonl, job.log{size}"),
+        )?;
     }
     if let Some(prompt) = &p.prompt {
         line("prompt at", &prompt.display().to_string())?;
@@ -222,8 +235,15 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
     }
     match &s.execution {
         Some(e) => {
-            let took = e.duration_ms.map(|d| format!(", {}", fmt_duration(d))).unwrap_or_default();
-            let disposition = e.disposition.as_deref().map(|d| format!(", {d}")).unwrap_or_default();
+            let took = e
+                .duration_ms
+                .map(|d| format!(", {}", fmt_duration(d)))
+                .unwrap_or_default();
+            let disposition = e
+                .disposition
+                .as_deref()
+                .map(|d| format!(", {d}"))
+                .unwrap_or_default();
             line(
                 "ledger",
                 &format!(

@@ -18,12 +18,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::job::{JobId, JobRecord, JobState};
-use crate::ledger::{IndexedJob, Ledger, short_id};
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
+use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
+use crate::ledger::{IndexedJob, Ledger, short_id};
 use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
@@ -402,7 +402,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     }
     let n = |state: &str| s.counts.get(state).copied().unwrap_or(0);
     let live = n("preparing") + n("running") + n("publishing");
-    let mut summary = format!("{}: {live} running, {} queued", s.overall_state, n("queued"));
+    let mut summary = format!(
+        "{}: {live} running, {} queued",
+        s.overall_state,
+        n("queued")
+    );
     if !s.deferred.is_empty() {
         summary.push_str(&format!(", {} deferred", s.deferred.len()));
     }
@@ -451,7 +455,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     for (i, p) in s.deferred.iter().enumerate() {
         line(
             if i == 0 { "deferred" } else { "" },
-            &format!("{:<34}  cooldown ends {}", fit(&p.prompt, 34), fmt_in(p.until.epoch_ms(), now)),
+            &format!(
+                "{:<34}  cooldown ends {}",
+                fit(&p.prompt, 34),
+                fmt_in(p.until.epoch_ms(), now)
+            ),
         )?;
     }
     for (i, a) in s.needs_attention.iter().enumerate() {

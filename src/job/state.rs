@@ -140,7 +140,12 @@ impl std::str::FromStr for JobState {
         JobState::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown job state {s:?}; valid: {}", valid_list(&JobState::ALL)))
+            .ok_or_else(|| {
+                format!(
+                    "unknown job state {s:?}; valid: {}",
+                    valid_list(&JobState::ALL)
+                )
+            })
     }
 }
 

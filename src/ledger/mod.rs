@@ -85,12 +85,58 @@ impl Ledger {
         })
     }
 
+    /// Open for reading only, as a snapshot that takes no locks and writes
+    /// nothing (SQLite's `immutable`): for reading a root on a read-only
+    /// filesystem, where a normal open fails (WAL needs to write its index).
+    /// The schema must already be current.
+    pub fn open_snapshot(path: &Path) -> Result<Self, LedgerError> {
+        let err = |source| LedgerError {
+            path: path.to_path_buf(),
+            source,
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut uri = url_path(path);
+        uri.insert_str(0, "file:");
+        uri.push_str("?immutable=1");
+        let conn = Connection::open_with_flags(&uri, flags).map_err(err)?;
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err)?;
+        if version != migrations::LATEST {
+            let msg = format!(
+                "schema version {version}, and this jobwarden reads {} (open it writable once to migrate it)",
+                migrations::LATEST
+            );
+            return Err(err(rusqlite::Error::InvalidParameterName(msg)));
+        }
+        Ok(Ledger {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     fn err(&self, source: rusqlite::Error) -> LedgerError {
         LedgerError {
             path: self.path.clone(),
             source,
         }
     }
+}
+
+/// `path` for a `file:` URI: `%`, `?` and `#` escaped.
+fn url_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

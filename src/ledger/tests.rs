@@ -189,8 +189,20 @@ fn record(id: &str, project: &str, name: &str, state: JobState, created: u64) ->
 fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
-    let a = record("aaaa1111-0000-7000-8000-00000000beef", "p", "n", JobState::Queued, 1_000);
-    let b = record("aaaa2222-0000-7000-8000-00000000cafe", "p", "n", JobState::Queued, 2_000);
+    let a = record(
+        "aaaa1111-0000-7000-8000-00000000beef",
+        "p",
+        "n",
+        JobState::Queued,
+        1_000,
+    );
+    let b = record(
+        "aaaa2222-0000-7000-8000-00000000cafe",
+        "p",
+        "n",
+        JobState::Queued,
+        2_000,
+    );
     l.index_job(&a).expect("index a");
     l.index_job(&b).expect("index b");
     let mut a_done = a.clone();
@@ -201,7 +213,10 @@ fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
     l.index_job(&a_done).expect("a ends");
     // A late, older snapshot (a daemon's start-up read) never wins.
     l.index_job(&a).expect("stale write");
-    let got = l.indexed_job(a.job_id.as_str()).expect("read").expect("row");
+    let got = l
+        .indexed_job(a.job_id.as_str())
+        .expect("read")
+        .expect("row");
     assert_eq!(got.state, "succeeded");
 
     assert_eq!(l.jobs_with_prefix("aaaa", 10).expect("prefix").len(), 2);
@@ -247,6 +262,9 @@ fn prompts_last_follows_each_prompts_newest_execution() {
         .expect("record");
     let attention = l.prompts_needing_attention(5).expect("q");
     assert_eq!(attention.len(), 1);
-    assert_eq!((attention[0].0.as_str(), attention[0].2.as_str()), ("q", "rate_limited"));
+    assert_eq!(
+        (attention[0].0.as_str(), attention[0].2.as_str()),
+        ("q", "rate_limited")
+    );
     assert!(l.ever_ran().expect("ever"));
 }

@@ -44,15 +44,27 @@ fn sandbox(extra: impl FnOnce(ConfigToml) -> ConfigToml) -> Sandbox {
 
 #[test]
 fn status_follows_the_overall_state_from_never_run_to_all_done() {
-    let sb = sandbox(|c| c.global("max_jobs", "1")
+    let sb = sandbox(|c| {
+        c.global("max_jobs", "1")
             .profile("max_attempts", "1")
-            .profile("cooldown", "\"100ms\""));
+            .profile("cooldown", "\"100ms\"")
+    });
     let st = json(&sb, &["status", "--json"], 0);
     assert_eq!(st["overall_state"], "never_run", "{st:#}");
     let _d = Daemon::start(&sb);
     let st = json(&sb, &["status", "--json"], 0);
     assert_eq!(st["overall_state"], "never_run", "{st:#}");
-    for key in ["daemon", "overall_state", "counts", "running", "queued", "deferred", "recent", "needs_attention", "storage"] {
+    for key in [
+        "daemon",
+        "overall_state",
+        "counts",
+        "running",
+        "queued",
+        "deferred",
+        "recent",
+        "needs_attention",
+        "storage",
+    ] {
         assert!(st.get(key).is_some(), "{key} missing: {st:#}");
     }
 
@@ -69,7 +81,10 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
     assert_eq!(st["overall_state"], "active", "{st:#}");
     assert_eq!(st["counts"]["running"], 1, "{st:#}");
     assert_eq!(st["counts"]["queued"], 1, "{st:#}");
-    assert_eq!(st["counts"]["succeeded"], 0, "every state is counted: {st:#}");
+    assert_eq!(
+        st["counts"]["succeeded"], 0,
+        "every state is counted: {st:#}"
+    );
     let running = &st["running"][0];
     assert_eq!(running["id"], long.id.as_str());
     assert_eq!(running["heartbeat_stale"], false, "{running:#}");
@@ -77,7 +92,11 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
     assert!(running["elapsed_ms"].as_u64().is_some(), "{running:#}");
     assert_eq!(st["queued"][0]["id"], next.id.as_str());
     let human = sb.run(&["status"]);
-    assert!(human.stdout.contains("active: 1 running, 1 queued"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("active: 1 running, 1 queued"),
+        "{}",
+        human.stdout
+    );
     assert!(
         human.stdout.lines().all(|l| l.chars().count() <= 80),
         "fits 80 columns:\n{}",
@@ -87,12 +106,17 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
     fs::write(sb.out().join("release"), "").expect("release");
     sb.wait_done("proj", "next", secs(15));
     let st = wait_until("needs attention", secs(10), || {
-        Some(json(&sb, &["status", "--json"], 0)).filter(|s| s["overall_state"] == "needs_attention")
+        Some(json(&sb, &["status", "--json"], 0))
+            .filter(|s| s["overall_state"] == "needs_attention")
     });
     assert_eq!(st["needs_attention"][0]["name"], "next", "{st:#}");
     assert_eq!(st["needs_attention"][0]["outcome"], "failure", "{st:#}");
     assert_eq!(st["recent"].as_array().map(Vec::len), Some(2), "{st:#}");
-    assert_eq!(st["recent"][0]["id"], next.id.as_str(), "newest first: {st:#}");
+    assert_eq!(
+        st["recent"][0]["id"],
+        next.id.as_str(),
+        "newest first: {st:#}"
+    );
 
     sb.drop_prompt("proj", "next", "fine now\n");
     let fixed = sb.wait_done_excluding("proj", "next", std::slice::from_ref(&next.id), secs(15));
@@ -140,20 +164,39 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
         .as_array()
         .expect("array")
         .iter()
-        .map(|j| format!("{}/{}", j["project"].as_str().unwrap_or(""), j["name"].as_str().unwrap_or("")))
+        .map(|j| {
+            format!(
+                "{}/{}",
+                j["project"].as_str().unwrap_or(""),
+                j["name"].as_str().unwrap_or("")
+            )
+        })
         .collect();
     assert_eq!(names, ["b/one", "a/two", "a/one"], "newest first");
     assert_eq!(
         keys(&all[0]),
         set(&[
-            "id", "project", "name", "state", "attempt", "created_at", "started_at",
-            "finished_at", "duration_ms", "exit_code", "state_reason"
+            "id",
+            "project",
+            "name",
+            "state",
+            "attempt",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "exit_code",
+            "state_reason"
         ])
     );
     let failed = json(&sb, &["jobs", "--state", "failed", "--json"], 0);
     assert_eq!(failed.as_array().map(Vec::len), Some(1));
     assert_eq!(failed[0]["exit_code"], 3);
-    let a_one = json(&sb, &["jobs", "--project", "a", "--name", "one", "--json"], 0);
+    let a_one = json(
+        &sb,
+        &["jobs", "--project", "a", "--name", "one", "--json"],
+        0,
+    );
     assert_eq!(a_one.as_array().map(Vec::len), Some(1));
     let limited = json(&sb, &["jobs", "--limit", "1", "--json"], 0);
     assert_eq!(limited[0]["name"], "one");
@@ -166,7 +209,11 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
     let human = sb.run(&["jobs"]);
     assert_eq!(human.code(), 0);
     assert_eq!(human.stdout.lines().count(), 4, "{}", human.stdout);
-    assert!(human.stdout.lines().all(|l| l.chars().count() <= 80), "{}", human.stdout);
+    assert!(
+        human.stdout.lines().all(|l| l.chars().count() <= 80),
+        "{}",
+        human.stdout
+    );
     for (args, needle) in [
         (vec!["jobs", "--state", "bogus"], "bogus"),
         (vec!["jobs", "--project", "../x"], "--project"),
@@ -192,7 +239,10 @@ fn show_finds_a_job_every_way_it_may_be_named() {
         assert_eq!(v["id"], id, "{name}");
     }
     let v = json(&sb, &["show", id, "--json"], 0);
-    assert_eq!(keys(&v), set(&["id", "job", "paths", "execution", "log_tail"]));
+    assert_eq!(
+        keys(&v),
+        set(&["id", "job", "paths", "execution", "log_tail"])
+    );
     assert_eq!(v["job"]["state"], "succeeded");
     assert_eq!(v["execution"]["outcome"], "success");
     assert_eq!(v["log_tail"], serde_json::json!(["ok: hello"]));
@@ -257,9 +307,16 @@ fn the_job_index_is_rebuilt_from_the_run_folders() {
     let out = sb.run(&["history", "repair"]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     assert!(out.stdout.contains("2 jobs indexed"), "{}", out.stdout);
-    assert_eq!(json(&sb, &["jobs", "--json"], 0).as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        json(&sb, &["jobs", "--json"], 0).as_array().map(Vec::len),
+        Some(2)
+    );
 
-    db.execute("DELETE FROM jobs", []).expect("empty the index again");
+    db.execute("DELETE FROM jobs", [])
+        .expect("empty the index again");
     let _d = Daemon::start(&sb);
-    assert_eq!(json(&sb, &["jobs", "--json"], 0).as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        json(&sb, &["jobs", "--json"], 0).as_array().map(Vec::len),
+        Some(2)
+    );
 }

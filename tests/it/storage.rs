@@ -245,6 +245,13 @@ fn a_read_only_root_is_refused_clearly_and_its_inbox_kept() {
     let st = status(&sb);
     assert_eq!(st["storage"]["condition"], "read_only", "{st:#}");
     assert_eq!(st["daemon"]["alive"], false, "{st:#}");
+    let jobs = sb.run(&["jobs"]);
+    assert_eq!(
+        jobs.code(),
+        1,
+        "read from a snapshot, nothing listed: {}",
+        jobs.stderr
+    );
 
     mount.remount(false);
     let _d = Daemon::start(&sb);
