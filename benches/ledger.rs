@@ -6,7 +6,10 @@
 //! - recording one execution through the library (`Ledger::record`, one
 //!   transaction with two artifacts and two paths), median of 500;
 //! - `jobwarden history check` and `history stats` as whole processes,
-//!   median of 20 runs each.
+//!   median of 20 runs each;
+//! - with 100,000 finished jobs in the job index as well (4 of them running,
+//!   with real run folders): `status`, `jobs --limit 20` and `show <job>`
+//!   as whole processes, median of 20 runs each.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,6 +39,14 @@ fn main() {
         time_cli(bin, root, &["history", "check", "p7", "n42"])
     });
     let stats = median(20, || time_cli(bin, root, &["history", "stats", "--json"]));
+    fill_jobs(&path);
+    let shown = real_jobs(root);
+    let status = median(20, || time_cli(bin, root, &["status", "--json"]));
+    let jobs = median(20, || time_cli(bin, root, &["jobs", "--limit", "20"]));
+    let show = median(20, || time_cli(bin, root, &["show", &shown]));
+    let show_short = median(20, || {
+        time_cli(bin, root, &["show", &shown[shown.len() - 6..]])
+    });
     println!(
         "{:<28} {:>10} {:>10}  verdict",
         "figure", "median", "target"
@@ -43,6 +54,76 @@ fn main() {
     report("record one execution", record, Duration::from_millis(2));
     report("history check (process)", check, Duration::from_millis(20));
     report("history stats (process)", stats, Duration::from_millis(20));
+    report("status (process)", status, Duration::from_millis(20));
+    report("jobs --limit 20 (process)", jobs, Duration::from_millis(20));
+    report("show <full id> (process)", show, Duration::from_millis(20));
+    report("show <short id> (process)", show_short, Duration::from_millis(20));
+}
+
+/// How many finished jobs the job index holds.
+const JOBS: u64 = 100_000;
+
+/// 100,000 finished jobs in the index (their run folders are not needed to
+/// list them: finished rows are answered from the index alone).
+fn fill_jobs(path: &std::path::Path) {
+    let mut conn = rusqlite::Connection::open(path).expect("open for fill");
+    let tx = conn.transaction().expect("transaction");
+    {
+        let mut stmt = tx
+            .prepare(
+                "INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at, started_at,
+                     finished_at, exit_code, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6, ?7, ?8, ?7)",
+            )
+            .expect("prepare");
+        let states = ["succeeded", "succeeded", "succeeded", "failed", "timed_out", "aborted"];
+        for i in 0..JOBS {
+            let id = format!("{:08x}-0000-7000-8000-{:012x}", 0x0190_0000 + i / 1000, i);
+            let created = 1_700_000_000_000 + i as i64 * 1000;
+            let state = states[(i % states.len() as u64) as usize];
+            stmt.execute(rusqlite::params![
+                id,
+                jobwarden::ledger::short_id(&id),
+                format!("p{}", i % PROJECTS),
+                format!("n{}", i % NAMES),
+                state,
+                created,
+                created + 5000,
+                (state != "succeeded") as i64,
+            ])
+            .expect("insert");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+/// Four running jobs and one finished one with real run folders, indexed
+/// as the daemon indexes them. Returns the finished one's id.
+fn real_jobs(root: &std::path::Path) -> String {
+    use jobwarden::job::{JobId, JobRecord, JobState};
+    use jobwarden::layout::{Layout, PromptName};
+    let layout = Layout::new(root.to_path_buf());
+    let mut ledger = Ledger::open(&layout.ledger()).expect("open");
+    let mut last = String::new();
+    for (i, state) in ["running", "running", "running", "running", "succeeded"]
+        .iter()
+        .enumerate()
+    {
+        let id = JobId::generate();
+        std::fs::create_dir_all(layout.run_dir(&id)).expect("run dir");
+        let prompt = PromptName {
+            project: "live".into(),
+            name: format!("job{i}"),
+        };
+        let mut rec = JobRecord::new_queued(id.clone(), &prompt, "inbox/live/x.running.md".into(), "bench");
+        rec.state = state.parse::<JobState>().expect("state");
+        rec.pid = Some(1);
+        rec.save(&layout).expect("save");
+        std::fs::write(layout.job_log(&id), "line\n".repeat(1000)).expect("log");
+        ledger.index_job(&rec).expect("index");
+        last = id.to_string();
+    }
+    last
 }
 
 /// 1M rows spread over 50 projects × 400 names, outcomes mixed.
