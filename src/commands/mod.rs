@@ -11,6 +11,7 @@ mod history;
 mod monitor;
 mod output;
 mod status;
+mod submit;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,7 @@ pub const EXIT_NO: u8 = 1;
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Daemon => daemon::run(&cli.global),
+        Command::Submit(args) => submit::run(&cli.global, &args),
         Command::Status(args) => status::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),

@@ -23,3 +23,4 @@ mod lifecycle;
 mod recovery;
 mod shutdown;
 mod storage;
+mod submit;
