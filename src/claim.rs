@@ -8,12 +8,24 @@
 //!    record, which startup reconciliation finds.
 //! 2. Create `runs/<job_id>/` (new, fsynced).
 //! 3. Copy the prompt's exact bytes to `prompt.md` (fsynced).
-//! 4. Write `job.json` in state `queued` (fsynced): from here the job exists.
-//! 5. `claimed` and `queued` events (fail-soft).
+//! 4. Only for a prompt with front matter: its body, the bytes after the
+//!    block, to `body.md` (fsynced). This is what the command receives.
+//! 5. Write `job.json` in state `queued` (fsynced): from here the job exists.
+//! 6. `claimed` and `queued` events (fail-soft).
+//!
+//! A crash after step 2, 3 or 4 leaves a run folder without `job.json`,
+//! and the prompt is put back in the inbox at the next start. Claimed
+//! again, a prompt that names its own id (front matter `job_id`) finds that
+//! folder: a folder holding only what steps 2–4 write is recognised as such
+//! a leftover and replaced, so the id is not mistaken for a duplicate.
+//!
+//! The job's id is the prompt's front-matter `job_id` (attempt N > 1 of it:
+//! `<job_id>-r<N>`), else a new UUIDv7.
 //!
 //! Input that cannot run (symlink, not a regular file, too large, not
-//! UTF-8, a name that is not a safe path component) is claimed the same way
-//! and then ends `rejected` with its reason, its file moved to
+//! UTF-8, invalid front matter, a job id already in use, a name that is not
+//! a safe path component) is claimed the same way and then ends `rejected`
+//! with its reason, under a generated id, its file moved to
 //! `archive/rejected/`: nothing is followed, nothing is lost.
 
 use std::fs;
@@ -25,6 +37,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::error::{IoError, JobError};
 use crate::events::EventLog;
+use crate::front_matter;
 use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{InboxEntry, Layout, PromptName};
@@ -86,19 +99,22 @@ impl Claimer<'_> {
     ) -> Result<Claimed, JobError> {
         let layout = self.layout;
         let running = layout.running_prompt(&prompt);
-        let id = JobId::generate();
-        let claimed = match fsio::rename_noreplace(path, &running) {
-            Ok(Renamed::Done) => self.create_job(&running, &prompt, &id, prior),
+        let renamed = match fsio::rename_noreplace(path, &running) {
+            Ok(Renamed::Done) => Ok(()),
             Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
             Ok(Renamed::TargetExists) => return Ok(Claimed::Busy(prompt)),
             // The rename may have happened and only its fsync failed.
             Err(e) if running.exists() && !path.exists() => Err(e.into()),
             Err(e) => return Err(e.into()),
         };
+        let mut made = None;
+        let claimed = renamed.and_then(|()| self.create_job(&running, &prompt, prior, &mut made));
         claimed.map_err(|e| {
             // Undo the claim: the prompt waits in the inbox for the next try
             // instead of being stranded as `.running.md` without a record.
-            let _ = std::fs::remove_dir_all(layout.run_dir(&id));
+            if let Some(id) = made {
+                let _ = std::fs::remove_dir_all(layout.run_dir(&id));
+            }
             match fsio::rename_noreplace(&running, path) {
                 Ok(Renamed::Done) => e,
                 Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
@@ -107,42 +123,126 @@ impl Claimer<'_> {
         })
     }
 
-    /// Steps 2–5 of the claim, for a prompt already renamed to `running`.
+    /// Steps 2–6 of the claim, for a prompt already renamed to `running`.
+    /// `made` is set once the run folder exists, for the undo.
     fn create_job(
         &mut self,
         running: &Path,
         prompt: &PromptName,
-        id: &JobId,
         prior: &Prior,
+        made: &mut Option<JobId>,
     ) -> Result<Claimed, JobError> {
-        let content = match read_prompt(running, self.config.max_prompt_bytes) {
-            Ok(bytes) => Ok(bytes),
-            Err(Refusal::Input(reason)) => Err(reason),
-            Err(Refusal::Io(e)) => return Err(e.into()),
+        let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
+        let verdict = self.examine(running, attempt)?;
+        let id = match &verdict {
+            Verdict::Run { id, .. } => id.clone(),
+            Verdict::Reject { .. } => JobId::generate(),
         };
-        fsio::create_dir_new(&self.layout.run_dir(id))?;
+        fsio::create_dir_new(&self.layout.run_dir(&id))?;
+        *made = Some(id.clone());
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
         rec.profile = Some(self.config.default_profile().name.clone());
-        if let Some((previous, attempt)) = &prior.requeued_by {
+        if let Some((previous, n)) = &prior.requeued_by {
             rec.retry_of = Some(previous.clone());
-            rec.attempt = attempt + 1;
+            rec.attempt = n + 1;
         }
-        let mut events = EventLog::open(&self.layout.events(id), self.config.events);
-        let bytes = match content {
-            Ok(bytes) => bytes,
-            Err(reason) => {
+        let mut events = EventLog::open(&self.layout.events(&id), self.config.events);
+        let (text, body_start) = match verdict {
+            Verdict::Run {
+                text, body_start, ..
+            } => (text, body_start),
+            Verdict::Reject { reason, sha256 } => {
+                rec.prompt_sha256 = sha256;
                 let path = rec.inbox_path.clone();
                 return self.reject(rec, events, path, reason);
             }
         };
-        fsio::create_new_synced(&self.layout.prompt_copy(id), &bytes)?;
-        rec.prompt_sha256 = Some(hex(&Sha256::digest(&bytes)));
+        let bytes = text.as_bytes();
+        fsio::create_new_synced(&self.layout.prompt_copy(&id), bytes)?;
+        if let Some(start) = body_start {
+            fsio::create_new_synced(&self.layout.prompt_body(&id), &bytes[start..])?;
+        }
+        rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
         events.append("claimed", fields);
         events.append("queued", json!({}));
         Ok(Claimed::Queued(rec))
+    }
+
+    /// Read the claimed prompt and decide: run it (under which id), or
+    /// reject it (why). Only the environment failing is an error.
+    fn examine(&mut self, running: &Path, attempt: u32) -> Result<Verdict, JobError> {
+        let text = match read_prompt(running, self.config.max_prompt_bytes) {
+            Ok(text) => text,
+            Err(Refusal::Input(reason)) => return Ok(Verdict::reject(reason, None)),
+            Err(Refusal::Io(e)) => return Err(e.into()),
+        };
+        let sha256 = || Some(hex(&Sha256::digest(text.as_bytes())));
+        let parsed = match front_matter::parse(&text) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let reason = format!("invalid {e}; fix the front matter and drop the prompt again");
+                return Ok(Verdict::reject(reason, sha256()));
+            }
+        };
+        let id = match &parsed.front.job_id {
+            None => JobId::generate(),
+            Some(own) if attempt <= 1 => {
+                if self.id_in_use(own)? {
+                    let reason = format!(
+                        "duplicate job id {:?}: a job with this id already exists; give the prompt another job_id (or none) and drop it again",
+                        own.as_str()
+                    );
+                    return Ok(Verdict::reject(reason, sha256()));
+                }
+                own.clone()
+            }
+            Some(own) => self.retry_id(own, attempt)?,
+        };
+        let body_start = parsed.has_block().then_some(parsed.body_start);
+        Ok(Verdict::Run {
+            id,
+            text,
+            body_start,
+        })
+    }
+
+    /// The id of attempt `attempt` (> 1) of the prompt whose own id is
+    /// `own`: `<own>-r<attempt>`, or a new UUIDv7 when that is too long or
+    /// already taken (the id is ours to choose, so a clash rejects nothing).
+    fn retry_id(&mut self, own: &JobId, attempt: u32) -> Result<JobId, JobError> {
+        if let Some(id) = own.for_attempt(attempt) {
+            if !self.id_in_use(&id)? {
+                return Ok(id);
+            }
+            tracing::warn!(job = %id, "retry id already in use; the attempt gets a generated id");
+        }
+        Ok(JobId::generate())
+    }
+
+    /// Is `id` taken: by a row in the ledger, or by a run folder? A folder
+    /// left by a claim cut short (see the module doc) is no job's: it is
+    /// removed and the id is free.
+    fn id_in_use(&mut self, id: &JobId) -> Result<bool, JobError> {
+        if let Some(ledger) = self.ledger.as_deref() {
+            if ledger.has_execution(id.as_str())? {
+                return Ok(true);
+            }
+        }
+        let dir = self.layout.run_dir(id);
+        match self.layout.is_claim_leftover(id) {
+            Ok(true) => {
+                tracing::info!(job = %id, "removing the run folder of a claim cut short, to claim its id again");
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| IoError::new("removing leftover run folder", &dir, e))?;
+                Ok(false)
+            }
+            Ok(false) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(IoError::new("inspecting", &dir, e).into()),
+        }
     }
 
     /// A `*.prompt.md` whose name cannot be used in a path: the claim moves
@@ -216,6 +316,28 @@ fn unnamed() -> PromptName {
     }
 }
 
+/// What a claimed prompt's content decides.
+enum Verdict {
+    /// Run it as job `id`; the body starts at `body_start` when the prompt
+    /// has front matter.
+    Run {
+        id: JobId,
+        text: String,
+        body_start: Option<usize>,
+    },
+    /// Refuse it; the digest of its bytes when they could be read.
+    Reject {
+        reason: String,
+        sha256: Option<String>,
+    },
+}
+
+impl Verdict {
+    fn reject(reason: String, sha256: Option<String>) -> Self {
+        Verdict::Reject { reason, sha256 }
+    }
+}
+
 /// Why a claimed prompt's bytes could not be had.
 enum Refusal {
     /// The input itself is unacceptable: the job is `rejected`.
@@ -225,8 +347,8 @@ enum Refusal {
     Io(IoError),
 }
 
-/// The prompt's bytes, or why not.
-fn read_prompt(path: &Path, max: u64) -> Result<Vec<u8>, Refusal> {
+/// The prompt's text, or why not.
+fn read_prompt(path: &Path, max: u64) -> Result<String, Refusal> {
     let meta =
         fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
     if meta.file_type().is_symlink() {
@@ -242,10 +364,8 @@ fn read_prompt(path: &Path, max: u64) -> Result<Vec<u8>, Refusal> {
     if over {
         return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }
-    if std::str::from_utf8(&bytes).is_err() {
-        return Err(Refusal::Input("the prompt is not valid UTF-8 text".into()));
-    }
-    Ok(bytes)
+    String::from_utf8(bytes)
+        .map_err(|_| Refusal::Input("the prompt is not valid UTF-8 text".into()))
 }
 
 fn too_large(len: u64, max: u64) -> String {

@@ -33,6 +33,9 @@ pub enum Command {
     /// Run the daemon in the foreground: watch the inbox, claim prompts, start jobs.
     Daemon,
 
+    /// Drop a prompt into the inbox atomically and print its job id.
+    Submit(SubmitArgs),
+
     /// Is the daemon alive, and does the root accept writes?
     Status(StatusArgs),
 
@@ -68,6 +71,33 @@ pub enum Command {
     /// Supervise one job (started by the daemon; not for interactive use).
     #[command(hide = true)]
     Monitor(MonitorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// The prompt file, or `-` to read it from stdin.
+    #[arg(value_name = "FILE|-")]
+    pub file: PathBuf,
+
+    /// Inbox folder to drop it into, `a/b` for a nested one (default: the top of the inbox).
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub project: String,
+
+    /// The prompt's name (default: the file name without `.prompt.md` or `.md`; required with `-`).
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// The job's id (default: the file's front-matter `job_id`, else a new UUIDv7).
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
+
+    /// Wait until the job (and any retry of it) ends; exit with its outcome.
+    #[arg(long)]
+    pub wait: bool,
+
+    /// Print one JSON object (`job_id`, `prompt_path`, `project`, `name`; with --wait the end too).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

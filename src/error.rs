@@ -91,4 +91,8 @@ pub enum JobError {
     Transition(#[from] InvalidTransition),
     #[error("job record {}: {reason}", .path.display())]
     BadRecord { path: PathBuf, reason: String },
+    /// The ledger could not answer a question the claim must ask (is a
+    /// job id already used?): the claim waits rather than guess.
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
 }

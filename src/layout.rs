@@ -70,7 +70,13 @@ impl Layout {
     }
 
     pub fn prompt_copy(&self, id: &JobId) -> PathBuf {
-        self.run_dir(id).join("prompt.md")
+        self.run_dir(id).join(PROMPT_COPY_FILE)
+    }
+
+    /// The prompt's body without its front matter, written by the claim
+    /// only when the prompt has front matter: what the command is given.
+    pub fn prompt_body(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join(BODY_FILE)
     }
 
     pub fn job_log(&self, id: &JobId) -> PathBuf {
@@ -78,7 +84,7 @@ impl Layout {
     }
 
     pub fn events(&self, id: &JobId) -> PathBuf {
-        self.run_dir(id).join("events.jsonl")
+        self.run_dir(id).join(EVENTS_FILE)
     }
 
     /// The ids of the job folders under `runs/`: real folders (never a
@@ -103,6 +109,27 @@ impl Layout {
         Ok(ids)
     }
 
+    /// Is `runs/<id>/` what a claim cut short by a crash leaves: a real
+    /// folder holding nothing but what a claim writes before `job.json`
+    /// (the prompt copy, the body, events, a temporary file)? Such a folder
+    /// belongs to no job, and its id may be claimed again.
+    pub fn is_claim_leftover(&self, id: &JobId) -> std::io::Result<bool> {
+        let dir = self.run_dir(id);
+        if !std::fs::symlink_metadata(&dir)?.is_dir() {
+            return Ok(false);
+        }
+        for entry in std::fs::read_dir(&dir)? {
+            let name = entry?.file_name();
+            let name = name.to_string_lossy();
+            let temporary = name.starts_with('.') && name.ends_with(".tmp");
+            let early = [PROMPT_COPY_FILE, BODY_FILE, EVENTS_FILE].contains(&name.as_ref());
+            if !(temporary || early) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Held (flock) by the job's monitor for its whole life: a held lock
     /// means a live monitor, whatever pids have been recycled since.
     pub fn monitor_lock(&self, id: &JobId) -> PathBuf {
@@ -121,6 +148,15 @@ impl Layout {
     /// Where a waiting prompt lives.
     pub fn waiting_prompt(&self, prompt: &PromptName) -> PathBuf {
         self.inbox_file(prompt, PROMPT_SUFFIX)
+    }
+
+    /// Where `jobwarden submit` writes a prompt before renaming it to
+    /// [`Layout::waiting_prompt`]: a dotfile ending in `.tmp`, which the
+    /// daemon ignores, unique to the writing process.
+    pub fn incoming_prompt(&self, prompt: &PromptName, pid: u32) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}.{pid}.tmp", prompt.name))
     }
 
     /// Where a claimed prompt lives while its job holds it.
@@ -207,6 +243,9 @@ impl Layout {
 }
 
 const ABORT_FILE: &str = "ABORT";
+const PROMPT_COPY_FILE: &str = "prompt.md";
+const BODY_FILE: &str = "body.md";
+const EVENTS_FILE: &str = "events.jsonl";
 
 /// A prompt's identity: its inbox folder (`project`, "" at the top) and its
 /// name without suffix. The ledger key of a prompt.
@@ -416,6 +455,42 @@ mod tests {
         ] {
             assert!(validate_record_path(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn submit_temporary_files_are_never_candidates() {
+        let l = Layout::new("/r");
+        let prompt = PromptName {
+            project: "a/b".into(),
+            name: "fix".into(),
+        };
+        let tmp = l.incoming_prompt(&prompt, 42);
+        assert_eq!(classify_inbox_path(&l.inbox(), &tmp), InboxEntry::Ignored);
+        assert_eq!(tmp.parent(), l.waiting_prompt(&prompt).parent());
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // fixtures
+    fn only_what_a_claim_writes_before_the_record_is_a_leftover() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Layout::new(dir.path());
+        let id = JobId::parse("left-1").expect("valid id");
+        assert!(l.is_claim_leftover(&id).is_err(), "no folder at all");
+        std::fs::create_dir_all(l.run_dir(&id)).expect("run dir");
+        assert!(l.is_claim_leftover(&id).expect("empty"));
+        for f in [l.prompt_copy(&id), l.prompt_body(&id), l.events(&id)] {
+            std::fs::write(f, "x").expect("write");
+        }
+        std::fs::write(l.run_dir(&id).join(".job.json.1.0.tmp"), "{").expect("write");
+        assert!(l.is_claim_leftover(&id).expect("early files only"));
+        std::fs::write(l.corrupt_record(&id, 1), "{").expect("write");
+        assert!(
+            !l.is_claim_leftover(&id)
+                .expect("a set-aside record is a job's")
+        );
+        std::fs::remove_file(l.corrupt_record(&id, 1)).expect("rm");
+        std::fs::write(l.job_json(&id), "{}").expect("write");
+        assert!(!l.is_claim_leftover(&id).expect("a record is a job's"));
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.
 //! - [`inbox`] — notify → channel bridge and inbox scans.
-//! - [`claim`] — inbox file → queued job (or rejected), exactly once.
+//! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
+//! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
@@ -49,6 +50,7 @@ pub mod daemon;
 pub mod error;
 pub mod events;
 pub mod fault;
+pub mod front_matter;
 pub mod fsio;
 pub mod gc;
 pub mod inbox;

@@ -207,7 +207,8 @@ fn clear_orphaned_group(rec: &JobRecord) -> bool {
 
 /// A queued job whose `prompt.md` is missing (lost with a crash, or
 /// removed by hand) gets it back from the claimed prompt, byte for byte, so
-/// that it runs what was claimed instead of failing at start.
+/// that it runs what was claimed instead of failing at start; its `body.md`
+/// too, if the prompt has front matter and the body is missing as well.
 fn restore_prompt_copy(layout: &Layout, rec: &JobRecord) {
     let copy = layout.prompt_copy(&rec.job_id);
     let held = layout.running_prompt(&rec.prompt_name());
@@ -216,12 +217,34 @@ fn restore_prompt_copy(layout: &Layout, rec: &JobRecord) {
     }
     let restored = std::fs::read(&held)
         .map_err(|e| crate::error::IoError::new("reading", &held, e))
-        .and_then(|bytes| fsio::create_new_synced(&copy, &bytes));
+        .and_then(|bytes| {
+            fsio::create_new_synced(&copy, &bytes)?;
+            restore_body(layout, rec, &bytes)
+        });
     match restored {
         Ok(()) => {
             tracing::warn!(job = %rec.job_id, "its prompt copy was missing; restored from {}", held.display())
         }
         Err(e) => tracing::error!(job = %rec.job_id, "restoring its prompt copy: {e}"),
+    }
+}
+
+/// Write the job's missing `body.md` from the claimed `bytes`, if they
+/// start with front matter.
+fn restore_body(
+    layout: &Layout,
+    rec: &JobRecord,
+    bytes: &[u8],
+) -> Result<(), crate::error::IoError> {
+    let body = layout.prompt_body(&rec.job_id);
+    let parsed = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|text| crate::front_matter::parse(text).ok());
+    match parsed {
+        Some(p) if p.has_block() && !body.exists() => {
+            fsio::create_new_synced(&body, &bytes[p.body_start..])
+        }
+        _ => Ok(()),
     }
 }
 

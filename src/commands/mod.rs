@@ -17,6 +17,7 @@ mod output;
 mod retry;
 mod show;
 mod status;
+mod submit;
 
 use std::process::ExitCode;
 
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Daemon => daemon::run(&cli.global),
+        Command::Submit(args) => submit::run(&cli.global, &args),
         Command::Status(args) => status::run(&cli.global, &args),
         Command::Jobs(args) => jobs::run(&cli.global, &args),
         Command::Show(args) => show::run(&cli.global, &args),

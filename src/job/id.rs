@@ -37,6 +37,17 @@ impl JobId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id of attempt `attempt` of a prompt whose own id (front matter)
+    /// is `self`: `self` for the first, `<self>-r<attempt>` after, so that a
+    /// retry never collides with the attempt before it. `None` when that
+    /// would not be a valid id (too long).
+    pub fn for_attempt(&self, attempt: u32) -> Option<JobId> {
+        if attempt <= 1 {
+            return Some(self.clone());
+        }
+        JobId::parse(&format!("{self}-r{attempt}")).ok()
+    }
 }
 
 impl fmt::Display for JobId {
@@ -63,6 +74,18 @@ mod tests {
         assert_ne!(a, b);
         assert!(a < b, "v7 ids sort by creation: {a} {b}");
         assert_eq!(JobId::parse(a.as_str()), Ok(a));
+    }
+
+    #[test]
+    fn retry_ids_derive_from_the_first_and_stay_valid() {
+        let own = JobId::parse("nightly").expect("valid");
+        assert_eq!(own.for_attempt(1), Some(own.clone()));
+        assert_eq!(
+            own.for_attempt(2).map(|id| id.to_string()),
+            Some("nightly-r2".into())
+        );
+        let long = JobId::parse(&"a".repeat(62)).expect("valid");
+        assert_eq!(long.for_attempt(2), None, "65 characters is too long");
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! filled, the working folder, the clean environment, stdin; then the spawn
 //! in a new process group whose leader dies with the monitor.
 //!
+//! The prompt the command receives (on stdin, as an argument, as a file,
+//! `{prompt_file}`, `JOBWARDEN_PROMPT_FILE`) is its body without front
+//! matter: `body.md` when the claim wrote one, else `prompt.md`.
+//!
 //! Everything that can be wrong with the plan (program not found, workdir
 //! missing) is found here, before the fork, so the job's `state_reason`
 //! names it plainly.
@@ -14,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::config::{Profile, PromptVia, Vars};
-use crate::job::JobRecord;
+use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 
 /// Variables passed through from the monitor's environment to every job.
@@ -39,7 +43,7 @@ pub struct Plan {
 /// Build the plan for `rec` under `profile`, or say why it cannot run.
 pub fn plan(layout: &Layout, profile: &Profile, rec: &JobRecord) -> Result<Plan, String> {
     let id = &rec.job_id;
-    let prompt_file = layout.prompt_copy(id);
+    let prompt_file = prompt_input(layout, id);
     let mut vars = Vars::from([
         ("job_id", id.to_string()),
         ("run_dir", layout.run_dir(id).display().to_string()),
@@ -90,6 +94,17 @@ pub fn plan(layout: &Layout, profile: &Profile, rec: &JobRecord) -> Result<Plan,
         env,
         stdin,
     })
+}
+
+/// The file holding what the command is given as its prompt: the body
+/// (`body.md`, written by the claim only for a prompt with front matter),
+/// else the prompt as claimed.
+fn prompt_input(layout: &Layout, id: &JobId) -> PathBuf {
+    let body = layout.prompt_body(id);
+    match std::fs::symlink_metadata(&body) {
+        Ok(meta) if meta.is_file() => body,
+        _ => layout.prompt_copy(id),
+    }
 }
 
 /// The job's whole environment: the allowlist and the profile's

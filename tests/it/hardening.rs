@@ -252,6 +252,25 @@ fn queued_job_whose_prompt_copy_is_missing_runs_what_was_claimed() {
     assert_eq!(job.log(), "the claimed bytes\n");
 }
 
+#[test]
+fn queued_job_whose_prompt_copy_and_body_are_missing_runs_only_the_body() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let id = "01a20000-0000-7000-8000-0000000b0d1e";
+    let claimed = format!("---\njob_id: {id}\n---\nthe body alone\n");
+    queued_before_a_crash(&sb, id, "bodiless", &claimed);
+    fs::remove_file(sb.run_dir(id).join("prompt.md")).expect("lose the copy");
+
+    let _d = Daemon::start(&sb);
+    let job = wait_until("the job to finish", secs(15), || {
+        sb.job(id).filter(Job::is_done)
+    });
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    assert_eq!(job.log(), "the body alone\n");
+    let copy = fs::read_to_string(job.dir.join("prompt.md")).expect("restored copy");
+    assert_eq!(copy, claimed);
+}
+
 /// An unparseable `job.json` (a torn write by a foreign tool) is moved
 /// aside and reported; its claimed prompt goes back to the inbox and runs.
 #[test]

@@ -24,3 +24,4 @@ mod lifecycle;
 mod recovery;
 mod shutdown;
 mod storage;
+mod submit;

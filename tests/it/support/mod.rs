@@ -578,6 +578,21 @@ impl Sandbox {
         )
     }
 
+    /// [`Sandbox::run`] with `input` on the command's stdin.
+    pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> CliOutput {
+        let n = SERIAL.fetch_add(1, Ordering::SeqCst);
+        let path = self.base.join(format!("cli-{n}.stdin"));
+        fs::write(&path, input).expect("write stdin file");
+        let mut cmd = self.command(args);
+        cmd.stdin(fs::File::open(&path).expect("open stdin file"));
+        run_with_deadline(
+            &mut cmd,
+            &self.base,
+            secs(20),
+            &format!("jobwarden {args:?} < {}", path.display()),
+        )
+    }
+
     /// Prints job records, events and log tails (failing tests only).
     fn dump(&self) {
         let mut jobs = self.jobs();

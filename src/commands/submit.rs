@@ -1,0 +1,543 @@
+//! `jobwarden submit <file|->`: drop a prompt into the inbox the way tools
+//! should (a temporary dotfile, fsync, rename that never replaces), with
+//! its job id written into its front matter so that the id is known before
+//! the daemon claims it; print the id. With `--wait`, follow the job, and
+//! the retries the policy gives its prompt, to the last one's end.
+//!
+//! Exit status: 0 submitted (with `--wait`: succeeded); 2 refused, nothing
+//! dropped (unreadable, too large, not UTF-8, invalid front matter, unsafe
+//! name or project, job id in use, a prompt of that name already waiting).
+//! With `--wait`, the job's end: its exit code when `failed` (1 without
+//! one), 124 `timed_out`, 130 `aborted`, 65 `rejected`, 75 `interrupted`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::cli::{GlobalArgs, SubmitArgs};
+use crate::clock::Timestamp;
+use crate::config::{Config, format_size};
+use crate::error::JobError;
+use crate::front_matter::{self, Parsed};
+use crate::fsio::{self, Renamed};
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
+use crate::ledger::Ledger;
+use crate::ledger::history::Filter;
+
+use super::output::print_json;
+
+/// How often `--wait` looks at the job's record.
+const POLL: Duration = Duration::from_millis(50);
+
+pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    let (prompt, id, text) = prepare(&config, &layout, args)?;
+    let since_ms = Timestamp::now().epoch_ms();
+    let path = drop_prompt(&layout, &prompt, text.as_bytes())?;
+    let submitted = Submitted {
+        job_id: id.clone(),
+        prompt_path: path.display().to_string(),
+        project: prompt.project.clone(),
+        name: prompt.name.clone(),
+        end: None,
+    };
+    if !args.json {
+        print_id(&id)?;
+    }
+    warn_if_no_daemon(&layout);
+    if !args.wait {
+        if args.json {
+            print_json(&submitted)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut follower = Follower {
+        layout: &layout,
+        prompt: &prompt,
+        own: id,
+        sha256: crate::claim::hex(&Sha256::digest(text.as_bytes())),
+        since_ms,
+        ledger: None,
+    };
+    let end = follower.follow()?;
+    report_end(&end, args.json, submitted)
+}
+
+/// Everything checked before anything is written: the prompt's key, its
+/// text (with its job id in its front matter) and the id, unused.
+fn prepare(
+    config: &Config,
+    layout: &Layout,
+    args: &SubmitArgs,
+) -> anyhow::Result<(PromptName, JobId, String)> {
+    let prompt = prompt_name(args)?;
+    let input = Input::read(&args.file, config.max_prompt_bytes)?;
+    let (id, text) = job_id_and_text(&input, args.job_id.as_deref())?;
+    if text.len() as u64 > config.max_prompt_bytes {
+        bail!(
+            "{} with its job_id added is {} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
+            input.label,
+            text.len(),
+            format_size(config.max_prompt_bytes)
+        );
+    }
+    anyhow::ensure!(
+        layout.root().is_dir(),
+        "no jobwarden root at {}; check --root, JOBWARDEN_HOME or the config's root (the daemon creates it when it first starts)",
+        layout.root().display()
+    );
+    refuse_used_id(layout, &id)?;
+    Ok((prompt, id, text))
+}
+
+/// The prompt's key: `--project` and `--name` (or the file's name), both
+/// checked to be safe in a path.
+fn prompt_name(args: &SubmitArgs) -> anyhow::Result<PromptName> {
+    let project = args.project.as_str();
+    if project.starts_with('/') {
+        bail!(
+            "--project {project:?} is absolute; give a folder relative to the inbox, such as \"acme/api\""
+        );
+    }
+    layout::validate_project(project).map_err(|e| {
+        anyhow!(
+            "--project {project:?}: {e}; give a folder relative to the inbox, such as \"acme/api\""
+        )
+    })?;
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None if is_stdin(&args.file) => {
+            bail!("a prompt read from stdin (-) has no file name; give it one with --name NAME")
+        }
+        None => default_name(&args.file)?,
+    };
+    layout::validate_segment(&name)
+        .map_err(|e| anyhow!("prompt name {name:?} {e}; choose another with --name NAME"))?;
+    Ok(PromptName {
+        project: project.to_owned(),
+        name,
+    })
+}
+
+fn is_stdin(file: &Path) -> bool {
+    file.as_os_str() == "-"
+}
+
+/// The file's name without `.prompt.md` (or `.md`).
+fn default_name(file: &Path) -> anyhow::Result<String> {
+    let name = file.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        anyhow!(
+            "cannot take a prompt name from {}; give one with --name NAME",
+            file.display()
+        )
+    })?;
+    let stem = name
+        .strip_suffix(PROMPT_SUFFIX)
+        .or_else(|| name.strip_suffix(".md"))
+        .unwrap_or(name);
+    Ok(stem.to_owned())
+}
+
+/// The prompt as read, with how to name it in messages.
+struct Input {
+    label: String,
+    text: String,
+}
+
+impl Input {
+    /// Read `file` (or stdin for `-`): at most `max` bytes, UTF-8.
+    fn read(file: &Path, max: u64) -> anyhow::Result<Input> {
+        let (label, bytes) = if is_stdin(file) {
+            let bytes = read_capped(std::io::stdin().lock(), max)
+                .context("reading the prompt from stdin")?;
+            ("the prompt on stdin".to_owned(), bytes)
+        } else {
+            let label = format!("prompt file {}", file.display());
+            let bytes = std::fs::File::open(file)
+                .and_then(|f| read_capped(f, max))
+                .with_context(|| format!("reading {label}"))?;
+            (label, bytes)
+        };
+        if bytes.len() as u64 > max {
+            bail!(
+                "{label} is over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
+                format_size(max)
+            );
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            anyhow!("{label} is not valid UTF-8 text; prompts are text, convert it to UTF-8")
+        })?;
+        Ok(Input { label, text })
+    }
+}
+
+/// Up to `max + 1` bytes: one more than allowed says "too large".
+fn read_capped(reader: impl Read, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The job id, and the text to drop: the front matter's `job_id` if it
+/// has one (`--job-id` may only repeat it); else `--job-id` or a new
+/// UUIDv7, written into the front matter so that the daemon uses it.
+fn job_id_and_text(input: &Input, flag: Option<&str>) -> anyhow::Result<(JobId, String)> {
+    let parsed: Parsed = front_matter::parse(&input.text).map_err(|e| {
+        anyhow!(
+            "{} has invalid {e}; fix its front matter and submit again",
+            input.label
+        )
+    })?;
+    let flag = flag
+        .map(|s| JobId::parse(s).map_err(|e| anyhow!("--job-id: {e}")))
+        .transpose()?;
+    match (&parsed.front.job_id, flag) {
+        (Some(own), Some(flag)) if *own != flag => bail!(
+            "{} sets job_id {:?} in its front matter, but --job-id says {:?}; drop one of them",
+            input.label,
+            own.as_str(),
+            flag.as_str()
+        ),
+        (Some(own), _) => Ok((own.clone(), input.text.clone())),
+        (None, flag) => {
+            let id = flag.unwrap_or_else(JobId::generate);
+            let text = front_matter::with_job_id(&input.text, &parsed, &id);
+            Ok((id, text))
+        }
+    }
+}
+
+/// Refuse an id that a job already has (its run folder, or a ledger row).
+fn refuse_used_id(layout: &Layout, id: &JobId) -> anyhow::Result<()> {
+    let dir = layout.run_dir(id);
+    if std::fs::symlink_metadata(&dir).is_ok() {
+        bail!(
+            "job id {:?} is already used ({} exists); choose another job_id",
+            id.as_str(),
+            dir.display()
+        );
+    }
+    if layout.ledger().exists() && Ledger::open(&layout.ledger())?.has_execution(id.as_str())? {
+        bail!(
+            "job id {id:?} is already used (the ledger has an execution with it); choose another job_id"
+        );
+    }
+    Ok(())
+}
+
+/// Write `bytes` to a temporary dotfile in the prompt's inbox folder,
+/// fsynced, then rename it to `<name>.prompt.md` without replacing: a
+/// prompt of the same name already waiting is an error, and left alone.
+fn drop_prompt(layout: &Layout, prompt: &PromptName, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+    let dest = layout.waiting_prompt(prompt);
+    let tmp = layout.incoming_prompt(prompt, std::process::id());
+    if let Some(dir) = dest.parent() {
+        fsio::create_dirs(dir)?;
+    }
+    // A temporary file with our pid can only be a crashed earlier run's.
+    let _ = std::fs::remove_file(&tmp);
+    fsio::create_new_synced(&tmp, bytes)?;
+    let renamed = fsio::rename_noreplace(&tmp, &dest);
+    if !matches!(renamed, Ok(Renamed::Done)) {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    match renamed? {
+        Renamed::Done => Ok(dest),
+        Renamed::TargetExists => bail!(
+            "{} already waits in the inbox and was left untouched; submit under another --name, or wait until it is claimed",
+            dest.display()
+        ),
+        Renamed::SourceGone => bail!(
+            "the temporary file {} disappeared before it could be renamed into place; submit again",
+            tmp.display()
+        ),
+    }
+}
+
+/// The id alone on stdout, flushed at once (a `--wait` may last long).
+fn print_id(id: &JobId) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{id}")
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
+}
+
+/// Say on stderr when no daemon runs on the root: the prompt waits.
+fn warn_if_no_daemon(layout: &Layout) {
+    if let Ok(None) = crate::procfs::flock_holder(&layout.daemon_lock()) {
+        eprintln!(
+            "jobwarden: no daemon is running on {}; the prompt waits in the inbox until one starts (jobwarden daemon)",
+            layout.root().display()
+        );
+    }
+}
+
+/// What `--json` prints.
+#[derive(Debug, Serialize)]
+struct Submitted {
+    job_id: JobId,
+    prompt_path: String,
+    project: String,
+    name: String,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    end: Option<End>,
+}
+
+/// How the last job ended (`--wait --json`).
+#[derive(Debug, Serialize)]
+struct End {
+    state: JobState,
+    exit_code: Option<i32>,
+    state_reason: Option<String>,
+    /// The job that ended: the submitted one, or its last retry.
+    final_job_id: JobId,
+    attempt: u32,
+}
+
+/// Print the end and turn it into the exit status.
+fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::Result<ExitCode> {
+    match &rec.state_reason {
+        Some(reason) => eprintln!("job {}: {} ({reason})", rec.job_id, rec.state),
+        None => eprintln!("job {}: {}", rec.job_id, rec.state),
+    }
+    if json {
+        submitted.end = Some(End {
+            state: rec.state,
+            exit_code: rec.exit_code,
+            state_reason: rec.state_reason.clone(),
+            final_job_id: rec.job_id.clone(),
+            attempt: rec.attempt,
+        });
+        print_json(&submitted)?;
+    }
+    Ok(ExitCode::from(exit_status(rec)))
+}
+
+/// The exit status `--wait` ends with for a terminal record.
+fn exit_status(rec: &JobRecord) -> u8 {
+    match rec.state {
+        JobState::Succeeded => 0,
+        JobState::Failed => rec
+            .exit_code
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|&c| c != 0)
+            .unwrap_or(1),
+        JobState::TimedOut => 124,
+        JobState::Aborted => 130,
+        JobState::Rejected => 65,
+        JobState::Interrupted => 75,
+        // Only terminal records are reported.
+        JobState::Queued | JobState::Preparing | JobState::Running | JobState::Publishing => 2,
+    }
+}
+
+/// Follows a submitted prompt's jobs until one ends without its prompt
+/// going back to the inbox.
+struct Follower<'a> {
+    layout: &'a Layout,
+    prompt: &'a PromptName,
+    /// The id in the prompt's front matter: attempt N runs as its `-rN`.
+    own: JobId,
+    /// Digest of the dropped bytes: tells our job from another with the id.
+    sha256: String,
+    /// When the prompt was dropped (epoch ms): older ledger rows are not ours.
+    since_ms: u64,
+    /// Opened once `ledger.db` exists.
+    ledger: Option<Ledger>,
+}
+
+impl Follower<'_> {
+    fn follow(&mut self) -> anyhow::Result<JobRecord> {
+        let mut id = poll(|| self.first_job())?;
+        loop {
+            let rec = poll(|| self.ended(&id))?;
+            if rec.disposition.as_deref() != Some("requeued") {
+                return Ok(rec);
+            }
+            eprintln!(
+                "jobwarden: job {} {}; its prompt was requeued, waiting for attempt {}",
+                rec.job_id,
+                rec.state,
+                rec.attempt + 1
+            );
+            id = poll(|| self.next_job(&rec))?;
+            eprintln!(
+                "jobwarden: now following job {id} (attempt {})",
+                rec.attempt + 1
+            );
+        }
+    }
+
+    /// The job the daemon made of our drop: our id with our bytes, or (a
+    /// rejection under a generated id) a ledger row for our bytes.
+    fn first_job(&mut self) -> anyhow::Result<Option<JobId>> {
+        if let Some(rec) = self.record(&self.own)? {
+            if rec.prompt_sha256.as_deref() == Some(self.sha256.as_str()) {
+                return Ok(Some(rec.job_id));
+            }
+        }
+        let sha256 = self.sha256.clone();
+        self.find_row(|row| row.prompt_sha256.as_deref() == Some(sha256.as_str()))
+    }
+
+    /// The attempt after `prev`: `<own>-r<N>` retrying it, or a ledger row
+    /// retrying it (a retry whose derived id was unusable).
+    fn next_job(&mut self, prev: &JobRecord) -> anyhow::Result<Option<JobId>> {
+        if let Some(id) = self.own.for_attempt(prev.attempt + 1) {
+            if let Some(rec) = self.record(&id)? {
+                if rec.retry_of.as_ref() == Some(&prev.job_id) {
+                    return Ok(Some(id));
+                }
+            }
+        }
+        let prev_id = prev.job_id.as_str();
+        self.find_row(|row| row.retry_of.as_deref() == Some(prev_id))
+    }
+
+    /// The record of `id` once it is terminal.
+    fn ended(&mut self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
+        Ok(self.record(id)?.filter(|rec| rec.state.is_terminal()))
+    }
+
+    /// The record of `id`, `None` while it does not exist.
+    fn record(&self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
+        match JobRecord::load_job(self.layout, id) {
+            Ok(rec) => Ok(Some(rec)),
+            Err(JobError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("following job {id}")),
+        }
+    }
+
+    /// The id of the newest ledger row of our prompt since the drop that
+    /// `matches`.
+    fn find_row(
+        &mut self,
+        matches: impl Fn(&crate::ledger::Execution) -> bool,
+    ) -> anyhow::Result<Option<JobId>> {
+        if self.ledger.is_none() && self.layout.ledger().exists() {
+            self.ledger = Some(Ledger::open(&self.layout.ledger())?);
+        }
+        let Some(ledger) = &self.ledger else {
+            return Ok(None);
+        };
+        let filter = Filter {
+            project: Some(self.prompt.project.clone()),
+            name: Some(self.prompt.name.clone()),
+            since_ms: Some(self.since_ms),
+            ..Filter::default()
+        };
+        let rows = ledger.list(&filter, 50)?;
+        Ok(rows
+            .iter()
+            .filter(|row| matches(row))
+            .find_map(|row| JobId::parse(&row.id).ok()))
+    }
+}
+
+/// Call `f` every [`POLL`] until it has an answer.
+fn poll<T>(mut f: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
+    loop {
+        if let Some(value) = f()? {
+            return Ok(value);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(file: &str, project: &str, name: Option<&str>) -> SubmitArgs {
+        SubmitArgs {
+            file: PathBuf::from(file),
+            project: project.into(),
+            name: name.map(str::to_owned),
+            job_id: None,
+            wait: false,
+            json: false,
+        }
+    }
+
+    #[test]
+    fn name_defaults_to_the_file_name_without_its_suffix() {
+        for (file, name) in [
+            ("dir/fix.prompt.md", "fix"),
+            ("notes.md", "notes"),
+            ("plain.txt", "plain.txt"),
+        ] {
+            let prompt = prompt_name(&args(file, "a/b", None)).expect("valid");
+            assert_eq!(prompt.name, name, "{file}");
+            assert_eq!(prompt.project, "a/b");
+        }
+    }
+
+    #[test]
+    fn unsafe_names_and_projects_are_refused() {
+        for name in ["../x", "a/b", "", "nul\0byte", ".hidden", "x\n"] {
+            let err = prompt_name(&args("f.md", "", Some(name))).expect_err(name);
+            assert!(err.to_string().contains("prompt name"), "{err}");
+        }
+        for project in ["/abs", "../up", "a//b", "a/\0"] {
+            let err = prompt_name(&args("f.md", project, None)).expect_err(project);
+            assert!(err.to_string().contains("--project"), "{err}");
+        }
+        let err = prompt_name(&args("-", "", None)).expect_err("stdin needs a name");
+        assert!(err.to_string().contains("--name"), "{err}");
+    }
+
+    #[test]
+    fn job_id_comes_from_the_front_matter_or_is_written_into_it() {
+        let input = |text: &str| Input {
+            label: "prompt file p.md".into(),
+            text: text.into(),
+        };
+        let (id, text) = job_id_and_text(&input("---\njob_id: mine\n---\nbody\n"), Some("mine"))
+            .expect("same id twice is fine");
+        assert_eq!(id.as_str(), "mine");
+        assert_eq!(text, "---\njob_id: mine\n---\nbody\n");
+
+        let err = job_id_and_text(&input("---\njob_id: mine\n---\n"), Some("other"))
+            .expect_err("conflicting ids");
+        assert!(err.to_string().contains("--job-id"), "{err}");
+
+        let (id, text) = job_id_and_text(&input("body\n"), Some("given")).expect("valid");
+        assert_eq!(id.as_str(), "given");
+        assert_eq!(text, "---\njob_id: given\n---\nbody\n");
+
+        let (id, text) = job_id_and_text(&input("body\n"), None).expect("valid");
+        let parsed = front_matter::parse(&text).expect("written block parses");
+        assert_eq!(parsed.front.job_id, Some(id));
+        assert_eq!(&text[parsed.body_start..], "body\n");
+    }
+
+    #[test]
+    fn exit_statuses_follow_the_end() {
+        let prompt = PromptName {
+            project: String::new(),
+            name: "n".into(),
+        };
+        let mut rec =
+            JobRecord::new_queued(JobId::generate(), &prompt, "inbox/n.running.md".into(), "h");
+        for (state, code, status) in [
+            (JobState::Succeeded, Some(0), 0),
+            (JobState::Failed, Some(3), 3),
+            (JobState::Failed, None, 1),
+            (JobState::Failed, Some(0), 1),
+            (JobState::TimedOut, None, 124),
+            (JobState::Aborted, None, 130),
+            (JobState::Rejected, None, 65),
+            (JobState::Interrupted, None, 75),
+        ] {
+            rec.state = state;
+            rec.exit_code = code;
+            assert_eq!(exit_status(&rec), status, "{state} {code:?}");
+        }
+    }
+}

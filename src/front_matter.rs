@@ -1,0 +1,361 @@
+//! Prompt front matter (DESIGN §8): an optional block of `key: value` lines
+//! at the very top of a prompt that sets values for its job.
+//!
+//! ```text
+//! ---
+//! # comments and blank lines are allowed
+//! job_id: nightly-build
+//! ---
+//! The prompt's body starts here.
+//! ```
+//!
+//! The first line must be exactly `---` and the block ends at the next line
+//! that is exactly `---` (either may end in `\r\n`). Nothing else is front
+//! matter: a `---` further down belongs to the body. A value may be wrapped
+//! in one pair of matching quotes. Unknown keys, repeated keys and a block
+//! that is never closed are errors, so that a typo never passes silently.
+//!
+//! This module only reads and edits the text; what a key means for a job is
+//! decided by its users (the claim, `jobwarden submit`).
+
+use crate::job::JobId;
+
+/// The line that opens and closes a block.
+const FENCE: &str = "---";
+
+/// Every key [`FrontMatter::set`] understands, in the order error messages
+/// list them. A key is added here and as one arm of `set`.
+pub const KEYS: &[&str] = &["job_id"];
+
+/// The values a prompt's front matter sets; `None` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrontMatter {
+    /// The job's id instead of a generated one (validated, unique per root).
+    pub job_id: Option<JobId>,
+}
+
+impl FrontMatter {
+    /// Set `key` from its text value.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "job_id" => self.job_id = Some(JobId::parse(value)?),
+            _ => {
+                return Err(format!(
+                    "unknown key {key:?}; the known keys are: {}",
+                    KEYS.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A prompt's text split into its front matter and its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    /// The values set (all `None` when there is no block).
+    pub front: FrontMatter,
+    /// Byte offset where the body starts: 0 without a block, else just
+    /// after the closing `---` line.
+    pub body_start: usize,
+    /// The block, if the prompt has one.
+    block: Option<Block>,
+}
+
+/// Where a block sits in the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Block {
+    /// Byte offset of the closing `---` line: where a new key goes.
+    closing: usize,
+    /// The block's line ending (`"\n"` or `"\r\n"`, from its first line).
+    newline: &'static str,
+}
+
+impl Parsed {
+    /// Does the prompt have a front-matter block (even an empty one)?
+    pub fn has_block(&self) -> bool {
+        self.block.is_some()
+    }
+}
+
+/// Why a front-matter block is invalid, with the line it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("front matter, line {line}: {message}")]
+pub struct FrontMatterError {
+    /// 1-based line number in the prompt.
+    pub line: usize,
+    pub message: String,
+}
+
+/// Split `text` into its front matter (if any) and its body.
+pub fn parse(text: &str) -> Result<Parsed, FrontMatterError> {
+    let mut lines = Lines::new(text);
+    let no_block = Parsed {
+        front: FrontMatter::default(),
+        body_start: 0,
+        block: None,
+    };
+    let Some(first) = lines.next() else {
+        return Ok(no_block);
+    };
+    if first.content != FENCE {
+        return Ok(no_block);
+    }
+    let newline = if text[..first.end].ends_with("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    // Find the end first: a prompt that merely starts with a `---` rule is
+    // told its block is unclosed, not that its prose is a bad key.
+    let mut inner = Vec::new();
+    let closing = loop {
+        match lines.next() {
+            Some(line) if line.content == FENCE => break line,
+            Some(line) => inner.push(line),
+            None => {
+                return Err(FrontMatterError {
+                    line: 1,
+                    message: format!(
+                        "the block opened by {FENCE:?} is never closed; add a line {FENCE:?} after its last key"
+                    ),
+                });
+            }
+        }
+    };
+    Ok(Parsed {
+        front: values(&inner)?,
+        body_start: closing.end,
+        block: Some(Block {
+            closing: closing.start,
+            newline,
+        }),
+    })
+}
+
+/// The values set by the lines inside a block.
+fn values(lines: &[Line<'_>]) -> Result<FrontMatter, FrontMatterError> {
+    let mut front = FrontMatter::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for line in lines {
+        let fail = |message: String| FrontMatterError {
+            line: line.number,
+            message,
+        };
+        let Some((key, value)) = key_value(line.content).map_err(fail)? else {
+            continue;
+        };
+        if seen.contains(&key) {
+            return Err(fail(format!("key {key:?} is given twice; keep one")));
+        }
+        seen.push(key);
+        front
+            .set(key, value)
+            .map_err(|e| fail(format!("{key}: {e}")))?;
+    }
+    Ok(front)
+}
+
+/// The key and value of one line inside a block; `None` for a blank or
+/// comment line.
+fn key_value(line: &str) -> Result<Option<(&str, &str)>, String> {
+    let trimmed = line.trim();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(None);
+    }
+    let Some((key, value)) = trimmed.split_once(':') else {
+        return Err(format!(
+            "expected \"key: value\", found {trimmed:?} (a prompt whose first line is \"---\" starts with front matter)"
+        ));
+    };
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(format!("no key before ':' in {trimmed:?}"));
+    }
+    Ok(Some((key, unquote(value.trim()))))
+}
+
+/// `value` without one pair of matching surrounding quotes.
+fn unquote(value: &str) -> &str {
+    for quote in ['"', '\''] {
+        if let Some(inner) = value
+            .strip_prefix(quote)
+            .and_then(|v| v.strip_suffix(quote))
+        {
+            return inner;
+        }
+    }
+    value
+}
+
+/// `text` with `job_id: <id>` in its front matter: added to its block, or
+/// in a new block at the top when it has none. The rest is kept byte for
+/// byte. `parsed` must come from [`parse`] of the same text and have no
+/// `job_id` yet.
+pub fn with_job_id(text: &str, parsed: &Parsed, id: &JobId) -> String {
+    match &parsed.block {
+        Some(block) => {
+            let (head, tail) = text.split_at(block.closing);
+            format!("{head}job_id: {id}{}{tail}", block.newline)
+        }
+        None => format!("{FENCE}\njob_id: {id}\n{FENCE}\n{text}"),
+    }
+}
+
+/// One line of the text: its content without the line ending, where it
+/// starts and where the next line starts.
+struct Line<'a> {
+    number: usize,
+    content: &'a str,
+    start: usize,
+    end: usize,
+}
+
+/// The lines of a text with their byte offsets, for `\n` and `\r\n` endings.
+struct Lines<'a> {
+    text: &'a str,
+    pos: usize,
+    number: usize,
+}
+
+impl<'a> Lines<'a> {
+    fn new(text: &'a str) -> Self {
+        Lines {
+            text,
+            pos: 0,
+            number: 0,
+        }
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Line<'a>;
+
+    fn next(&mut self) -> Option<Line<'a>> {
+        if self.pos >= self.text.len() {
+            return None;
+        }
+        let start = self.pos;
+        let rest = &self.text[start..];
+        let (raw, end) = match rest.find('\n') {
+            Some(i) => (&rest[..i], start + i + 1),
+            None => (rest, self.text.len()),
+        };
+        self.pos = end;
+        self.number += 1;
+        Some(Line {
+            number: self.number,
+            content: raw.strip_suffix('\r').unwrap_or(raw),
+            start,
+            end,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> JobId {
+        JobId::parse(s).expect("valid id")
+    }
+
+    fn body<'a>(text: &'a str, parsed: &Parsed) -> &'a str {
+        &text[parsed.body_start..]
+    }
+
+    #[test]
+    fn no_block_means_the_whole_text_is_body() {
+        for text in [
+            "",
+            "plain prompt\n",
+            "\n---\njob_id: x\n---\n",
+            " ---\n---\n",
+        ] {
+            let parsed = parse(text).expect("no front matter is fine");
+            assert!(!parsed.has_block(), "{text:?}");
+            assert_eq!(parsed.body_start, 0);
+            assert_eq!(parsed.front, FrontMatter::default());
+        }
+    }
+
+    #[test]
+    fn block_sets_job_id_and_body_starts_after_it() {
+        let text = "---\n# a comment\n\njob_id: nightly-1\n---\nDo it.\n---\nstill body\n";
+        let parsed = parse(text).expect("valid");
+        assert!(parsed.has_block());
+        assert_eq!(parsed.front.job_id, Some(id("nightly-1")));
+        assert_eq!(body(text, &parsed), "Do it.\n---\nstill body\n");
+    }
+
+    #[test]
+    fn crlf_line_endings() {
+        let text = "---\r\njob_id: \"win-1\"\r\n---\r\nbody\r\n";
+        let parsed = parse(text).expect("valid");
+        assert_eq!(parsed.front.job_id, Some(id("win-1")));
+        assert_eq!(body(text, &parsed), "body\r\n");
+    }
+
+    #[test]
+    fn a_file_that_is_only_front_matter_has_an_empty_body() {
+        for text in ["---\njob_id: only\n---\n", "---\njob_id: only\n---"] {
+            let parsed = parse(text).expect("valid");
+            assert_eq!(parsed.front.job_id, Some(id("only")), "{text:?}");
+            assert_eq!(parsed.body_start, text.len());
+        }
+        let empty = parse("---\n---\n").expect("an empty block is valid");
+        assert!(empty.has_block());
+        assert_eq!(empty.front, FrontMatter::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_known_ones() {
+        let err = parse("---\njob_id: a\nprofle: fast\n---\n").expect_err("unknown key");
+        assert_eq!(err.line, 3);
+        let text = err.to_string();
+        assert!(text.contains("\"profle\""), "{text}");
+        assert!(text.contains("job_id"), "{text}");
+    }
+
+    #[test]
+    fn every_listed_key_is_understood() {
+        for key in KEYS {
+            let err = FrontMatter::default()
+                .set(key, "")
+                .err()
+                .unwrap_or_default();
+            assert!(!err.contains("unknown key"), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn duplicate_unclosed_and_malformed_blocks_are_errors() {
+        let dup = parse("---\njob_id: a\njob_id: b\n---\n").expect_err("duplicate");
+        assert!(dup.to_string().contains("twice"), "{dup}");
+        assert_eq!(dup.line, 3);
+        let unclosed = parse("---\njob_id: a\nbody without a fence\n").expect_err("unclosed");
+        assert!(unclosed.to_string().contains("never closed"), "{unclosed}");
+        let malformed = parse("---\njust words\n---\n").expect_err("no colon");
+        assert!(malformed.to_string().contains("key: value"), "{malformed}");
+        let bad_id = parse("---\njob_id: ../x\n---\n").expect_err("bad id");
+        assert!(bad_id.to_string().contains("job id \"../x\""), "{bad_id}");
+        assert!(parse("---").is_err(), "a lone fence never closes");
+    }
+
+    #[test]
+    fn job_id_is_added_to_an_existing_block_or_a_new_one() {
+        let plain = "Do it.\n";
+        let added = with_job_id(plain, &parse(plain).expect("valid"), &id("new-1"));
+        assert_eq!(added, "---\njob_id: new-1\n---\nDo it.\n");
+        let reparsed = parse(&added).expect("valid");
+        assert_eq!(reparsed.front.job_id, Some(id("new-1")));
+        assert_eq!(body(&added, &reparsed), plain);
+
+        let crlf = "---\r\n# keep me\r\n---\r\nbody\r\n";
+        let added = with_job_id(crlf, &parse(crlf).expect("valid"), &id("new-2"));
+        assert_eq!(
+            added,
+            "---\r\n# keep me\r\njob_id: new-2\r\n---\r\nbody\r\n"
+        );
+    }
+}
