@@ -1,3 +1,5 @@
+#![allow(clippy::disallowed_methods)] // fixtures, written with plain std writes
+
 //! Ledger benchmark: figures against the DESIGN §12 targets, reported, never
 //! asserted (machines are noisy). Run with `cargo bench --bench ledger`.
 //!
@@ -57,7 +59,11 @@ fn main() {
     report("status (process)", status, Duration::from_millis(20));
     report("jobs --limit 20 (process)", jobs, Duration::from_millis(20));
     report("show <full id> (process)", show, Duration::from_millis(20));
-    report("show <short id> (process)", show_short, Duration::from_millis(20));
+    report(
+        "show <short id> (process)",
+        show_short,
+        Duration::from_millis(20),
+    );
 }
 
 /// How many finished jobs the job index holds.
@@ -76,7 +82,14 @@ fn fill_jobs(path: &std::path::Path) {
                  VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6, ?7, ?8, ?7)",
             )
             .expect("prepare");
-        let states = ["succeeded", "succeeded", "succeeded", "failed", "timed_out", "aborted"];
+        let states = [
+            "succeeded",
+            "succeeded",
+            "succeeded",
+            "failed",
+            "timed_out",
+            "aborted",
+        ];
         for i in 0..JOBS {
             let id = format!("{:08x}-0000-7000-8000-{:012x}", 0x0190_0000 + i / 1000, i);
             let created = 1_700_000_000_000 + i as i64 * 1000;
@@ -115,7 +128,12 @@ fn real_jobs(root: &std::path::Path) -> String {
             project: "live".into(),
             name: format!("job{i}"),
         };
-        let mut rec = JobRecord::new_queued(id.clone(), &prompt, "inbox/live/x.running.md".into(), "bench");
+        let mut rec = JobRecord::new_queued(
+            id.clone(),
+            &prompt,
+            "inbox/live/x.running.md".into(),
+            "bench",
+        );
         rec.state = state.parse::<JobState>().expect("state");
         rec.pid = Some(1);
         rec.save(&layout).expect("save");

@@ -243,7 +243,11 @@ fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
     assert_eq!(gone, 1);
     assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_none());
     let counts = l.count_jobs_by_state().expect("counts");
-    assert_eq!(counts, vec![("succeeded".into(), 1)], "counts follow deletes");
+    assert_eq!(
+        counts,
+        vec![("succeeded".into(), 1)],
+        "counts follow deletes"
+    );
 }
 
 #[test]

@@ -92,7 +92,10 @@ fn a_thousand_prompts_dropped_while_stopped_are_each_claimed_once() {
     for i in 0..1000 {
         fs::write(dir.join(format!("p{i:04}.prompt.md")), "x\n").expect("prompt");
     }
-    let _d = Daemon::start(&sb);
+    // The daemon reports itself running after its first rescan, which
+    // claims the whole backlog: give a loaded machine time for that.
+    let mut d = Daemon::spawn(&sb, &[]);
+    d.wait_ready(&sb, secs(90));
     wait_until_every(
         "all 1000 archived as succeeded",
         secs(120),
