@@ -16,7 +16,9 @@ use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, JobFilter, short_id};
 
 use super::args::parse_since;
-use super::output::{fit, fmt_ago, fmt_duration, found, print_json, prompt_label, timestamp};
+use super::output::{
+    fit, fmt_ago, fmt_duration, found, paint_state, print_json, prompt_label, timestamp,
+};
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let filter = JobFilter {
@@ -156,16 +158,18 @@ pub(super) fn table_row(j: &IndexedJob, now_ms: u64) -> String {
         (Some(s), None) => fmt_duration(now_ms.saturating_sub(s)),
         _ => "-".into(),
     };
+    let state = paint_state(&j.state, format!("{:<11}", j.state));
     cells([
         &id,
         &fit(&prompt_label(&j.project, &j.name), PROMPT_WIDTH),
-        &j.state,
+        &state,
         &j.attempt.to_string(),
         &time,
         &fmt_ago(j.created_at, now_ms),
     ])
 }
 
+/// The columns; STATE comes padded (and maybe coloured) already.
 fn cells(c: [&str; 6]) -> String {
     format!(
         "{:<8}  {:<w$}  {:<11}  {:>3}  {:>8}  {}",

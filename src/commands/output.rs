@@ -100,6 +100,42 @@ pub fn fmt_in(then_ms: u64, now_ms: u64) -> String {
     }
 }
 
+/// Colour is used only when stdout is a terminal and `NO_COLOR` is unset
+/// (or empty), so pipes and scripts always get plain text.
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    })
+}
+
+/// `cell` (already padded to its column) coloured by the job state it
+/// shows: green succeeded, red failed / timed out / rejected, yellow
+/// aborted / interrupted, cyan live. Plain without [`colour`].
+pub fn paint_state(state: &str, cell: String) -> String {
+    if !colour() {
+        return cell;
+    }
+    let code = match state {
+        "succeeded" => "32",
+        "failed" | "timed_out" | "rejected" => "31",
+        "aborted" | "interrupted" => "33",
+        "queued" | "preparing" | "running" | "publishing" => "36",
+        _ => return cell,
+    };
+    format!("\x1b[{code}m{cell}\x1b[0m")
+}
+
+/// `text` in bold red when colouring (for warnings like `STALE`).
+pub fn alarm(text: &str) -> String {
+    if colour() {
+        format!("\x1b[1;31m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
 use super::output::{
-    fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
+    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
 };
 
 /// A heartbeat older than this many intervals is stale.
@@ -350,7 +350,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
             Phase::Stopping => ", stopping (waiting for running jobs)",
             Phase::Running | Phase::Stopped => "",
         });
-        let stale = if d.heartbeat_stale { " (STALE)" } else { "" };
+        let stale = if d.heartbeat_stale {
+            format!(" ({})", alarm("STALE"))
+        } else {
+            String::new()
+        };
         format!(
             "running ({pid}heartbeat {}{stale}{phase})",
             ago(d.heartbeat_at)
@@ -384,11 +388,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 .unwrap_or_default();
             format!(
                 "{}{since}{detail} ({free}); {consequence}",
-                if bad == Condition::Full {
+                alarm(if bad == Condition::Full {
                     "FULL"
                 } else {
                     "READ-ONLY"
-                }
+                })
             )
         }
     };
@@ -426,9 +430,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     let short = short_id;
     for (i, r) in s.running.iter().enumerate() {
         let heartbeat = match r.heartbeat_at {
-            Some(t) if r.heartbeat_stale => format!("hb {} STALE", fmt_ago(t.epoch_ms(), now)),
+            Some(t) if r.heartbeat_stale => {
+                format!("hb {} {}", fmt_ago(t.epoch_ms(), now), alarm("STALE"))
+            }
             Some(t) => format!("hb {}", fmt_ago(t.epoch_ms(), now)),
-            None => "no heartbeat STALE".into(),
+            None => format!("no heartbeat {}", alarm("STALE")),
         };
         let elapsed = r.elapsed_ms.map(fmt_duration).unwrap_or_else(|| "-".into());
         let pid = r.pid.map(|p| format!("  pid {p}")).unwrap_or_default();

@@ -320,3 +320,41 @@ fn the_job_index_is_rebuilt_from_the_run_folders() {
         Some(2)
     );
 }
+
+/// Colour only on a terminal, and never with `NO_COLOR` set. A terminal is
+/// had through `script` (util-linux); skipped with the reason where absent.
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let sb = sandbox(|c| c);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "tinted", "x\n");
+    sb.wait_done("proj", "tinted", secs(15));
+    let piped = sb.run(&["jobs"]);
+    assert!(!piped.stdout.contains('\x1b'), "plain through a pipe: {:?}", piped.stdout);
+
+    let line = format!(
+        "{} --root {} --config {} jobs",
+        q(BIN),
+        q(&sb.root.to_string_lossy()),
+        q(&sb.config.to_string_lossy())
+    );
+    let on_tty = |no_color: Option<&str>| {
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qec", &line, "/dev/null"]).env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        cmd.output().ok().filter(|o| o.status.success())
+    };
+    let Some(tty) = on_tty(None) else {
+        eprintln!("skipped: no `script` to run the command on a terminal");
+        return;
+    };
+    let text = String::from_utf8_lossy(&tty.stdout);
+    assert!(text.contains("\x1b[32m"), "succeeded in green on a terminal: {text:?}");
+    let plain = on_tty(Some("1")).expect("script ran before");
+    assert!(
+        !String::from_utf8_lossy(&plain.stdout).contains("\x1b["),
+        "NO_COLOR turns colour off"
+    );
+}
