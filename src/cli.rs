@@ -88,7 +88,7 @@ pub struct AbortArgs {
     )]
     pub jobs: Vec<String>,
 
-    /// Abort every job that has not ended (queued or running).
+    /// Abort every job that has not ended (queued, preparing, running or publishing).
     #[arg(long)]
     pub all: bool,
 
@@ -96,7 +96,7 @@ pub struct AbortArgs {
     #[arg(long)]
     pub reason: Option<String>,
 
-    /// Return only when each job has ended.
+    /// Return only when each job has ended, printing each final state.
     #[arg(long)]
     pub wait: bool,
 }
@@ -187,7 +187,8 @@ pub struct RetryArgs {
     #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
 
-    /// Start it without waiting for the prompt's cooldown.
+    /// Start it without waiting for the prompt's cooldown (after a failure,
+    /// timeout or rate limit).
     #[arg(long)]
     pub now: bool,
 }

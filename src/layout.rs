@@ -14,6 +14,8 @@ use crate::job::{JobId, JobState};
 pub const PROMPT_SUFFIX: &str = ".prompt.md";
 /// Suffix of a prompt claimed by a job.
 pub const RUNNING_SUFFIX: &str = ".running.md";
+/// Suffix of a retry request, after a leading dot and the prompt's name.
+const RETRY_REQUEST_SUFFIX: &str = ".retry.json";
 /// Longest accepted prompt name or project segment, in bytes.
 const MAX_SEGMENT_BYTES: usize = 200;
 
@@ -132,6 +134,22 @@ impl Layout {
         self.inbox()
             .join(&prompt.project)
             .join(format!("{}{suffix}", prompt.name))
+    }
+
+    /// A retry request beside a prompt put back by `jobwarden retry`
+    /// (see `retry::request`). A dotfile: scans and claims ignore it.
+    pub fn retry_request(&self, prompt: &PromptName) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}{RETRY_REQUEST_SUFFIX}", prompt.name))
+    }
+
+    /// The temporary copy `jobwarden retry` writes before renaming it to
+    /// the prompt's waiting name; `unique` keeps two writers apart.
+    pub fn retry_temp(&self, prompt: &PromptName, unique: &str) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}.retry-{unique}.tmp", prompt.name))
     }
 
     /// Where a prompt rests after its last attempt ended in `state`.
@@ -415,6 +433,19 @@ mod tests {
             "",
         ] {
             assert!(validate_record_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn retry_files_are_ignored_by_the_inbox() {
+        let l = Layout::new("/r");
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        for path in [l.retry_request(&prompt), l.retry_temp(&prompt, "1-2")] {
+            assert_eq!(classify_inbox_path(&l.inbox(), &path), InboxEntry::Ignored);
+            assert_eq!(path.parent(), l.waiting_prompt(&prompt).parent());
         }
     }
 

@@ -29,7 +29,8 @@
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order.
-//! - [`retry`] — the retry policy: requeue decisions and cooldowns.
+//! - [`retry`] — the retry policy: requeue decisions and cooldowns;
+//!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`.
