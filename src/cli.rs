@@ -109,7 +109,7 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct AbortArgs {
-    /// Jobs to abort: ids, unique id prefixes or tails (4+ characters), or
+    /// Jobs to abort: ids, unique prefixes (4+ characters) of ids or short ids, or
     /// prompt names (project/name: its newest job).
     #[arg(
         value_name = "JOB",
@@ -118,7 +118,7 @@ pub struct AbortArgs {
     )]
     pub jobs: Vec<String>,
 
-    /// Abort every job that has not ended (queued or running).
+    /// Abort every job that has not ended (queued, preparing, running or publishing).
     #[arg(long)]
     pub all: bool,
 
@@ -126,13 +126,13 @@ pub struct AbortArgs {
     #[arg(long)]
     pub reason: Option<String>,
 
-    /// Return only when each job has ended.
+    /// Return only when each job has ended, printing each final state.
     #[arg(long)]
     pub wait: bool,
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
-pub const JOB_ARG_HELP: &str = "A job id, a unique id prefix or tail (4+ characters), or a prompt name (project/name) meaning its newest job";
+pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name) meaning its newest job";
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {
@@ -217,7 +217,8 @@ pub struct RetryArgs {
     #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
 
-    /// Start it without waiting for the prompt's cooldown.
+    /// Start it without waiting for the prompt's cooldown (after a failure,
+    /// timeout or rate limit).
     #[arg(long)]
     pub now: bool,
 }

@@ -308,13 +308,13 @@ impl Daemon {
             return;
         }
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
-        let prior = match &entry {
+        let (prior, request) = match &entry {
             layout::InboxEntry::Ignored => return,
             layout::InboxEntry::Prompt(prompt) => match self.prior_or_defer(prompt, path) {
-                Some(prior) => prior,
+                Some((prior, request)) => (prior, request.map(|r| (prompt.clone(), r))),
                 None => return,
             },
-            layout::InboxEntry::InvalidName { .. } => Prior::default(),
+            layout::InboxEntry::InvalidName { .. } => (Prior::default(), None),
         };
         let mut claimer = Claimer {
             layout: &self.layout,
@@ -323,13 +323,26 @@ impl Daemon {
             ledger: self.ledger.as_mut(),
         };
         let claimed = claimer.claim(path, entry, &prior);
+        if let Some((prompt, request)) = request {
+            // Used: the job's record now says what the request said.
+            if matches!(claimed, Ok(Claimed::Queued(_) | Claimed::Rejected(_))) {
+                retry::request::clear_if(&self.layout, &prompt, &request);
+            }
+        }
         self.on_claimed(path, claimed);
     }
 
     /// The prompt's last run decides: in cooldown, it is deferred (a timer
     /// brings it back when the cooldown ends) and `None` is returned;
-    /// otherwise the attempt it starts.
-    fn prior_or_defer(&mut self, prompt: &PromptName, path: &Path) -> Option<Prior> {
+    /// otherwise the attempt it starts. A prompt put back by `jobwarden
+    /// retry` continues the job its request names, and with `--now` skips
+    /// the cooldown (see `retry::request`); the request is returned so that
+    /// it is removed once used.
+    fn prior_or_defer(
+        &mut self,
+        prompt: &PromptName,
+        path: &Path,
+    ) -> Option<(Prior, Option<retry::request::Request>)> {
         self.refresh_ledger();
         let ledger = self.ledger.as_ref()?;
         let last = match ledger.last_run(&prompt.project, &prompt.name) {
@@ -345,20 +358,29 @@ impl Daemon {
                 return None;
             }
         };
-        let Some(last) = last else {
-            return Some(Prior::default());
-        };
+        let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
         let cooldowns = retry::cooldowns(self.config.default_profile());
-        if let Some(until) = last.cooldown_end(cooldowns, Timestamp::now().epoch_ms()) {
+        let now = Timestamp::now().epoch_ms();
+        let skip_cooldown = request.as_ref().is_some_and(|r| r.now);
+        if let Some(until) = last
+            .as_ref()
+            .filter(|_| !skip_cooldown)
+            .and_then(|last| last.cooldown_end(cooldowns, now))
+        {
             self.defer(prompt, path, until);
             return None;
         }
         self.deferred.remove(prompt);
-        let requeued_by = JobId::parse(&last.id)
-            .ok()
-            .filter(|_| last.requeued)
-            .map(|id| (id, last.attempt));
-        Some(Prior { requeued_by })
+        let requeued_by = match &request {
+            Some(request) => Some(request.prior()),
+            None => last.and_then(|last| {
+                JobId::parse(&last.id)
+                    .ok()
+                    .filter(|_| last.requeued)
+                    .map(|id| (id, last.attempt))
+            }),
+        };
+        Some((Prior { requeued_by }, request))
     }
 
     fn defer(&mut self, prompt: &PromptName, path: &Path, until: u64) {

@@ -136,12 +136,32 @@ fn last_seq(tail: &[u8]) -> Option<u64> {
 
 /// Read all parseable events of a file, skipping malformed lines.
 pub fn read_all(path: &Path) -> std::io::Result<Vec<Value>> {
+    read_counted(path).map(|read| read.events)
+}
+
+/// The events of a file and how many of its lines could not be read.
+#[derive(Debug, Default)]
+pub struct ReadEvents {
+    /// Every line that is a JSON object, in file order.
+    pub events: Vec<Value>,
+    /// Non-blank lines that are not (a torn last line, a stray write).
+    pub unreadable: usize,
+}
+
+/// Read all events of a file, counting the malformed lines it skips.
+pub fn read_counted(path: &Path) -> std::io::Result<ReadEvents> {
     let text = std::fs::read(path)?;
-    Ok(text
-        .split(|&b| b == b'\n')
-        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-        .filter(Value::is_object)
-        .collect())
+    let mut read = ReadEvents::default();
+    for line in text.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(line) {
+            Ok(v) if v.is_object() => read.events.push(v),
+            _ => read.unreadable += 1,
+        }
+    }
+    Ok(read)
 }
 
 #[cfg(test)]
@@ -168,6 +188,24 @@ mod tests {
         assert_eq!(seqs, vec![1, 2, 3]);
         assert_eq!(events[2]["op"], "started");
         assert_eq!(events[1]["max_jobs"], 4);
+    }
+
+    #[test]
+    fn unreadable_lines_are_counted_not_returned() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut log = EventLog::open(&p, true);
+        log.append("claimed", json!({}));
+        drop(log);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"\n[1]\n{\"seq\": 2, \"op\": \"st"))
+            .expect("torn write");
+        let read = read_counted(&p).expect("read");
+        assert_eq!(read.events.len(), 1);
+        assert_eq!(read.unreadable, 2, "a non-object and a torn line");
+        assert_eq!(read_all(&p).expect("read").len(), 1);
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::job::{JobId, JobState};
 pub const PROMPT_SUFFIX: &str = ".prompt.md";
 /// Suffix of a prompt claimed by a job.
 pub const RUNNING_SUFFIX: &str = ".running.md";
+/// Suffix of a retry request, after a leading dot and the prompt's name.
+const RETRY_REQUEST_SUFFIX: &str = ".retry.json";
 /// Longest accepted prompt name or project segment, in bytes.
 const MAX_SEGMENT_BYTES: usize = 200;
 
@@ -168,6 +170,22 @@ impl Layout {
         self.inbox()
             .join(&prompt.project)
             .join(format!("{}{suffix}", prompt.name))
+    }
+
+    /// A retry request beside a prompt put back by `jobwarden retry`
+    /// (see `retry::request`). A dotfile: scans and claims ignore it.
+    pub fn retry_request(&self, prompt: &PromptName) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}{RETRY_REQUEST_SUFFIX}", prompt.name))
+    }
+
+    /// The temporary copy `jobwarden retry` writes before renaming it to
+    /// the prompt's waiting name; `unique` keeps two writers apart.
+    pub fn retry_temp(&self, prompt: &PromptName, unique: &str) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}.retry-{unique}.tmp", prompt.name))
     }
 
     /// Where a prompt rests after its last attempt ended in `state`.
@@ -491,6 +509,19 @@ mod tests {
         std::fs::remove_file(l.corrupt_record(&id, 1)).expect("rm");
         std::fs::write(l.job_json(&id), "{}").expect("write");
         assert!(!l.is_claim_leftover(&id).expect("a record is a job's"));
+    }
+
+    #[test]
+    fn retry_files_are_ignored_by_the_inbox() {
+        let l = Layout::new("/r");
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        for path in [l.retry_request(&prompt), l.retry_temp(&prompt, "1-2")] {
+            assert_eq!(classify_inbox_path(&l.inbox(), &path), InboxEntry::Ignored);
+            assert_eq!(path.parent(), l.waiting_prompt(&prompt).parent());
+        }
     }
 
     #[test]

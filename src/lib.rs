@@ -25,12 +25,13 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
-//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix or tail, or prompt name.
+//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order.
-//! - [`retry`] — the retry policy: requeue decisions and cooldowns.
+//! - [`retry`] — the retry policy: requeue decisions and cooldowns;
+//!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`.

@@ -18,7 +18,7 @@ use crate::job::JobId;
 use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, Ledger, LedgerError, short_id};
 
-/// The shortest id prefix or tail accepted.
+/// The shortest id (or short id) prefix accepted.
 pub const MIN_PREFIX: usize = 4;
 
 /// How many candidates an ambiguity lists.

@@ -1,7 +1,10 @@
 //! The retry policy (DESIGN §3): which ended jobs give their prompt another
 //! attempt, and how long a prompt cools down before it may be claimed
 //! again. The numbers come from the ledger, never from memory, so they
-//! survive daemon restarts.
+//! survive daemon restarts. Manual retries (`jobwarden retry`) reach the
+//! daemon through a [`request`] beside the prompt.
+
+pub mod request;
 
 use crate::config::{Config, Profile};
 use crate::job::JobRecord;

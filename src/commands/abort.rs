@@ -1,35 +1,222 @@
-//! `jobwarden abort <job>…`: write each job's ABORT marker, the same
-//! contract any tool may use. A job that already ended is reported, not
-//! marked.
+//! `jobwarden abort <job>… | --all [--reason R] [--wait]`: write each job's
+//! ABORT marker, the same contract any tool may use.
+//!
+//! Every argument is resolved before anything is written: one bad argument
+//! writes no marker at all (exit 2 if malformed or ambiguous, 1 if
+//! unknown). `--all` takes the jobs that have not ended from the job index,
+//! each confirmed by its `job.json` (the record wins over a stale index);
+//! without a ledger it reads the run folders. A job that already ended is
+//! reported and not marked; it makes the exit status 1 only when nothing
+//! else was aborted. `--wait` polls each marked job's record until it is
+//! terminal and prints its final state as it arrives.
 
+use std::collections::HashSet;
+use std::io::Write;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::Context;
+
+use super::output::{final_state, prompt_label, quiet_on_closed_pipe};
+use super::{EXIT_NO, No};
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
-use crate::job::JobRecord;
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::Layout;
+use crate::ledger::Ledger;
+
+/// The states of a job that has not ended.
+const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];
+/// Upper bound on the jobs `--all` reads from the index.
+const ALL_LIMIT: usize = 1_000_000;
+/// How often `--wait` reads the records.
+const WAIT_POLL: Duration = Duration::from_millis(100);
 
 pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
+    quiet_on_closed_pipe(abort_jobs(global, args))
+}
+
+fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
     let (_, layout) = super::load(global)?;
     let ledger = super::open_ledger(&layout)?;
-    let mut code = 0;
-    for arg in &args.jobs {
-        let id = super::resolve_job(&layout, ledger.as_ref(), arg)?;
-        let rec = match JobRecord::load_job(&layout, &id) {
-            Ok(rec) => rec,
-            Err(_) if !layout.run_dir(&id).exists() => {
-                eprintln!("jobwarden: no job {id} under {}", layout.runs().display());
-                code = code.max(super::EXIT_NO);
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if rec.state.is_terminal() {
-            println!("{id}: already ended ({})", rec.state);
-            code = code.max(super::EXIT_NO);
-            continue;
+    let targets = if args.all {
+        unfinished(&layout, ledger.as_ref())?
+    } else {
+        match resolve_all(&layout, ledger.as_ref(), &args.jobs)? {
+            Ok(ids) => ids,
+            Err(code) => return Ok(code),
         }
-        abort::write_marker(&layout, &id, args.reason.as_deref())?;
-        println!("{id}: abort requested ({})", rec.state);
+    };
+    drop(ledger);
+    if args.all && targets.is_empty() {
+        return Err(No("no job to abort: none is queued or running".into()).into());
     }
-    Ok(ExitCode::from(code))
+    let mut out = std::io::stdout().lock();
+    let marked = mark_all(&layout, &targets, args, &mut out)?;
+    if args.wait && !marked.is_empty() {
+        wait_for(&layout, marked.clone(), &mut out)?;
+    }
+    if marked.is_empty() {
+        if args.all {
+            eprintln!("jobwarden: nothing aborted: every job had already ended");
+        }
+        return Ok(ExitCode::from(EXIT_NO));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Mark each target, saying what was done; the jobs marked.
+fn mark_all(
+    layout: &Layout,
+    targets: &[JobId],
+    args: &AbortArgs,
+    out: &mut impl Write,
+) -> anyhow::Result<Vec<JobId>> {
+    let mut marked = Vec::new();
+    for id in targets {
+        match mark(layout, id, args.reason.as_deref(), args.all)? {
+            Marking::Marked(text) => {
+                writeln!(out, "{text}").context("writing to stdout")?;
+                marked.push(id.clone());
+            }
+            Marking::Ended(text) => writeln!(out, "{text}").context("writing to stdout")?,
+            Marking::Missing(text) => eprintln!("jobwarden: {text}"),
+            Marking::Skipped => {}
+        }
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(marked)
+}
+
+/// Resolve every argument before acting on any. `Err(code)` when one
+/// failed: each failure is reported and nothing is written.
+fn resolve_all(
+    layout: &Layout,
+    ledger: Option<&Ledger>,
+    args: &[String],
+) -> anyhow::Result<Result<Vec<JobId>, ExitCode>> {
+    let mut ids = Vec::new();
+    let mut seen = HashSet::new();
+    let mut worst = 0;
+    for arg in args {
+        match super::resolve_job(layout, ledger, arg) {
+            Ok(id) => {
+                if seen.insert(id.clone()) {
+                    ids.push(id);
+                }
+            }
+            Err(e) => {
+                let code = if e.downcast_ref::<No>().is_some() {
+                    EXIT_NO
+                } else {
+                    2
+                };
+                worst = worst.max(code);
+                eprintln!("jobwarden: {e:#}");
+            }
+        }
+    }
+    if worst > 0 {
+        eprintln!("jobwarden: no job was aborted (no marker written)");
+        return Ok(Err(ExitCode::from(worst)));
+    }
+    Ok(Ok(ids))
+}
+
+/// The jobs that have not ended: from the job index when there is one,
+/// else from the run folders. Each is confirmed by its record later.
+fn unfinished(layout: &Layout, ledger: Option<&Ledger>) -> anyhow::Result<Vec<JobId>> {
+    if let Some(ledger) = ledger {
+        return Ok(ledger
+            .jobs_in_states(&UNFINISHED, ALL_LIMIT)?
+            .iter()
+            .filter_map(|j| JobId::parse(&j.id).ok())
+            .collect());
+    }
+    let mut ids = layout
+        .job_ids()
+        .with_context(|| format!("listing {}", layout.runs().display()))?;
+    ids.sort();
+    Ok(ids
+        .into_iter()
+        .filter(|id| JobRecord::load_job(layout, id).is_ok_and(|r| !r.state.is_terminal()))
+        .collect())
+}
+
+/// What was done to one job, with the line that says so.
+enum Marking {
+    /// The marker was written.
+    Marked(String),
+    /// The job had already ended: no marker.
+    Ended(String),
+    /// Its record is gone (pruned): no marker.
+    Missing(String),
+    /// Nothing to say: under `--all`, a job the index still lists that
+    /// has in fact ended or gone.
+    Skipped,
+}
+
+/// Write the marker of `id` unless it has ended.
+fn mark(layout: &Layout, id: &JobId, reason: Option<&str>, all: bool) -> anyhow::Result<Marking> {
+    let rec = match JobRecord::load_job(layout, id) {
+        Ok(rec) => rec,
+        Err(_) if !layout.job_json(id).exists() && all => return Ok(Marking::Skipped),
+        Err(_) if !layout.job_json(id).exists() => {
+            let runs = layout.runs();
+            return Ok(Marking::Missing(format!(
+                "{id}: no record under {} (pruned by retention?)",
+                runs.display()
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let label = prompt_label(&rec.project, &rec.name);
+    if rec.state.is_terminal() {
+        if all {
+            return Ok(Marking::Skipped);
+        }
+        let text = format!("{id}: already ended ({}) {label}", rec.state);
+        return Ok(Marking::Ended(text));
+    }
+    abort::write_marker(layout, id, reason)?;
+    let text = format!("{id}: abort requested ({}) {label}", rec.state);
+    Ok(Marking::Marked(text))
+}
+
+/// Poll the records of `pending` until each is terminal, printing each
+/// final state as it arrives.
+fn wait_for(layout: &Layout, mut pending: Vec<JobId>, out: &mut impl Write) -> anyhow::Result<()> {
+    warn_if_nobody_ends_queued(layout, &pending);
+    while !pending.is_empty() {
+        let mut still = Vec::with_capacity(pending.len());
+        for id in pending {
+            match JobRecord::load_job(layout, &id) {
+                Ok(rec) if rec.state.is_terminal() => {
+                    writeln!(out, "{id}: {}", final_state(&rec)).context("writing to stdout")?;
+                    out.flush().context("writing to stdout")?;
+                }
+                Ok(_) => still.push(id),
+                Err(e) => eprintln!("jobwarden: {id}: {e}; no longer waiting for it"),
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            std::thread::sleep(WAIT_POLL);
+        }
+    }
+    Ok(())
+}
+
+/// A queued job ends only when a daemon sees its marker: say so if no
+/// daemon holds the root's lock (running jobs' monitors act alone).
+fn warn_if_nobody_ends_queued(layout: &Layout, ids: &[JobId]) {
+    let queued = ids
+        .iter()
+        .any(|id| JobRecord::load_job(layout, id).is_ok_and(|r| r.state == JobState::Queued));
+    let daemon_gone = matches!(crate::procfs::flock_holder(&layout.daemon_lock()), Ok(None));
+    if queued && daemon_gone {
+        eprintln!(
+            "jobwarden: no daemon is running: queued jobs end when it starts (`jobwarden daemon`)"
+        );
+    }
 }

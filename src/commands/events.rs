@@ -1,9 +1,454 @@
-//! `jobwarden events` (being written).
+//! `jobwarden events <job> [--last N] [--op OP…] [--seq N] [--summary]
+//! [--json]`: a job's lifecycle events from `events.jsonl`.
+//!
+//! Filters combine: `--op` and `--seq` select, then `--last` keeps the
+//! newest of what is left. `--summary` counts what the filters kept, per
+//! op. Lines that cannot be read (a torn last line after a crash) are
+//! skipped and counted. Nothing matched: an empty result and exit 1. JSON
+//! shapes in `docs/cli-json.md`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::GlobalArgs;
+use anyhow::Context;
+use serde::Serialize;
+use serde::ser::SerializeMap;
+use serde_json::Value;
 
-pub fn run<A>(_global: &GlobalArgs, _args: &A) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`jobwarden events` is not available yet")
+use super::output::{fit, fmt_ago, fmt_duration, print_json, quiet_on_closed_pipe};
+use super::{EXIT_NO, No};
+use crate::cli::{EventsArgs, GlobalArgs};
+use crate::clock::Timestamp;
+use crate::events::{self, ReadEvents};
+use crate::job::JobId;
+
+/// Width the human output fits into.
+const WIDTH: usize = 80;
+/// The fields column is never cut narrower than this.
+const MIN_FIELDS: usize = 24;
+
+pub fn run(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
+    quiet_on_closed_pipe(show(global, args))
+}
+
+fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
+    let (_, layout) = super::load(global)?;
+    let id = {
+        let ledger = super::open_ledger(&layout)?;
+        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
+    };
+    if !layout.run_dir(&id).is_dir() {
+        return Err(No(format!(
+            "job {id} has no run folder under {} (pruned by retention?)",
+            layout.runs().display()
+        ))
+        .into());
+    }
+    let read = read_events(&layout.events(&id))?;
+    let total = read.events.len();
+    let shown = select(read.events, args);
+    let counts = Counts {
+        total,
+        shown: shown.len(),
+        unreadable: read.unreadable,
+    };
+    let now = Timestamp::now().epoch_ms();
+    match (args.summary, args.json) {
+        (false, false) => print_lines(&shown, now)?,
+        (false, true) => print_json(&EventsJson::new(&id, counts, &shown))?,
+        (true, false) => print_summary(&Summary::of(&shown), now)?,
+        (true, true) => print_json(&SummaryJson::new(&id, counts, Summary::of(&shown)))?,
+    }
+    if !args.json {
+        eprintln!("{}", counts.footer());
+    }
+    Ok(if shown.is_empty() {
+        ExitCode::from(EXIT_NO)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The job's events; none if the file does not exist (events are off for
+/// the job, or none was written yet).
+fn read_events(path: &std::path::Path) -> anyhow::Result<ReadEvents> {
+    match events::read_counted(path) {
+        Ok(read) => Ok(read),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ReadEvents::default()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Apply the filters: `--op` and `--seq`, then `--last`.
+fn select(events: Vec<Value>, args: &EventsArgs) -> Vec<Value> {
+    let mut kept: Vec<Value> = events
+        .into_iter()
+        .filter(|e| args.op.is_empty() || args.op.iter().any(|op| op == op_of(e)))
+        .filter(|e| {
+            args.seq
+                .is_none_or(|min| e["seq"].as_u64().is_some_and(|s| s >= min))
+        })
+        .collect();
+    if let Some(last) = args.last {
+        let keep = usize::try_from(last).unwrap_or(usize::MAX);
+        kept.drain(..kept.len().saturating_sub(keep));
+    }
+    kept
+}
+
+fn op_of(event: &Value) -> &str {
+    event["op"].as_str().unwrap_or("?")
+}
+
+/// An event's `ts` in epoch ms, if it has a readable one.
+fn ts_ms(event: &Value) -> Option<u64> {
+    let ts = event["ts"].as_str()?;
+    humantime::parse_rfc3339_weak(ts)
+        .ok()
+        .map(|t| Timestamp::from(t).epoch_ms())
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Counts {
+    /// Readable events in the file.
+    total: usize,
+    /// Events the filters kept.
+    shown: usize,
+    /// Lines that could not be read.
+    unreadable: usize,
+}
+
+impl Counts {
+    fn footer(&self) -> String {
+        let mut text = format!("{} of {} events", self.shown, self.total);
+        match self.unreadable {
+            0 => {}
+            1 => text.push_str("; 1 unreadable line skipped"),
+            n => text.push_str(&format!("; {n} unreadable lines skipped")),
+        }
+        text
+    }
+}
+
+// -- one line per event --------------------------------------------------------
+
+/// `seq  ago  op  fields`, aligned, each line cut to fit 80 columns.
+fn print_lines(events: &[Value], now: u64) -> anyhow::Result<()> {
+    let rows: Vec<[String; 4]> = events
+        .iter()
+        .map(|e| {
+            let seq = e["seq"].as_u64().map_or("?".into(), |s| s.to_string());
+            let ago = ts_ms(e).map_or("?".into(), |t| fmt_ago(t, now));
+            [seq, ago, op_of(e).to_owned(), fields(e)]
+        })
+        .collect();
+    let width = |col: usize| {
+        rows.iter()
+            .map(|r| r[col].chars().count())
+            .max()
+            .unwrap_or(0)
+    };
+    let (w_seq, w_ago, w_op) = (width(0), width(1), width(2));
+    let room = WIDTH
+        .saturating_sub(w_seq + w_ago + w_op + 6)
+        .max(MIN_FIELDS);
+    let mut out = std::io::stdout().lock();
+    for [seq, ago, op, fields] in &rows {
+        let line = format!(
+            "{seq:>w_seq$}  {ago:<w_ago$}  {op:<w_op$}  {}",
+            fit(fields, room)
+        );
+        writeln!(out, "{}", line.trim_end()).context("writing to stdout")?;
+    }
+    Ok(())
+}
+
+/// The fields other than `seq`, `op` and `ts`, as compact `key=value`
+/// pairs. A string is bare unless it needs quotes to read unambiguously.
+fn fields(event: &Value) -> String {
+    let Some(obj) = event.as_object() else {
+        return String::new();
+    };
+    obj.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "seq" | "op" | "ts"))
+        .map(|(k, v)| format!("{k}={}", compact(v)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s)
+            if !s.is_empty()
+                && !s.contains(|c: char| c.is_whitespace() || c == '"' || c == '=') =>
+        {
+            s.clone()
+        }
+        other => other.to_string(),
+    }
+}
+
+// -- summary -------------------------------------------------------------------
+
+/// Per op (in order of first appearance): how many, and the first and
+/// last time.
+#[derive(Debug, Default)]
+struct Summary {
+    ops: Vec<(String, OpSummary)>,
+    first: Option<Moment>,
+    last: Option<Moment>,
+}
+
+#[derive(Debug, Serialize)]
+struct OpSummary {
+    count: usize,
+    first: Option<Moment>,
+    last: Option<Moment>,
+}
+
+/// A time as the event wrote it (exact, for JSON) and in epoch ms.
+#[derive(Debug, Clone)]
+struct Moment {
+    text: String,
+    ms: u64,
+}
+
+impl Serialize for Moment {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl Moment {
+    fn of(event: &Value) -> Option<Moment> {
+        Some(Moment {
+            text: event["ts"].as_str()?.to_owned(),
+            ms: ts_ms(event)?,
+        })
+    }
+
+    /// The earlier (`earliest`) or later of two optional moments.
+    fn pick(a: Option<Moment>, b: Option<Moment>, earliest: bool) -> Option<Moment> {
+        match (a, b) {
+            (Some(a), Some(b)) => {
+                let better = if earliest { b.ms < a.ms } else { b.ms > a.ms };
+                Some(if better { b } else { a })
+            }
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Summary {
+    fn of(events: &[Value]) -> Summary {
+        let mut summary = Summary::default();
+        for event in events {
+            let at = Moment::of(event);
+            let op = op_of(event);
+            let pos = match summary.ops.iter().position(|(o, _)| o == op) {
+                Some(pos) => pos,
+                None => {
+                    let fresh = OpSummary {
+                        count: 0,
+                        first: None,
+                        last: None,
+                    };
+                    summary.ops.push((op.to_owned(), fresh));
+                    summary.ops.len() - 1
+                }
+            };
+            let entry = &mut summary.ops[pos].1;
+            entry.count += 1;
+            entry.first = Moment::pick(entry.first.take(), at.clone(), true);
+            entry.last = Moment::pick(entry.last.take(), at.clone(), false);
+            summary.first = Moment::pick(summary.first.take(), at.clone(), true);
+            summary.last = Moment::pick(summary.last.take(), at, false);
+        }
+        summary
+    }
+
+    fn count(&self) -> usize {
+        self.ops.iter().map(|(_, o)| o.count).sum()
+    }
+
+    fn span_ms(&self) -> Option<u64> {
+        Some(
+            self.last
+                .as_ref()?
+                .ms
+                .saturating_sub(self.first.as_ref()?.ms),
+        )
+    }
+}
+
+/// `op  count  first  last`, then a `total` row with the span.
+fn print_summary(summary: &Summary, now: u64) -> anyhow::Result<()> {
+    let ago = |m: &Option<Moment>| m.as_ref().map_or("?".into(), |m| fmt_ago(m.ms, now));
+    let w_op = summary
+        .ops
+        .iter()
+        .map(|(op, _)| op.chars().count())
+        .chain(["total".len(), "OP".len()])
+        .max()
+        .unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    let mut row = |op: &str, count: &str, first: &str, last: &str| {
+        let line = format!("{op:<w_op$}  {count:>5}  {first:<9}  {last}");
+        writeln!(out, "{}", line.trim_end()).context("writing to stdout")
+    };
+    if summary.ops.is_empty() {
+        return Ok(());
+    }
+    row("OP", "COUNT", "FIRST", "LAST")?;
+    for (op, o) in &summary.ops {
+        row(op, &o.count.to_string(), &ago(&o.first), &ago(&o.last))?;
+    }
+    let span = summary
+        .span_ms()
+        .map_or(String::new(), |ms| format!("  (span {})", fmt_duration(ms)));
+    let last = format!("{}{span}", ago(&summary.last));
+    row(
+        "total",
+        &summary.count().to_string(),
+        &ago(&summary.first),
+        &last,
+    )
+}
+
+// -- JSON ----------------------------------------------------------------------
+
+#[derive(Serialize)]
+struct EventsJson<'a> {
+    job_id: &'a JobId,
+    total: usize,
+    shown: usize,
+    unreadable: usize,
+    events: &'a [Value],
+}
+
+impl<'a> EventsJson<'a> {
+    fn new(id: &'a JobId, c: Counts, events: &'a [Value]) -> Self {
+        EventsJson {
+            job_id: id,
+            total: c.total,
+            shown: c.shown,
+            unreadable: c.unreadable,
+            events,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SummaryJson<'a> {
+    job_id: &'a JobId,
+    total: usize,
+    shown: usize,
+    unreadable: usize,
+    ops: OpsJson,
+    first: Option<Moment>,
+    last: Option<Moment>,
+}
+
+impl<'a> SummaryJson<'a> {
+    fn new(id: &'a JobId, c: Counts, summary: Summary) -> Self {
+        SummaryJson {
+            job_id: id,
+            total: c.total,
+            shown: c.shown,
+            unreadable: c.unreadable,
+            ops: OpsJson(summary.ops),
+            first: summary.first,
+            last: summary.last,
+        }
+    }
+}
+
+/// The ops as a JSON object, keys in order of first appearance.
+struct OpsJson(Vec<(String, OpSummary)>);
+
+impl Serialize for OpsJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (op, summary) in &self.0 {
+            map.serialize_entry(op, summary)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(last: Option<u32>, op: &[&str], seq: Option<u64>) -> EventsArgs {
+        EventsArgs {
+            job: "x".into(),
+            last,
+            op: op.iter().map(|s| s.to_string()).collect(),
+            seq,
+            summary: false,
+            json: false,
+        }
+    }
+
+    fn sample() -> Vec<Value> {
+        let ops = ["claimed", "queued", "started", "signal", "signal", "exited"];
+        ops.iter()
+            .enumerate()
+            .map(|(i, op)| json!({"seq": i + 1, "op": op, "ts": format!("2026-01-01T00:00:0{i}.000Z")}))
+            .collect()
+    }
+
+    fn seqs(events: &[Value]) -> Vec<u64> {
+        events.iter().filter_map(|e| e["seq"].as_u64()).collect()
+    }
+
+    #[test]
+    fn filters_combine_and_last_applies_after_the_others() {
+        let picked = select(sample(), &args(Some(1), &["signal", "claimed"], None));
+        assert_eq!(seqs(&picked), vec![5]);
+        let picked = select(sample(), &args(None, &["signal", "claimed"], Some(2)));
+        assert_eq!(seqs(&picked), vec![4, 5]);
+        let picked = select(sample(), &args(Some(10), &[], Some(6)));
+        assert_eq!(seqs(&picked), vec![6]);
+        assert!(select(sample(), &args(None, &["nope"], None)).is_empty());
+    }
+
+    #[test]
+    fn summary_counts_per_op_in_order_of_first_appearance() {
+        let s = Summary::of(&sample());
+        let ops: Vec<(&str, usize)> = s.ops.iter().map(|(o, x)| (o.as_str(), x.count)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                ("claimed", 1),
+                ("queued", 1),
+                ("started", 1),
+                ("signal", 2),
+                ("exited", 1)
+            ]
+        );
+        let signal = &s.ops[3].1;
+        assert_eq!(
+            signal.first.as_ref().map(|m| m.text.as_str()),
+            Some("2026-01-01T00:00:03.000Z")
+        );
+        assert_eq!(
+            signal.last.as_ref().map(|m| m.text.as_str()),
+            Some("2026-01-01T00:00:04.000Z")
+        );
+        assert_eq!(s.span_ms(), Some(5000));
+    }
+
+    #[test]
+    fn fields_are_compact_and_quoted_only_when_needed() {
+        let e = json!({"seq": 1, "op": "started", "ts": "t", "pid": 42, "argv": ["a", "b"], "why": "two words", "path": "inbox/p/n.running.md"});
+        let f = fields(&e);
+        assert!(f.contains("pid=42"), "{f}");
+        assert!(f.contains(r#"argv=["a","b"]"#), "{f}");
+        assert!(f.contains(r#"why="two words""#), "{f}");
+        assert!(f.contains("path=inbox/p/n.running.md"), "{f}");
+        assert!(!f.contains("seq=") && !f.contains("ts="), "{f}");
+    }
 }

@@ -1,9 +1,257 @@
-//! `jobwarden logs` (being written).
+//! `jobwarden logs <job> [--tail N] [-f]`: a job's `job.log`, byte for byte
+//! (output may hold invalid UTF-8, which is copied through untouched).
+//!
+//! `--tail N` reads backwards from the end in blocks, so a large log costs
+//! only what is printed. `-f` follows the file as it grows: it watches the
+//! run folder (inotify through `notify`) and re-checks every 250 ms in case
+//! an event is missed, or polls every 100 ms when no watch can be had
+//! (inotify instances are a scarce per-user resource). It ends by itself
+//! once `job.json` is terminal, after a last read: the monitor writes all
+//! output before it writes the terminal record. The final state goes to
+//! stderr so that stdout stays the log alone.
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::process::ExitCode;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use anyhow::Context;
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
-pub fn run<A>(_global: &GlobalArgs, _args: &A) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`jobwarden logs` is not available yet")
+use super::No;
+use super::output::{final_state, quiet_on_closed_pipe};
+use crate::cli::{GlobalArgs, LogsArgs};
+use crate::job::{JobId, JobRecord};
+use crate::layout::Layout;
+
+/// How often a watched follow re-checks without an event.
+const WATCHED_RECHECK: Duration = Duration::from_millis(250);
+/// How often an unwatched follow polls.
+const POLL: Duration = Duration::from_millis(100);
+/// Block size of the backwards read of `--tail`.
+const TAIL_BLOCK: u64 = 64 * 1024;
+
+pub fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    quiet_on_closed_pipe(logs(global, args))
+}
+
+fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let (_, layout) = super::load(global)?;
+    let id = {
+        let ledger = super::open_ledger(&layout)?;
+        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
+    };
+    if !layout.run_dir(&id).is_dir() {
+        let runs = layout.runs();
+        return Err(No(format!(
+            "job {id} has no run folder under {} (pruned by retention?)",
+            runs.display()
+        ))
+        .into());
+    }
+    let path = layout.job_log(&id);
+    let mut out = std::io::stdout().lock();
+    let mut log = open_log(&path)?;
+    let mut pos = 0;
+    if let Some(file) = log.as_mut() {
+        let start = match args.tail {
+            Some(n) => tail_start(file, n, &path)?,
+            None => 0,
+        };
+        pos = copy_new(file, start, &mut out, &path)?;
+    }
+    if args.follow {
+        return follow(&layout, &id, log, pos, &mut out);
+    }
+    if log.is_none() {
+        let state = JobRecord::load_job(&layout, &id).map(|r| r.state.to_string());
+        eprintln!(
+            "job {id} has no output yet ({}); -f waits for it",
+            state.unwrap_or_else(|_| "no record".into())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Open `job.log` for reading without following a symlink; `None` if it
+/// does not exist yet (a queued job).
+fn open_log(path: &Path) -> anyhow::Result<Option<File>> {
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .with_context(|| format!("inspecting {}", path.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file", path.display());
+    }
+    Ok(Some(file))
+}
+
+/// Where the last `n` lines of `file` start. A final newline ends the last
+/// line; it does not start an empty one.
+fn tail_start(file: &mut File, n: u32, path: &Path) -> anyhow::Result<u64> {
+    let read_err = || format!("reading {}", path.display());
+    let len = file.metadata().with_context(read_err)?.len();
+    let mut wanted = u64::from(n);
+    if wanted == 0 {
+        return Ok(len);
+    }
+    let mut end = len;
+    let mut block = Vec::new();
+    while end > 0 {
+        let start = end.saturating_sub(TAIL_BLOCK);
+        block.resize((end - start) as usize, 0);
+        file.seek(SeekFrom::Start(start)).with_context(read_err)?;
+        file.read_exact(&mut block).with_context(read_err)?;
+        for (i, &byte) in block.iter().enumerate().rev() {
+            let at = start + i as u64;
+            if byte == b'\n' && at + 1 != len {
+                wanted -= 1;
+                if wanted == 0 {
+                    return Ok(at + 1);
+                }
+            }
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// Copy `file` from `pos` to its current end onto `out`; the new position.
+/// A file shorter than `pos` was replaced: it is printed from its start.
+fn copy_new(file: &mut File, pos: u64, out: &mut impl Write, path: &Path) -> anyhow::Result<u64> {
+    let len = file
+        .metadata()
+        .with_context(|| format!("inspecting {}", path.display()))?
+        .len();
+    let pos = if len < pos {
+        eprintln!("jobwarden: {} shrank; printing it again", path.display());
+        0
+    } else {
+        pos
+    };
+    file.seek(SeekFrom::Start(pos))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let copied = std::io::copy(&mut (&mut *file).take(len - pos), out)
+        .with_context(|| format!("copying {} to stdout", path.display()))?;
+    out.flush().context("writing to stdout")?;
+    Ok(pos + copied)
+}
+
+/// `-f`: print what the job writes until its record is terminal, then its
+/// final state on stderr.
+fn follow(
+    layout: &Layout,
+    id: &JobId,
+    mut log: Option<File>,
+    mut pos: u64,
+    out: &mut impl Write,
+) -> anyhow::Result<ExitCode> {
+    let path = layout.job_log(id);
+    let wake = Wake::new(&layout.run_dir(id));
+    loop {
+        let rec = JobRecord::load_job(layout, id)?;
+        if log.is_none() {
+            log = open_log(&path)?;
+        }
+        if let Some(file) = log.as_mut() {
+            pos = copy_new(file, pos, out, &path)?;
+        }
+        if rec.state.is_terminal() {
+            // Read before the record above was loaded, the log may have
+            // grown since; now that the job has ended it grows no more.
+            if log.is_none() {
+                log = open_log(&path)?;
+            }
+            if let Some(file) = log.as_mut() {
+                copy_new(file, pos, out, &path)?;
+            }
+            eprintln!("job {id} {}", final_state(&rec));
+            return Ok(ExitCode::SUCCESS);
+        }
+        wake.wait();
+    }
+}
+
+/// Sleeps until something changes in a run folder, or a re-check is due.
+struct Wake {
+    /// The watcher must live as long as its channel is read.
+    watch: Option<(RecommendedWatcher, Receiver<()>)>,
+}
+
+impl Wake {
+    fn new(dir: &Path) -> Self {
+        let (tx, rx) = channel();
+        let handler = move |_: notify::Result<notify::Event>| {
+            let _ = tx.send(());
+        };
+        let watch = RecommendedWatcher::new(handler, notify::Config::default())
+            .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).map(|()| w));
+        match watch {
+            Ok(w) => Wake {
+                watch: Some((w, rx)),
+            },
+            Err(e) => {
+                tracing::debug!("cannot watch {}: {e}; polling", dir.display());
+                Wake { watch: None }
+            }
+        }
+    }
+
+    /// Until an event (then every event already queued is taken with it)
+    /// or the re-check interval.
+    fn wait(&self) {
+        let Some((_, rx)) = &self.watch else {
+            std::thread::sleep(POLL);
+            return;
+        };
+        match rx.recv_timeout(WATCHED_RECHECK) {
+            Ok(()) => while rx.try_recv().is_ok() {},
+            Err(RecvTimeoutError::Timeout) => {}
+            // The watcher's thread is gone: fall back to a poll's pace.
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tail_of(content: &[u8], n: u32) -> Vec<u8> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.log");
+        crate::fsio::write_atomic(&path, content).expect("write");
+        let mut f = File::open(&path).expect("open");
+        let start = tail_start(&mut f, n, &path).expect("tail");
+        content[start as usize..].to_vec()
+    }
+
+    #[test]
+    fn tail_counts_lines_from_the_end() {
+        assert_eq!(tail_of(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(tail_of(b"a\nb\nc", 2), b"b\nc", "an unterminated last line");
+        assert_eq!(tail_of(b"a\nb\n", 5), b"a\nb\n", "fewer lines than asked");
+        assert_eq!(tail_of(b"", 1), b"");
+        assert_eq!(tail_of(b"\n\n", 1), b"\n", "an empty last line");
+    }
+
+    #[test]
+    fn tail_reads_across_blocks_and_keeps_bytes() {
+        let mut content = vec![0xffu8; (TAIL_BLOCK as usize) * 2 + 7];
+        content.extend_from_slice(b"\nlast \xfe line\n");
+        assert_eq!(tail_of(&content, 1), b"last \xfe line\n");
+        let two = tail_of(&content, 2);
+        assert_eq!(two.len(), content.len(), "the first line spans blocks");
+    }
 }

@@ -1,5 +1,7 @@
 //! Printing shared by the commands: JSON on stdout, and the human forms of
-//! durations, ages, prompt names and table cells (80-column tables).
+//! durations, ages, prompt names, final states and table cells (80-column
+//! tables). A reader that closes stdout early (`| head`) ends a command
+//! quietly ([`quiet_on_closed_pipe`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,12 +12,54 @@ use serde::Serialize;
 
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
+use crate::job::{JobRecord, JobState};
 
 /// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, value).context("writing JSON to stdout")?;
     writeln!(out).context("writing to stdout")
+}
+
+/// Did `e` come from writing to a pipe whose reader has gone (`| head`)?
+pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::BrokenPipe;
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(BrokenPipe)
+    })
+}
+
+/// A command's result, except that a closed stdout ends it quietly with
+/// status 0: the reader asked for no more, which is not an error.
+pub fn quiet_on_closed_pipe(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode> {
+    match result {
+        Err(e) if is_closed_pipe(&e) => Ok(ExitCode::SUCCESS),
+        other => other,
+    }
+}
+
+/// How a job ended, in one line: `succeeded`, `failed (exit 3): <reason>`,
+/// `aborted (SIGTERM): <reason>`. For a job that has not ended, its state.
+pub fn final_state(rec: &JobRecord) -> String {
+    let mut line = rec.state.to_string();
+    match (rec.exit_code, rec.signal.as_deref()) {
+        (Some(code), _) if rec.state != JobState::Succeeded => {
+            line.push_str(&format!(" (exit {code})"));
+        }
+        (None, Some(signal)) => line.push_str(&format!(" ({signal})")),
+        _ => {}
+    }
+    if let Some(reason) = rec.state_reason.as_deref().filter(|r| !r.is_empty()) {
+        line.push_str(": ");
+        line.push_str(reason);
+    }
+    line
 }
 
 /// `project/name`, or `name` for a prompt at the top of the inbox.
@@ -146,6 +190,15 @@ mod tests {
         assert_eq!(fmt_bytes(1023), "1023 B");
         assert_eq!(fmt_bytes(8 * 1024 * 1024), "8.0 MiB");
         assert_eq!(fmt_bytes(245_384_572_928), "228.5 GiB");
+    }
+
+    #[test]
+    fn a_closed_pipe_is_recognised_through_context() {
+        let io = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let e = anyhow::Error::from(io).context("writing to stdout");
+        assert!(is_closed_pipe(&e));
+        let other = anyhow::anyhow!("disk full").context("writing to stdout");
+        assert!(!is_closed_pipe(&other));
     }
 
     #[test]

@@ -1,9 +1,114 @@
-//! `jobwarden retry` (being written).
+//! `jobwarden retry <job> [--now]`: put the prompt of a job that has ended
+//! back in the inbox for another attempt.
+//!
+//! The archived prompt is copied (the archive keeps the history) to the
+//! prompt's inbox folder and renamed to `<name>.prompt.md` without
+//! replacing anything, with a retry request beside it so that the daemon
+//! claims it as attempt `n + 1` of this job, and with `--now` without
+//! waiting for the cooldown (`retry::request`). A job that has not ended,
+//! or a prompt of that name already waiting or running, is refused
+//! (exit 2): the operator decides what happens to those first.
 
 use std::process::ExitCode;
 
-use crate::cli::GlobalArgs;
+use anyhow::{Context, bail};
 
-pub fn run<A>(_global: &GlobalArgs, _args: &A) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`jobwarden retry` is not available yet")
+use super::No;
+use super::output::prompt_label;
+use crate::cli::{GlobalArgs, RetryArgs};
+use crate::fsio;
+use crate::job::JobRecord;
+use crate::layout::Layout;
+use crate::retry::request::{self, PutBack};
+
+pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    let id = {
+        let ledger = super::open_ledger(&layout)?;
+        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
+    };
+    if !layout.job_json(&id).exists() {
+        return Err(No(format!(
+            "job {id} has no record under {} (pruned by retention?)",
+            layout.runs().display()
+        ))
+        .into());
+    }
+    let rec = JobRecord::load_job(&layout, &id)?;
+    let label = prompt_label(&rec.project, &rec.name);
+    check_retryable(&layout, &rec, &label)?;
+    let archived = archived_prompt(&layout, &rec, config.max_prompt_bytes)?;
+    let prompt = rec.prompt_name();
+    let placed = request::put_back(&layout, &prompt, &archived, &id, rec.attempt, args.now)?;
+    if placed == PutBack::NameTaken {
+        bail!(
+            "{label} appeared in the inbox meanwhile ({}); nothing was put back",
+            layout.waiting_prompt(&prompt).display()
+        );
+    }
+    let when = if args.now {
+        "; it starts without waiting for a cooldown"
+    } else {
+        ""
+    };
+    println!("{label} put back for attempt {}{when}", rec.attempt + 1);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuse a job that has not ended, and a prompt already in the inbox.
+fn check_retryable(layout: &Layout, rec: &JobRecord, label: &str) -> anyhow::Result<()> {
+    let id = &rec.job_id;
+    if !rec.state.is_terminal() {
+        bail!(
+            "job {id} ({label}) is still {}; abort it first (`jobwarden abort {id}`) or let it end",
+            rec.state
+        );
+    }
+    let prompt = rec.prompt_name();
+    let waiting = layout.waiting_prompt(&prompt);
+    if std::fs::symlink_metadata(&waiting).is_ok() {
+        bail!(
+            "{label} already waits in the inbox ({}); it is claimed as the next attempt once any cooldown ends",
+            waiting.display()
+        );
+    }
+    let running = layout.running_prompt(&prompt);
+    if std::fs::symlink_metadata(&running).is_ok() {
+        bail!(
+            "a job of {label} holds {}; let it end or abort it first",
+            running.display()
+        );
+    }
+    Ok(())
+}
+
+/// The bytes of the job's archived prompt.
+fn archived_prompt(layout: &Layout, rec: &JobRecord, max: u64) -> anyhow::Result<Vec<u8>> {
+    let id = &rec.job_id;
+    let Some(rel) = rec.archive_path.as_deref() else {
+        bail!(
+            "job {id}'s prompt is not in the archive ({}); retry the newest job of {} instead",
+            rec.disposition
+                .as_deref()
+                .unwrap_or("it was never archived"),
+            prompt_label(&rec.project, &rec.name)
+        );
+    };
+    let path = layout.resolve(rel);
+    let (bytes, over) = match fsio::read_capped_nofollow(&path, max) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "job {id}'s archived prompt {} is gone (retention prunes archived prompts); drop the prompt again by hand",
+            path.display()
+        ),
+        Err(e) => return Err(e).context("reading the archived prompt"),
+    };
+    if over {
+        bail!(
+            "the archived prompt {} is over max_prompt_bytes ({}); the daemon would reject it",
+            path.display(),
+            crate::config::format_size(max)
+        );
+    }
+    Ok(bytes)
 }

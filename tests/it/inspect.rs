@@ -330,7 +330,11 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     sb.drop_prompt("proj", "tinted", "x\n");
     sb.wait_done("proj", "tinted", secs(15));
     let piped = sb.run(&["jobs"]);
-    assert!(!piped.stdout.contains('\x1b'), "plain through a pipe: {:?}", piped.stdout);
+    assert!(
+        !piped.stdout.contains('\x1b'),
+        "plain through a pipe: {:?}",
+        piped.stdout
+    );
 
     let line = format!(
         "{} --root {} --config {} jobs",
@@ -340,7 +344,8 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     );
     let on_tty = |no_color: Option<&str>| {
         let mut cmd = std::process::Command::new("script");
-        cmd.args(["-qec", &line, "/dev/null"]).env_remove("NO_COLOR");
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env_remove("NO_COLOR");
         if let Some(v) = no_color {
             cmd.env("NO_COLOR", v);
         }
@@ -351,7 +356,10 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
         return;
     };
     let text = String::from_utf8_lossy(&tty.stdout);
-    assert!(text.contains("\x1b[32m"), "succeeded in green on a terminal: {text:?}");
+    assert!(
+        text.contains("\x1b[32m"),
+        "succeeded in green on a terminal: {text:?}"
+    );
     let plain = on_tty(Some("1")).expect("script ran before");
     assert!(
         !String::from_utf8_lossy(&plain.stdout).contains("\x1b["),

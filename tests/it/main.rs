@@ -10,6 +10,7 @@ mod support;
 
 mod abort;
 mod bad_input;
+mod cli;
 mod concurrency;
 mod config;
 mod daemon;
