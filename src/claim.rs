@@ -28,6 +28,7 @@
 //! with its reason, under a generated id, its file moved to
 //! `archive/rejected/`: nothing is followed, nothing is lost.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -35,11 +36,12 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
+use crate::config::Selection;
 use crate::error::{IoError, JobError};
 use crate::events::EventLog;
-use crate::front_matter;
+use crate::front_matter::{self, FrontMatter};
 use crate::fsio::{self, Renamed};
-use crate::job::{JobId, JobRecord, JobState};
+use crate::job::{JobId, JobRecord, JobState, Overrides};
 use crate::layout::{InboxEntry, Layout, PromptName};
 use crate::ledger::Ledger;
 use crate::terminal::{Ending, Finisher};
@@ -133,7 +135,7 @@ impl Claimer<'_> {
         made: &mut Option<JobId>,
     ) -> Result<Claimed, JobError> {
         let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
-        let verdict = self.examine(running, attempt)?;
+        let verdict = self.examine(running, prompt, attempt)?;
         let id = match &verdict {
             Verdict::Run { id, .. } => id.clone(),
             Verdict::Reject { .. } => JobId::generate(),
@@ -142,12 +144,16 @@ impl Claimer<'_> {
         *made = Some(id.clone());
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
-        rec.profile = Some(self.config.default_profile().name.clone());
         if let Some((previous, n)) = &prior.requeued_by {
             rec.retry_of = Some(previous.clone());
             rec.attempt = n + 1;
         }
-        let mut events = EventLog::open(&self.layout.events(&id), self.config.events);
+        if let Verdict::Run { settings, .. } = &verdict {
+            settings.apply(&mut rec);
+        } else {
+            rec.profile = Some(self.config.default_profile().name.clone());
+        }
+        let mut events = EventLog::open(&self.layout.events(&id), self.config.events_for(&rec));
         let (text, body_start) = match verdict {
             Verdict::Run {
                 text, body_start, ..
@@ -173,7 +179,12 @@ impl Claimer<'_> {
 
     /// Read the claimed prompt and decide: run it (under which id), or
     /// reject it (why). Only the environment failing is an error.
-    fn examine(&mut self, running: &Path, attempt: u32) -> Result<Verdict, JobError> {
+    fn examine(
+        &mut self,
+        running: &Path,
+        prompt: &PromptName,
+        attempt: u32,
+    ) -> Result<Verdict, JobError> {
         let text = match read_prompt(running, self.config.max_prompt_bytes) {
             Ok(text) => text,
             Err(Refusal::Input(reason)) => return Ok(Verdict::reject(reason, None)),
@@ -184,6 +195,19 @@ impl Claimer<'_> {
             Ok(parsed) => parsed,
             Err(e) => {
                 let reason = format!("invalid {e}; fix the front matter and drop the prompt again");
+                return Ok(Verdict::reject(reason, sha256()));
+            }
+        };
+        // The route its folder matches and the profile (the front matter's,
+        // else the route's): a prompt that cannot run there is rejected now,
+        // not failed later.
+        let settings = match self
+            .config
+            .select(&prompt.project, parsed.front.profile.as_deref())
+        {
+            Ok(sel) => Settings::new(&sel, &parsed.front),
+            Err(reason) => {
+                let reason = format!("cannot be routed: {reason}");
                 return Ok(Verdict::reject(reason, sha256()));
             }
         };
@@ -206,6 +230,7 @@ impl Claimer<'_> {
             id,
             text,
             body_start,
+            settings,
         })
     }
 
@@ -273,7 +298,10 @@ impl Claimer<'_> {
         // The file's own name is unusable as a key: the record says
         // "unnamed" and its reason quotes the original.
         let rec = JobRecord::new_queued(id, &unnamed(), archive_rel, self.host);
-        let events = EventLog::open(&self.layout.events(&rec.job_id), self.config.events);
+        let events = EventLog::open(
+            &self.layout.events(&rec.job_id),
+            self.config.events_for(&rec),
+        );
         let reason = format!(
             "inbox file {display:?} has an invalid name: {reason}; rename it to a plain name and drop it again"
         );
@@ -324,6 +352,7 @@ enum Verdict {
         id: JobId,
         text: String,
         body_start: Option<usize>,
+        settings: Settings,
     },
     /// Refuse it; the digest of its bytes when they could be read.
     Reject {
@@ -335,6 +364,42 @@ enum Verdict {
 impl Verdict {
     fn reject(reason: String, sha256: Option<String>) -> Self {
         Verdict::Reject { reason, sha256 }
+    }
+}
+
+/// What the route and the front matter decide for a job, written into its
+/// record: the monitor runs it as the record says.
+struct Settings {
+    profile: String,
+    route: Option<String>,
+    captures: BTreeMap<String, String>,
+    priority: i32,
+    overrides: Overrides,
+}
+
+impl Settings {
+    fn new(sel: &Selection<'_>, front: &FrontMatter) -> Self {
+        Settings {
+            profile: sel.profile.name.clone(),
+            route: sel.route.map(|(_, r)| r.pattern.source().to_owned()),
+            captures: sel.captures.clone(),
+            priority: front.priority.unwrap_or(0),
+            overrides: Overrides {
+                timeout_ms: front
+                    .timeout
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                max_attempts: front.max_attempts,
+                events: front.events,
+            },
+        }
+    }
+
+    fn apply(&self, rec: &mut JobRecord) {
+        rec.profile = Some(self.profile.clone());
+        rec.route = self.route.clone();
+        rec.captures = self.captures.clone();
+        rec.priority = self.priority;
+        rec.overrides = self.overrides.clone();
     }
 }
 

@@ -61,6 +61,9 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
 
+    /// Which route, profile and commands a prompt at a path would get (runs nothing).
+    Route(RouteArgs),
+
     /// Query and maintain the execution-history ledger.
     #[command(subcommand)]
     History(HistoryCommand),
@@ -96,6 +99,18 @@ pub struct SubmitArgs {
     pub wait: bool,
 
     /// Print one JSON object (`job_id`, `prompt_path`, `project`, `name`; with --wait the end too).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    /// A prompt's path relative to inbox/ (`acme/api/main/fix.prompt.md`),
+    /// or under the root's inbox/ as an absolute path.
+    #[arg(value_name = "PATH")]
+    pub path: String,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::GlobalArgs;
 
+mod route;
 mod template;
 
-pub use template::{Template, Vars};
+pub use route::{Route, RoutePattern};
+pub use template::{Template, Vars, vars};
 
 /// The profile used when nothing selects another.
 pub const DEFAULT_PROFILE: &str = "default";
@@ -141,6 +143,20 @@ pub struct Profile {
     /// How long a `failure` or `timeout` defers the prompt's next claim.
     pub cooldown: Duration,
     pub rate_limit: RateLimit,
+    /// Runs before the main command (cwd: the run folder), e.g. to create
+    /// the workdir as a git worktree.
+    pub prepare: Option<Phase>,
+    /// Runs after the main command succeeded (cwd: the workdir), e.g. to
+    /// commit, push and open a pull request; its last non-empty stdout line
+    /// is the job's `result_ref`.
+    pub publish: Option<Phase>,
+}
+
+/// A `prepare` or `publish` command.
+#[derive(Debug, Clone)]
+pub struct Phase {
+    pub command: Vec<Template>,
+    pub timeout: Duration,
 }
 
 /// When a failed attempt counts as `rate_limited`, and its own cooldown.
@@ -203,6 +219,8 @@ pub struct Config {
     /// Bytes of each output stream's tail kept in the ledger.
     pub artifact_tail_bytes: u64,
     pub retention: Retention,
+    /// `[[route]]` entries, in order: the first that matches wins.
+    pub routes: Vec<Route>,
 }
 
 // ---------------------------------------------------------------------------
@@ -231,6 +249,8 @@ struct RawConfig {
     gc_interval: Option<String>,
     #[serde(default)]
     profiles: BTreeMap<String, RawProfile>,
+    #[serde(default, rename = "route")]
+    routes: Vec<route::RawRoute>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -245,6 +265,15 @@ struct RawProfile {
     max_attempts: Option<i64>,
     cooldown: Option<String>,
     rate_limit: Option<RawRateLimit>,
+    prepare: Option<RawPhase>,
+    publish: Option<RawPhase>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPhase {
+    command: Vec<String>,
+    timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -357,6 +386,8 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
         toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
     let v = Validator { err: &err };
     let profiles = v.profiles(&raw.profiles)?;
+    let env_name = |key: &str, name: &str| v.env_name(key, name).map_err(|e| e.message);
+    let routes = route::build(&raw.routes, &profiles, &env_name).map_err(&err)?;
     Ok(Config {
         source,
         text: text.to_owned(),
@@ -392,6 +423,7 @@ pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
                 as usize,
             gc_interval: v.duration("gc_interval", raw.gc_interval, "1h", true)?,
         },
+        routes,
     })
 }
 
@@ -538,20 +570,40 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
                 key("command")
             )));
         }
-        let command = command
-            .iter()
-            .map(|a| {
-                Template::parse(a, Template::JOB_VARS)
-                    .map_err(|e| (self.err)(format!("{}: {e}", key("command"))))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let command = self.argv(&key("command"), &command)?;
         let workdir_text = p
             .workdir
             .clone()
             .or_else(|| base.workdir.clone())
             .unwrap_or_else(|| "{run_dir}".into());
-        let workdir = Template::parse(&workdir_text, Template::WORKDIR_VARS)
+        let workdir = Template::parse_open(&workdir_text)
             .map_err(|e| (self.err)(format!("{}: {e}", key("workdir"))))?;
+        if workdir.uses("workdir") {
+            return Err((self.err)(format!(
+                "{}: {workdir_text:?} cannot use {{workdir}} itself",
+                key("workdir")
+            )));
+        }
+        let phase = |which: &str, raw: Option<&RawPhase>| -> Result<Option<Phase>, ConfigError> {
+            let Some(raw) = raw else { return Ok(None) };
+            let k = key(which);
+            if raw.command.is_empty() || raw.command[0].is_empty() {
+                return Err((self.err)(format!(
+                    "{k}.command: must name a program, e.g. [\"/usr/local/lib/jobwarden/worktree-prepare\", ...]"
+                )));
+            }
+            Ok(Some(Phase {
+                command: self.argv(&format!("{k}.command"), &raw.command)?,
+                timeout: self.duration(
+                    &format!("{k}.timeout"),
+                    raw.timeout.clone(),
+                    "10m",
+                    true,
+                )?,
+            }))
+        };
+        let prepare = phase("prepare", p.prepare.as_ref().or(base.prepare.as_ref()))?;
+        let publish = phase("publish", p.publish.as_ref().or(base.publish.as_ref()))?;
         let via = p.prompt_via.clone().or_else(|| base.prompt_via.clone());
         let timeout = p.timeout.clone().or_else(|| base.timeout.clone());
         let attempts = p.max_attempts.or(base.max_attempts);
@@ -584,7 +636,17 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             max_attempts: self.count(&key("max_attempts"), attempts, 1, 1, 100)? as u32,
             cooldown: self.duration(&key("cooldown"), cooldown, "2h", false)?,
             rate_limit: self.rate_limit(&key("rate_limit"), rate_limit)?,
+            prepare,
+            publish,
         })
+    }
+
+    /// An argv of templates: job placeholders, or names a route captures
+    /// (checked against the routes that select the profile).
+    fn argv(&self, key: &str, args: &[String]) -> Result<Vec<Template>, ConfigError> {
+        args.iter()
+            .map(|a| Template::parse_open(a).map_err(|e| (self.err)(format!("{key}: {e}"))))
+            .collect()
     }
 
     fn rate_limit(&self, key: &str, raw: RawRateLimit) -> Result<RateLimit, ConfigError> {
@@ -756,12 +818,112 @@ impl Config {
         toml::to_string(&shown).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
     }
 
-    /// The profile a job uses. Selection by route and front matter comes
-    /// with routing; until then every job uses `default`.
+    /// The `default` profile: prompts no route matches run on it.
     pub fn default_profile(&self) -> &Profile {
         // `profiles()` always inserts the default profile.
         &self.profiles[DEFAULT_PROFILE]
     }
+
+    /// Which route, profile and captures a prompt in folder `project` gets;
+    /// `profile` (front matter) replaces the route's profile. An error is
+    /// why the prompt cannot run (it is rejected with it).
+    pub fn select(&self, project: &str, profile: Option<&str>) -> Result<Selection<'_>, String> {
+        let matched = self
+            .routes
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| r.pattern.matches(project).map(|c| (i, r, c)));
+        let (route, captures) = match matched {
+            Some((i, r, c)) => (Some((i, r)), c),
+            None => (None, BTreeMap::new()),
+        };
+        for (k, v) in &captures {
+            crate::layout::validate_segment(v).map_err(|e| {
+                format!("route capture {{{k}}} = {v:?} {e}; it cannot be used in a path")
+            })?;
+        }
+        let name = profile
+            .or(route.map(|(_, r)| r.profile.as_str()))
+            .unwrap_or(DEFAULT_PROFILE);
+        let chosen = self.profiles.get(name).ok_or_else(|| {
+            format!(
+                "profile {name:?} is not defined; the profiles are: {}",
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        })?;
+        if let Some(v) = route::needed_captures(chosen).find(|v| !captures.contains_key(*v)) {
+            let by = route.map_or("no route matches its folder".to_owned(), |(i, r)| {
+                format!(
+                    "route #{} (match = {:?}) does not capture it",
+                    i + 1,
+                    r.pattern.source()
+                )
+            });
+            return Err(format!("profile {name:?} uses {{{v}}}, but {by}"));
+        }
+        Ok(Selection {
+            route,
+            profile: chosen,
+            captures,
+        })
+    }
+
+    /// The profile a job was claimed with (its record names it).
+    pub fn profile_of(&self, rec: &crate::job::JobRecord) -> Result<&Profile, String> {
+        let name = rec.profile.as_deref().unwrap_or(DEFAULT_PROFILE);
+        self.profiles.get(name).ok_or_else(|| {
+            format!("profile {name:?} of this job is no longer in the configuration; restore it or retry the prompt")
+        })
+    }
+
+    /// Whether a job writes `events.jsonl`: its front matter, else `events`.
+    pub fn events_for(&self, rec: &crate::job::JobRecord) -> bool {
+        rec.overrides.events.unwrap_or(self.events)
+    }
+
+    /// The main command's timeout of a job: its front matter's, else its
+    /// profile's.
+    pub fn timeout_for(&self, rec: &crate::job::JobRecord, profile: &Profile) -> Duration {
+        rec.overrides
+            .timeout_ms
+            .map_or(profile.timeout, Duration::from_millis)
+    }
+
+    /// The route a job was claimed through, if it still exists.
+    pub fn route_of(&self, rec: &crate::job::JobRecord) -> Option<&Route> {
+        let pattern = rec.route.as_deref()?;
+        self.routes.iter().find(|r| r.pattern.source() == pattern)
+    }
+
+    /// Pairs of routes some folder matches both of (the first wins there):
+    /// worth a look, not an error.
+    pub fn overlapping_routes(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (j, later) in self.routes.iter().enumerate() {
+            for (i, earlier) in self.routes[..j].iter().enumerate() {
+                if earlier.pattern.overlaps(&later.pattern) {
+                    out.push(format!(
+                        "route #{} (match = {:?}) overlaps route #{} (match = {:?}): folders matching both go to route #{}",
+                        j + 1,
+                        later.pattern.source(),
+                        i + 1,
+                        earlier.pattern.source(),
+                        i + 1
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What [`Config::select`] chose for a prompt.
+#[derive(Debug)]
+pub struct Selection<'a> {
+    /// The matching route and its position, if any matched.
+    pub route: Option<(usize, &'a Route)>,
+    pub profile: &'a Profile,
+    pub captures: BTreeMap<String, String>,
 }
 
 /// First line of the config handed from the daemon to a monitor. The frame

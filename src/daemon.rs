@@ -146,8 +146,11 @@ struct Daemon {
     host: String,
     started_at: Timestamp,
     watcher: Option<InboxWatcher>,
-    /// Claimed jobs waiting for a slot, oldest claim first.
+    /// Claimed jobs waiting for a slot: higher priority first, then oldest
+    /// claim first.
     queue: VecDeque<JobId>,
+    /// Priorities of queued jobs other than 0.
+    priorities: HashMap<JobId, i32>,
     running: HashMap<JobId, Slot>,
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
     /// Prompts whose `.running.md` name is held by an earlier job of the
@@ -188,6 +191,7 @@ impl Daemon {
             started_at: Timestamp::now(),
             watcher: None,
             queue: VecDeque::new(),
+            priorities: HashMap::new(),
             running: HashMap::new(),
             monitors: JoinSet::new(),
             blocked: HashMap::new(),
@@ -359,7 +363,14 @@ impl Daemon {
             }
         };
         let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
-        let cooldowns = retry::cooldowns(self.config.default_profile());
+        // The cooldowns of the profile the last run used (a profile since
+        // removed from the config: the default's).
+        let last_profile = last
+            .as_ref()
+            .and_then(|l| l.profile.as_deref())
+            .and_then(|p| self.config.profiles.get(p))
+            .unwrap_or_else(|| self.config.default_profile());
+        let cooldowns = retry::cooldowns(last_profile);
         let now = Timestamp::now().epoch_ms();
         let skip_cooldown = request.as_ref().is_some_and(|r| r.now);
         if let Some(until) = last
@@ -411,7 +422,7 @@ impl Daemon {
                         tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
                     }
                 }
-                self.enqueue(rec.job_id);
+                self.enqueue(rec.job_id, rec.priority);
                 self.dispatch();
             }
             Ok(Claimed::Rejected(rec)) => {
@@ -441,11 +452,21 @@ impl Daemon {
         }
     }
 
-    fn enqueue(&mut self, id: JobId) {
+    /// Queue a claimed job: after every job of the same or a higher
+    /// priority (equal priorities keep their claim order).
+    fn enqueue(&mut self, id: JobId, priority: i32) {
         if let Some(w) = self.watcher.as_mut() {
             w.watch_run_dir(&self.layout.run_dir(&id));
         }
-        self.queue.push_back(id);
+        let at = self
+            .queue
+            .iter()
+            .position(|q| self.priorities.get(q).copied().unwrap_or(0) < priority)
+            .unwrap_or(self.queue.len());
+        if priority != 0 {
+            self.priorities.insert(id.clone(), priority);
+        }
+        self.queue.insert(at, id);
     }
 
     // -- scheduling ----------------------------------------------------------
@@ -456,6 +477,7 @@ impl Daemon {
             let Some(id) = self.queue.pop_front() else {
                 return;
             };
+            self.priorities.remove(&id);
             if let Some(w) = self.watcher.as_mut() {
                 w.unwatch_run_dir(&self.layout.run_dir(&id));
             }
@@ -652,12 +674,13 @@ impl Daemon {
             return;
         };
         self.queue.remove(pos);
+        self.priorities.remove(id);
         if let Some(w) = self.watcher.as_mut() {
             w.unwatch_run_dir(&self.layout.run_dir(id));
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(&self.layout.events(id), self.config.events);
+            let mut events = EventLog::open(&self.layout.events(id), self.config.events_for(&rec));
             events.append("abort_requested", json!({"while": "queued"}));
             let reason = abort::reason(&self.layout, id);
             let mut finisher = Finisher {
@@ -844,8 +867,8 @@ impl Daemon {
             tracing::info!(job = %id, "re-adopted a running job");
             self.running.insert(id, Slot::Adopted);
         }
-        for id in recovered.queued {
-            self.enqueue(id);
+        for (id, priority) in recovered.queued {
+            self.enqueue(id, priority);
         }
     }
 

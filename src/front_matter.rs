@@ -25,13 +25,35 @@ const FENCE: &str = "---";
 
 /// Every key [`FrontMatter::set`] understands, in the order error messages
 /// list them. A key is added here and as one arm of `set`.
-pub const KEYS: &[&str] = &["job_id"];
+pub const KEYS: &[&str] = &[
+    "job_id",
+    "profile",
+    "timeout",
+    "max_attempts",
+    "priority",
+    "events",
+];
+
+/// Bounds of `priority` (higher starts first; 0 is the default).
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
 
 /// The values a prompt's front matter sets; `None` when absent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FrontMatter {
     /// The job's id instead of a generated one (validated, unique per root).
     pub job_id: Option<JobId>,
+    /// The profile to run, instead of the one the route (or `default`)
+    /// selects. Whether it exists is checked by the claim.
+    pub profile: Option<String>,
+    /// The main command's timeout instead of the profile's.
+    pub timeout: Option<std::time::Duration>,
+    /// Attempts in all instead of the profile's `max_attempts`.
+    pub max_attempts: Option<u32>,
+    /// Higher starts first among queued jobs; equal priorities keep their
+    /// claim order.
+    pub priority: Option<i32>,
+    /// Write `events.jsonl` for this job (overrides the global `events`).
+    pub events: Option<bool>,
 }
 
 impl FrontMatter {
@@ -39,6 +61,47 @@ impl FrontMatter {
     fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         match key {
             "job_id" => self.job_id = Some(JobId::parse(value)?),
+            "profile" => {
+                crate::layout::validate_segment(value)
+                    .map_err(|e| format!("profile {value:?} {e}"))?;
+                self.profile = Some(value.to_owned());
+            }
+            "timeout" => {
+                let d = humantime::parse_duration(value).map_err(|e| {
+                    format!(
+                        "timeout {value:?} is not a duration ({e}); write e.g. \"30m\" or \"2h\""
+                    )
+                })?;
+                if d.is_zero() || d > std::time::Duration::from_secs(365 * 86_400) {
+                    return Err(format!(
+                        "timeout {value:?} must be more than zero and at most 365 days"
+                    ));
+                }
+                self.timeout = Some(d);
+            }
+            "max_attempts" => match value.parse::<u32>() {
+                Ok(n @ 1..=100) => self.max_attempts = Some(n),
+                _ => {
+                    return Err(format!(
+                        "max_attempts {value:?} must be a whole number from 1 to 100"
+                    ));
+                }
+            },
+            "priority" => match value.parse::<i32>() {
+                Ok(n) if PRIORITY_RANGE.contains(&n) => self.priority = Some(n),
+                _ => {
+                    return Err(format!(
+                        "priority {value:?} must be a whole number from {} to {}",
+                        PRIORITY_RANGE.start(),
+                        PRIORITY_RANGE.end()
+                    ));
+                }
+            },
+            "events" => match value {
+                "true" => self.events = Some(true),
+                "false" => self.events = Some(false),
+                _ => return Err(format!("events {value:?} must be true or false")),
+            },
             _ => {
                 return Err(format!(
                     "unknown key {key:?}; the known keys are: {}",
@@ -315,6 +378,30 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("\"profle\""), "{text}");
         assert!(text.contains("job_id"), "{text}");
+    }
+
+    #[test]
+    fn every_key_parses_its_values_and_refuses_bad_ones() {
+        let text = "---\nprofile: review\ntimeout: 30m\nmax_attempts: 2\npriority: -5\nevents: false\n---\nbody\n";
+        let f = parse(text).expect("valid").front;
+        assert_eq!(f.profile.as_deref(), Some("review"));
+        assert_eq!(f.timeout, Some(std::time::Duration::from_secs(1800)));
+        assert_eq!(
+            (f.max_attempts, f.priority, f.events),
+            (Some(2), Some(-5), Some(false))
+        );
+        for bad in [
+            "profile: ../x",
+            "timeout: soon",
+            "timeout: 0s",
+            "max_attempts: 0",
+            "max_attempts: many",
+            "priority: 5000",
+            "events: yes",
+        ] {
+            let text = format!("---\n{bad}\n---\nbody\n");
+            assert!(parse(&text).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -30,7 +30,8 @@ use crate::terminal::{Ending, Finisher};
 /// What the daemon must take over.
 #[derive(Debug, Default)]
 pub struct Recovered {
-    pub queued: Vec<JobId>,
+    /// Queued jobs with their priorities, in claim order.
+    pub queued: Vec<(JobId, i32)>,
     /// Jobs whose monitor still runs.
     pub adopted: Vec<JobId>,
 }
@@ -64,12 +65,13 @@ pub fn reconcile(
         match monitor_state(layout, &id) {
             Monitor::Alive => {
                 let fields = serde_json::json!({"monitor_pid": rec.monitor_pid});
-                EventLog::open(&layout.events(&id), config.events).append("adopted", fields);
+                EventLog::open(&layout.events(&id), config.events_for(&rec))
+                    .append("adopted", fields);
                 out.adopted.push(id);
             }
             Monitor::NeverStarted if rec.state == JobState::Queued => {
                 restore_prompt_copy(layout, &rec);
-                queued.push((rec.created_at, id));
+                queued.push((rec.created_at, id, rec.priority));
             }
             _ => interrupt(
                 layout,
@@ -96,7 +98,7 @@ pub fn reconcile(
     }
     requeue_orphans(layout, &held);
     queued.sort();
-    out.queued = queued.into_iter().map(|(_, id)| id).collect();
+    out.queued = queued.into_iter().map(|(_, id, p)| (id, p)).collect();
     out
 }
 
@@ -169,7 +171,7 @@ pub fn interrupt(
     why: &str,
 ) {
     tracing::warn!(job = %rec.job_id, "{why}");
-    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events);
+    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events_for(rec));
     let mut finisher = Finisher {
         layout,
         config,

@@ -57,7 +57,11 @@ pub fn should_requeue(
     }
     // Interruptions are not the job's failures: they do not use up attempts.
     let interrupted = chain.iter().filter(|o| **o == Outcome::Interrupted).count() as u32;
-    rec.attempt.saturating_sub(interrupted) < profile_of(config, rec).max_attempts
+    let max_attempts = rec
+        .overrides
+        .max_attempts
+        .unwrap_or(profile_of(config, rec).max_attempts);
+    rec.attempt.saturating_sub(interrupted) < max_attempts
 }
 
 /// The cooldowns of a profile.

@@ -10,6 +10,15 @@ pub fn run(global: &GlobalArgs, cmd: &ConfigCommand) -> anyhow::Result<ExitCode>
         ConfigCommand::Check => {
             println!("config OK: {}", config.source);
             println!("root: {}", layout.root().display());
+            println!(
+                "{} profile(s), {} route(s)",
+                config.profiles.len(),
+                config.routes.len()
+            );
+            // Overlaps are legal (the first route wins) but worth a look.
+            for warning in config.overlapping_routes() {
+                println!("warning: {warning}");
+            }
         }
         ConfigCommand::Show => {
             println!("# source: {}", config.source);

@@ -15,6 +15,7 @@ mod logs;
 mod monitor;
 mod output;
 mod retry;
+mod route;
 mod show;
 mod status;
 mod submit;
@@ -60,6 +61,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Retry(args) => retry::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
+        Command::Route(args) => route::run(&cli.global, &args),
         Command::History(cmd) => history::run(&cli.global, &cmd),
         Command::Gc(args) => gc::run(&cli.global, &args),
     }

@@ -19,7 +19,12 @@ enum Part {
 }
 
 /// Values for placeholders, by name.
-pub type Vars = BTreeMap<&'static str, String>;
+pub type Vars = BTreeMap<String, String>;
+
+/// [`Vars`] from literal pairs.
+pub fn vars<const N: usize>(pairs: [(&str, String); N]) -> Vars {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
 
 impl Template {
     /// Placeholders available to a job's command.
@@ -45,6 +50,21 @@ impl Template {
     ];
 
     pub fn parse(source: &str, known: &[&str]) -> Result<Self, String> {
+        Self::parse_checked(source, &|name| known.contains(&name), known)
+    }
+
+    /// Parse, accepting any well-formed placeholder name: for templates
+    /// that may use route captures, checked against the routes once they
+    /// are known ([`Template::names`]).
+    pub fn parse_open(source: &str) -> Result<Self, String> {
+        Self::parse_checked(source, &super::route::is_ident, &[])
+    }
+
+    fn parse_checked(
+        source: &str,
+        accept: &dyn Fn(&str) -> bool,
+        known: &[&str],
+    ) -> Result<Self, String> {
         let mut parts = Vec::new();
         let mut text = String::new();
         let mut chars = source.chars().peekable();
@@ -55,8 +75,26 @@ impl Template {
                     text.push(c);
                 }
                 ('{', _) => {
-                    let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
-                    if !known.contains(&name.as_str()) {
+                    let mut name = String::new();
+                    let mut closed = false;
+                    for c in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        name.push(c);
+                    }
+                    if !closed {
+                        return Err(format!(
+                            "{source:?}: '{{' is never closed (write '{{{{' for a literal brace)"
+                        ));
+                    }
+                    if !accept(&name) && known.is_empty() {
+                        return Err(format!(
+                            "{source:?}: {{{name}}} is not a placeholder name (lowercase letters, digits and '_')"
+                        ));
+                    }
+                    if !accept(&name) {
                         return Err(format!(
                             "{source:?}: unknown placeholder {{{name}}}; known: {}",
                             known
@@ -89,6 +127,14 @@ impl Template {
         &self.source
     }
 
+    /// The placeholder names it uses.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var(v) => Some(v.as_str()),
+            Part::Text(_) => None,
+        })
+    }
+
     /// Does the template use placeholder `name`?
     pub fn uses(&self, name: &str) -> bool {
         self.parts
@@ -116,7 +162,7 @@ mod tests {
     #[test]
     fn renders_known_placeholders_and_escapes() {
         let t = Template::parse("{run_dir}/x-{job_id}{{lit}}", Template::JOB_VARS).expect("parse");
-        let vars = Vars::from([("run_dir", "/r".to_owned()), ("job_id", "J".to_owned())]);
+        let vars = vars([("run_dir", "/r".to_owned()), ("job_id", "J".to_owned())]);
         assert_eq!(t.render(&vars), "/r/x-J{lit}");
         assert!(t.uses("job_id") && !t.uses("name"));
     }

@@ -61,8 +61,34 @@ pub struct JobRecord {
     pub disposition: Option<String>,
     pub host: String,
     pub version: String,
+    /// The `[[route]]` that matched (its `match` pattern); null when none
+    /// did and the prompt runs on `default` (or its front matter's profile).
+    #[serde(default)]
+    pub route: Option<String>,
+    /// What the route captured (`{"repo": "api", "branch": "main"}`).
+    #[serde(default)]
+    pub captures: std::collections::BTreeMap<String, String>,
+    /// Queue order among queued jobs: higher first (front matter `priority`).
+    #[serde(default)]
+    pub priority: i32,
+    /// Settings the prompt's front matter overrode for this job.
+    #[serde(default)]
+    pub overrides: Overrides,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Per-job settings from the prompt's front matter; null where the
+/// profile's (or the global) value applies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overrides {
+    /// The main command's timeout, in milliseconds.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    #[serde(default)]
+    pub events: Option<bool>,
 }
 
 impl JobRecord {
@@ -107,6 +133,10 @@ impl JobRecord {
             disposition: None,
             host: host.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            route: None,
+            captures: Default::default(),
+            priority: 0,
+            overrides: Overrides::default(),
             extra: serde_json::Map::new(),
         }
     }
@@ -141,6 +171,13 @@ impl JobRecord {
         }
         layout::validate_project(&self.project).map_err(|e| format!("project: {e}"))?;
         layout::validate_segment(&self.name).map_err(|e| format!("name {:?} {e}", self.name))?;
+        // Captures and the profile name end up in paths and argv.
+        for (k, v) in &self.captures {
+            layout::validate_segment(v).map_err(|e| format!("capture {k} = {v:?} {e}"))?;
+        }
+        if let Some(p) = &self.profile {
+            layout::validate_segment(p).map_err(|e| format!("profile {p:?} {e}"))?;
+        }
         for (key, value) in [
             ("inbox_path", &self.inbox_path),
             ("archive_path", &self.archive_path),

@@ -16,6 +16,8 @@ pub struct LastRun {
     pub outcome: Outcome,
     pub finished_at: u64,
     pub requeued: bool,
+    /// The profile it ran under: its cooldowns apply.
+    pub profile: Option<String>,
 }
 
 impl LastRun {
@@ -50,7 +52,7 @@ impl Ledger {
         let row = self
             .conn
             .query_row(
-                "SELECT id, attempt, outcome, finished_at, disposition FROM executions
+                "SELECT id, attempt, outcome, finished_at, disposition, profile FROM executions
                  WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
                  ORDER BY finished_at DESC, rowid DESC LIMIT 1",
                 params![project, name],
@@ -61,12 +63,13 @@ impl Ledger {
                         r.get::<_, String>(2)?,
                         r.get::<_, i64>(3)?,
                         r.get::<_, Option<String>>(4)?,
+                        r.get::<_, Option<String>>(5)?,
                     ))
                 },
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some((id, attempt, outcome, finished_at, disposition)) = row else {
+        let Some((id, attempt, outcome, finished_at, disposition, profile)) = row else {
             return Ok(None);
         };
         let outcome = outcome
@@ -78,6 +81,7 @@ impl Ledger {
             outcome,
             finished_at: finished_at.max(0) as u64,
             requeued: disposition.as_deref() == Some("requeued"),
+            profile,
         }))
     }
 

@@ -13,7 +13,7 @@
 
 mod abort_watch;
 mod output;
-mod spawn;
+pub mod spawn;
 
 use std::time::Duration;
 
@@ -89,8 +89,11 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
             ),
         });
     }
-    let events = EventLog::open(&layout.events(&id), config.events);
-    let profile = config.default_profile().clone();
+    let events = EventLog::open(&layout.events(&id), config.events_for(&rec));
+    let (profile, missing) = match config.profile_of(&rec) {
+        Ok(p) => (p.clone(), None),
+        Err(why) => (config.default_profile().clone(), Some(why)),
+    };
     let mut job = Monitor {
         layout,
         config,
@@ -99,6 +102,9 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         events,
         heartbeat_failing: false,
     };
+    if let Some(why) = missing {
+        return job.fail_to_start(why);
+    }
     job.start().await
 }
 
@@ -131,8 +137,15 @@ impl Monitor<'_> {
                 .append("abort_requested", json!({"while": "queued"}));
             return self.end(JobState::Aborted, Some(abort::reason(&self.layout, &id)));
         }
-        let plan = match spawn::plan(&self.layout, &self.profile, &self.rec) {
-            Ok(plan) => plan,
+        let job = spawn::Job {
+            layout: &self.layout,
+            profile: &self.profile,
+            route: self.config.route_of(&self.rec),
+            rec: &self.rec,
+        };
+        let plan = match spawn::plan(&job, spawn::Stage::Run) {
+            Ok(Some(plan)) => plan,
+            Ok(None) => return self.fail_to_start("the profile has no command".into()),
             Err(reason) => return self.fail_to_start(reason),
         };
         self.rec.command = Some(plan.recorded_argv.clone());
@@ -160,7 +173,7 @@ impl Monitor<'_> {
         let pid = child.id() as i32;
         self.rec.pid = Some(pid);
         self.rec.pgid = Some(pid);
-        self.rec.timeout_at = Some(Timestamp::now().plus(self.profile.timeout));
+        self.rec.timeout_at = Some(Timestamp::now().plus(self.timeout()));
         self.rec.heartbeat_at = Some(Timestamp::now());
         if let Err(e) = self.rec.transition(&self.layout, JobState::Running, None) {
             // Never leave a process running that no record shows: kill the
@@ -185,6 +198,12 @@ impl Monitor<'_> {
             json!({"from": JobState::Queued, "to": JobState::Running}),
         );
         self.supervise(child, sink, &mut abort_watch).await
+    }
+
+    /// The main command's timeout: the prompt's front matter's, else the
+    /// profile's.
+    fn timeout(&self) -> Duration {
+        self.config.timeout_for(&self.rec, &self.profile)
     }
 
     /// Put the record's new state in the job index (fail-soft: a stale
@@ -317,7 +336,7 @@ impl Monitor<'_> {
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let timeout = sleep_until(Instant::now() + self.profile.timeout);
+        let timeout = sleep_until(Instant::now() + self.timeout());
         tokio::pin!(timeout);
         let mut ending: Option<EarlyEnd> = None;
         let mut kill_at: Option<Instant> = None;
@@ -329,9 +348,9 @@ impl Monitor<'_> {
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
                 () = &mut timeout, if ending.is_none() => {
-                    let after = humantime::format_duration(self.profile.timeout).to_string();
+                    let after = humantime::format_duration(self.timeout()).to_string();
                     self.events.append("timeout", json!({"after": after}));
-                    let why = EarlyEnd::Timeout(self.profile.timeout);
+                    let why = EarlyEnd::Timeout(self.timeout());
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
                 () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {

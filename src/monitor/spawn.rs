@@ -17,7 +17,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::config::{Profile, PromptVia, Vars};
+use crate::config::{Profile, PromptVia, Route, Vars};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 
@@ -27,6 +27,38 @@ const ENV_ALLOWLIST: &[&str] = &[
 ];
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// Which of a job's commands a plan is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The profile's `prepare` command: runs in the run folder (the workdir
+    /// may not exist yet: creating it is often its job), stdin /dev/null.
+    Prepare,
+    /// The main command: runs in the workdir, gets the prompt.
+    Run,
+    /// The profile's `publish` command: runs in the workdir, stdin /dev/null.
+    Publish,
+}
+
+impl Stage {
+    /// As `failure_stage` and `JOBWARDEN_PHASE` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Prepare => "prepare",
+            Stage::Run => "run",
+            Stage::Publish => "publish",
+        }
+    }
+}
+
+/// What a job runs with: its profile, the route it came through, its record.
+#[derive(Debug, Clone, Copy)]
+pub struct Job<'a> {
+    pub layout: &'a Layout,
+    pub profile: &'a Profile,
+    pub route: Option<&'a Route>,
+    pub rec: &'a JobRecord,
+}
+
 /// A job's process, decided but not yet started.
 #[derive(Debug)]
 pub struct Plan {
@@ -35,65 +67,113 @@ pub struct Plan {
     pub argv: Vec<String>,
     /// argv as recorded: a prompt passed as an argument is elided.
     pub recorded_argv: Vec<String>,
+    /// The job's workdir (the main command's and publish's cwd).
     pub workdir: PathBuf,
+    /// Where this stage runs.
+    pub cwd: PathBuf,
     env: Vec<(String, OsString)>,
     stdin: Option<PathBuf>,
 }
 
-/// Build the plan for `rec` under `profile`, or say why it cannot run.
-pub fn plan(layout: &Layout, profile: &Profile, rec: &JobRecord) -> Result<Plan, String> {
+/// The placeholder values of a job (the route's captures included) and
+/// its workdir: the route's `workdir` if it sets one, else the profile's.
+pub fn vars(job: &Job<'_>) -> (Vars, PathBuf) {
+    let (layout, rec) = (job.layout, job.rec);
     let id = &rec.job_id;
-    let prompt_file = prompt_input(layout, id);
-    let mut vars = Vars::from([
+    let mut vars: Vars = rec.captures.clone();
+    vars.extend(crate::config::vars([
         ("job_id", id.to_string()),
         ("run_dir", layout.run_dir(id).display().to_string()),
-        ("prompt_file", prompt_file.display().to_string()),
+        (
+            "prompt_file",
+            prompt_input(layout, id).display().to_string(),
+        ),
         ("project", rec.project.clone()),
         ("name", rec.name.clone()),
         ("attempt", rec.attempt.to_string()),
         ("root", layout.root().display().to_string()),
-    ]);
-    let workdir = layout.workdir(&profile.workdir.render(&vars));
-    if !workdir.is_dir() {
+    ]));
+    let template = job
+        .route
+        .and_then(|r| r.workdir.as_ref())
+        .unwrap_or(&job.profile.workdir);
+    let workdir = layout.workdir(&template.render(&vars));
+    vars.insert("workdir".into(), workdir.display().to_string());
+    (vars, workdir)
+}
+
+/// Build the plan of `stage` for `job`, or say why it cannot run. `None`
+/// when the profile has no such stage.
+pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, String> {
+    let profile = job.profile;
+    let (vars, workdir) = vars(job);
+    let (templates, key) = match stage {
+        Stage::Prepare => match &profile.prepare {
+            Some(p) => (&p.command, "prepare.command"),
+            None => return Ok(None),
+        },
+        Stage::Run => (&profile.command, "command"),
+        Stage::Publish => match &profile.publish {
+            Some(p) => (&p.command, "publish.command"),
+            None => return Ok(None),
+        },
+    };
+    let cwd = match stage {
+        Stage::Prepare => job.layout.run_dir(&job.rec.job_id),
+        Stage::Run | Stage::Publish => workdir.clone(),
+    };
+    if !cwd.is_dir() {
+        let fix = if profile.prepare.is_some() {
+            format!("profiles.{}.prepare should have created it", profile.name)
+        } else {
+            format!(
+                "create it or fix the workdir of profiles.{} (or of its route)",
+                profile.name
+            )
+        };
         return Err(format!(
-            "workdir {} does not exist or is not a folder; create it or fix profiles.{}.workdir",
-            workdir.display(),
-            profile.name
+            "workdir {} does not exist or is not a folder; {fix}",
+            cwd.display()
         ));
     }
-    vars.insert("workdir", workdir.display().to_string());
-    let mut argv: Vec<String> = profile.command.iter().map(|t| t.render(&vars)).collect();
+    let mut argv: Vec<String> = templates.iter().map(|t| t.render(&vars)).collect();
     let mut recorded_argv = argv.clone();
-    match profile.prompt_via {
-        PromptVia::Stdin => {}
-        PromptVia::Arg => {
-            let text = std::fs::read_to_string(&prompt_file)
-                .map_err(|e| format!("reading the prompt {}: {e}", prompt_file.display()))?;
-            recorded_argv.push(format!("<prompt: {} bytes>", text.len()));
-            argv.push(text);
+    let prompt_file = PathBuf::from(&vars["prompt_file"]);
+    if stage == Stage::Run {
+        match profile.prompt_via {
+            PromptVia::Stdin => {}
+            PromptVia::Arg => {
+                let text = std::fs::read_to_string(&prompt_file)
+                    .map_err(|e| format!("reading the prompt {}: {e}", prompt_file.display()))?;
+                recorded_argv.push(format!("<prompt: {} bytes>", text.len()));
+                argv.push(text);
+            }
+            PromptVia::File if !profile.command.iter().any(|t| t.uses("prompt_file")) => {
+                argv.push(vars["prompt_file"].clone());
+                recorded_argv.push(vars["prompt_file"].clone());
+            }
+            PromptVia::File => {}
         }
-        PromptVia::File if !profile.command.iter().any(|t| t.uses("prompt_file")) => {
-            argv.push(vars["prompt_file"].clone());
-            recorded_argv.push(vars["prompt_file"].clone());
-        }
-        PromptVia::File => {}
     }
-    let env = environment(profile, rec, &vars);
+    let env = environment(job, &vars, stage);
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let program = resolve_program(&argv[0], &workdir, &path_var, &profile.name)?;
-    let stdin = (profile.prompt_via == PromptVia::Stdin).then_some(prompt_file);
-    Ok(Plan {
+    let key = format!("profiles.{}.{key}", profile.name);
+    let program = resolve_program(&argv[0], &cwd, &path_var, &key)?;
+    let stdin =
+        (stage == Stage::Run && profile.prompt_via == PromptVia::Stdin).then_some(prompt_file);
+    Ok(Some(Plan {
         program,
         argv,
         recorded_argv,
         workdir,
+        cwd,
         env,
         stdin,
-    })
+    }))
 }
 
 /// The file holding what the command is given as its prompt: the body
@@ -108,8 +188,11 @@ fn prompt_input(layout: &Layout, id: &JobId) -> PathBuf {
 }
 
 /// The job's whole environment: the allowlist and the profile's
-/// passthrough names from ours, the profile's fixed values, then ours.
-fn environment(profile: &Profile, rec: &JobRecord, vars: &Vars) -> Vec<(String, OsString)> {
+/// passthrough names from ours, the profile's fixed values, the route's,
+/// then ours (`JOBWARDEN_*`, `GIT_TERMINAL_PROMPT=0`: a job never waits
+/// for a password on a terminal it does not have).
+fn environment(job: &Job<'_>, vars: &Vars, stage: Stage) -> Vec<(String, OsString)> {
+    let (profile, rec) = (job.profile, job.rec);
     let mut env: Vec<(String, OsString)> = Vec::new();
     let mut set = |k: &str, v: OsString| {
         env.retain(|(name, _)| name != k);
@@ -127,8 +210,12 @@ fn environment(profile: &Profile, rec: &JobRecord, vars: &Vars) -> Vec<(String, 
     if std::env::var_os("PATH").is_none() {
         set("PATH", DEFAULT_PATH.into());
     }
+    set("GIT_TERMINAL_PROMPT", "0".into());
     for (k, v) in &profile.env {
         set(k, v.into());
+    }
+    for (k, t) in job.route.map(|r| &r.env).into_iter().flatten() {
+        set(k, t.render(vars).into());
     }
     set("JOBWARDEN_JOB_ID", rec.job_id.as_str().into());
     set("JOBWARDEN_RUN_DIR", vars["run_dir"].clone().into());
@@ -136,6 +223,8 @@ fn environment(profile: &Profile, rec: &JobRecord, vars: &Vars) -> Vec<(String, 
     set("JOBWARDEN_ATTEMPT", rec.attempt.to_string().into());
     set("JOBWARDEN_PROJECT", rec.project.clone().into());
     set("JOBWARDEN_NAME", rec.name.clone().into());
+    set("JOBWARDEN_WORKDIR", vars["workdir"].clone().into());
+    set("JOBWARDEN_PHASE", stage.as_str().into());
     env
 }
 
@@ -145,9 +234,9 @@ fn resolve_program(
     program: &str,
     workdir: &Path,
     path_var: &OsString,
-    profile: &str,
+    key: &str,
 ) -> Result<PathBuf, String> {
-    let fix = format!("install it or set profiles.{profile}.command to its full path");
+    let fix = format!("install it or set {key} to its full path");
     if program.contains('/') {
         let path = workdir.join(program);
         return match executable(&path) {
@@ -204,7 +293,7 @@ pub fn spawn(plan: &Plan) -> Result<Child, String> {
     let mut cmd = Command::new(&plan.program);
     cmd.arg0(&plan.argv[0])
         .args(&plan.argv[1..])
-        .current_dir(&plan.workdir)
+        .current_dir(&plan.cwd)
         .env_clear()
         .envs(plan.env.iter().map(|(k, v)| (k, v)))
         .stdin(stdin)

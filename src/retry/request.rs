@@ -211,6 +211,7 @@ mod tests {
             outcome: Outcome::Failure,
             finished_at,
             requeued: false,
+            profile: None,
         }
     }
 

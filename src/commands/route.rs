@@ -1,0 +1,194 @@
+//! `jobwarden route <path> [--json]`: what a prompt dropped at `path` would
+//! get — the route that matches (or none), the profile, the captures, the
+//! workdir and the final argv of each stage — computed exactly as the claim
+//! and the monitor compute them, with an example job id. Nothing runs and
+//! nothing is written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::cli::{GlobalArgs, RouteArgs};
+use crate::config::{PromptVia, Template};
+use crate::job::{JobId, JobRecord};
+use crate::layout::{self, InboxEntry};
+use crate::monitor::spawn;
+
+use super::output::print_json;
+
+/// The id shown in place of the one a real claim would mint.
+const EXAMPLE_ID: &str = "JOB_ID";
+
+pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    let inbox = layout.inbox();
+    let given = Path::new(&args.path);
+    let path = if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        inbox.join(given)
+    };
+    let path = if path.to_string_lossy().ends_with(layout::PROMPT_SUFFIX) {
+        path
+    } else {
+        path.join(format!("prompt{}", layout::PROMPT_SUFFIX))
+    };
+    let prompt = match layout::classify_inbox_path(&inbox, &path) {
+        InboxEntry::Prompt(p) => p,
+        InboxEntry::InvalidName { reason, .. } => {
+            anyhow::bail!("{:?} would be rejected: {reason}", args.path)
+        }
+        InboxEntry::Ignored => anyhow::bail!(
+            "{:?} is not a prompt path under {}: give it relative to inbox/ (like acme/api/main/fix.prompt.md); dotfiles are ignored",
+            args.path,
+            inbox.display()
+        ),
+    };
+    let sel = match config.select(&prompt.project, None) {
+        Ok(sel) => sel,
+        Err(reason) => {
+            let shown = Shown {
+                prompt: prompt.to_string(),
+                route: None,
+                profile: None,
+                captures: BTreeMap::new(),
+                workdir: None,
+                stages: Vec::new(),
+                rejected: Some(reason),
+            };
+            show(&shown, args.json)?;
+            return Ok(ExitCode::from(super::EXIT_NO));
+        }
+    };
+    let id = JobId::parse(EXAMPLE_ID).map_err(anyhow::Error::msg)?;
+    let mut rec = JobRecord::new_queued(id, &prompt, String::new(), "");
+    rec.profile = Some(sel.profile.name.clone());
+    rec.route = sel.route.map(|(_, r)| r.pattern.source().to_owned());
+    rec.captures = sel.captures.clone();
+    let job = spawn::Job {
+        layout: &layout,
+        profile: sel.profile,
+        route: sel.route.map(|(_, r)| r),
+        rec: &rec,
+    };
+    let (vars, workdir) = spawn::vars(&job);
+    let render = |ts: &[Template]| ts.iter().map(|t| t.render(&vars)).collect::<Vec<_>>();
+    let p = sel.profile;
+    let mut stages = Vec::new();
+    if let Some(ph) = &p.prepare {
+        stages.push(Stage::new("prepare", render(&ph.command), ph.timeout));
+    }
+    let mut main = render(&p.command);
+    match p.prompt_via {
+        PromptVia::Arg => main.push("<the prompt's text>".into()),
+        PromptVia::File if !p.command.iter().any(|t| t.uses("prompt_file")) => {
+            main.push(vars["prompt_file"].clone());
+        }
+        _ => {}
+    }
+    stages.push(Stage::new("run", main, p.timeout));
+    if let Some(ph) = &p.publish {
+        stages.push(Stage::new("publish", render(&ph.command), ph.timeout));
+    }
+    let shown = Shown {
+        prompt: prompt.to_string(),
+        route: sel.route.map(|(i, r)| RouteView {
+            number: i + 1,
+            pattern: r.pattern.source().to_owned(),
+        }),
+        profile: Some(p.name.clone()),
+        captures: sel.captures,
+        workdir: Some(workdir.display().to_string()),
+        stages,
+        rejected: None,
+    };
+    show(&shown, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `route --json` (docs/cli-json.md).
+#[derive(Serialize)]
+struct Shown {
+    /// `project/name`.
+    prompt: String,
+    /// The matching route (1-based, as `config check` numbers them), or
+    /// null when none matches and `default` applies.
+    route: Option<RouteView>,
+    profile: Option<String>,
+    captures: BTreeMap<String, String>,
+    workdir: Option<String>,
+    /// In the order they run; `job_id` shows as `JOB_ID`.
+    stages: Vec<Stage>,
+    /// Why such a prompt would be rejected, if it would.
+    rejected: Option<String>,
+}
+
+#[derive(Serialize)]
+struct RouteView {
+    number: usize,
+    pattern: String,
+}
+
+#[derive(Serialize)]
+struct Stage {
+    stage: &'static str,
+    argv: Vec<String>,
+    timeout: String,
+}
+
+impl Stage {
+    fn new(stage: &'static str, argv: Vec<String>, timeout: std::time::Duration) -> Self {
+        Stage {
+            stage,
+            argv,
+            timeout: humantime::format_duration(timeout).to_string(),
+        }
+    }
+}
+
+fn show(s: &Shown, json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(s);
+    }
+    println!("prompt    {}", s.prompt);
+    if let Some(reason) = &s.rejected {
+        println!("rejected  {reason}");
+        return Ok(());
+    }
+    match &s.route {
+        Some(r) => println!("route     #{} (match = {:?})", r.number, r.pattern),
+        None => println!("route     none matches: the default profile applies"),
+    }
+    println!("profile   {}", s.profile.as_deref().unwrap_or("default"));
+    for (k, v) in &s.captures {
+        println!("capture   {{{k}}} = {v}");
+    }
+    if let Some(w) = &s.workdir {
+        println!("workdir   {w}");
+    }
+    for st in &s.stages {
+        let argv = st
+            .argv
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        println!("{:<9} {argv}  (timeout {})", st.stage, st.timeout);
+    }
+    Ok(())
+}
+
+/// An argument as a shell would need it, for reading (argv is never run
+/// through a shell).
+fn shell_quote(a: &str) -> String {
+    let plain = !a.is_empty()
+        && a.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:{}@%+,".contains(c));
+    if plain {
+        a.to_owned()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
