@@ -166,6 +166,8 @@ impl Monitor<'_> {
             Err(e) => return Err(e),
         };
         let sink = LogSink::new(log, self.config.max_log_bytes);
+        // Stamped before the fork, so the recorded run time covers all of it.
+        self.rec.started_at = Some(Timestamp::now());
         let child = match spawn::spawn(&plan) {
             Ok(child) => child,
             Err(reason) => return self.fail_to_start(reason),
