@@ -742,6 +742,25 @@ struct ShownConfig<'a> {
     keep_artifacts: usize,
     gc_interval: String,
     profiles: BTreeMap<&'a str, ShownProfile<'a>>,
+    #[serde(rename = "route", skip_serializing_if = "Vec::is_empty")]
+    routes: Vec<ShownRoute<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShownRoute<'a> {
+    #[serde(rename = "match")]
+    pattern: &'a str,
+    profile: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workdir: Option<&'a str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<&'a str, &'a str>,
+}
+
+#[derive(Serialize)]
+struct ShownPhase<'a> {
+    command: Vec<&'a str>,
+    timeout: String,
 }
 
 #[derive(Serialize)]
@@ -755,6 +774,10 @@ struct ShownProfile<'a> {
     max_attempts: u32,
     cooldown: String,
     rate_limit: ShownRateLimit<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prepare: Option<ShownPhase<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    publish: Option<ShownPhase<'a>>,
 }
 
 #[derive(Serialize)]
@@ -810,8 +833,30 @@ impl Config {
                                 .collect(),
                             cooldown: dur(p.rate_limit.cooldown),
                         },
+                        prepare: p.prepare.as_ref().map(|ph| ShownPhase {
+                            command: ph.command.iter().map(Template::source).collect(),
+                            timeout: dur(ph.timeout),
+                        }),
+                        publish: p.publish.as_ref().map(|ph| ShownPhase {
+                            command: ph.command.iter().map(Template::source).collect(),
+                            timeout: dur(ph.timeout),
+                        }),
                     };
                     (n.as_str(), shown)
+                })
+                .collect(),
+            routes: self
+                .routes
+                .iter()
+                .map(|r| ShownRoute {
+                    pattern: r.pattern.source(),
+                    profile: &r.profile,
+                    workdir: r.workdir.as_ref().map(Template::source),
+                    env: r
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.source()))
+                        .collect(),
                 })
                 .collect(),
         };

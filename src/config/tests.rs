@@ -152,3 +152,66 @@ fn handover_round_trips_and_refuses_partial_frames() {
     );
     assert!(decode_handover(b"max_jobs = 2\n").is_err(), "unframed text");
 }
+
+fn config(text: &str) -> Config {
+    parse(text, ConfigSource::BuiltIn).unwrap_or_else(|e| panic!("{text}\n{e}"))
+}
+
+#[test]
+fn profiles_inherit_phases_from_default_unless_they_set_their_own() {
+    let c = config(
+        "[profiles.default]\ncommand = [\"a\"]\nprepare = { command = [\"prep\"], timeout = \"1m\" }\n\
+         [profiles.same]\n\
+         [profiles.own]\nprepare = { command = [\"mine\"] }\npublish = { command = [\"pub\"] }\n",
+    );
+    let same = &c.profiles["same"];
+    assert_eq!(same.command[0].source(), "a");
+    let prep = same.prepare.as_ref().expect("inherited prepare");
+    assert_eq!(prep.command[0].source(), "prep");
+    assert_eq!(prep.timeout, Duration::from_secs(60));
+    assert!(same.publish.is_none());
+    let own = &c.profiles["own"];
+    assert_eq!(
+        own.prepare.as_ref().expect("own").command[0].source(),
+        "mine"
+    );
+    assert_eq!(
+        own.prepare.as_ref().expect("own").timeout,
+        Duration::from_secs(600)
+    );
+    assert!(own.publish.is_some());
+}
+
+#[test]
+fn selection_follows_the_first_matching_route_and_front_matter() {
+    let c = config(
+        "[profiles.default]\ncommand = [\"a\"]\n[profiles.repo]\ncommand = [\"r\", \"{repo}\"]\n\
+         [profiles.plain]\ncommand = [\"p\"]\n\
+         [[route]]\nmatch = \"docs/**\"\nprofile = \"plain\"\n\
+         [[route]]\nmatch = \"{repo}/**\"\nprofile = \"repo\"\n",
+    );
+    let s = c.select("docs/api", None).expect("docs");
+    assert_eq!(s.profile.name, "plain");
+    assert_eq!(s.route.map(|(i, _)| i), Some(0));
+    let s = c.select("api/main", None).expect("repo");
+    assert_eq!(s.profile.name, "repo");
+    assert_eq!(s.captures["repo"], "api");
+    let s = c.select("", None).expect("top");
+    assert_eq!(s.profile.name, "default");
+    assert!(s.route.is_none());
+    // Front matter may pick another profile, but not one needing captures
+    // its route does not give.
+    assert_eq!(
+        c.select("api", Some("plain")).expect("plain").profile.name,
+        "plain"
+    );
+    let err = c
+        .select("", Some("repo"))
+        .expect_err("no capture at the top");
+    assert!(
+        err.contains("{repo}") && err.contains("no route matches"),
+        "{err}"
+    );
+    let err = c.select("api", Some("ghost")).expect_err("unknown profile");
+    assert!(err.contains("\"ghost\" is not defined"), "{err}");
+}

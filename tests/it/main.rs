@@ -23,6 +23,7 @@ mod inspect;
 mod ledger;
 mod lifecycle;
 mod recovery;
+mod routes;
 mod shutdown;
 mod storage;
 mod submit;

@@ -120,6 +120,7 @@ pub struct ConfigToml {
     command: Vec<String>,
     profile: Vec<(String, String)>,
     env: Vec<(String, String)>,
+    extra: String,
 }
 
 impl ConfigToml {
@@ -140,7 +141,17 @@ impl ConfigToml {
             command: command.iter().map(|s| s.to_string()).collect(),
             profile: Vec::new(),
             env: Vec::new(),
+            extra: String::new(),
         }
+    }
+
+    /// Appends raw TOML after the default profile: other profiles
+    /// (which inherit the default's keys, its `env` included, unless they
+    /// set them) and `[[route]]` tables.
+    pub fn extra(mut self, toml: &str) -> Self {
+        self.extra.push_str(toml);
+        self.extra.push('\n');
+        self
     }
 
     /// Sets (or replaces) a global key; `raw` is a TOML value.
@@ -182,6 +193,8 @@ impl ConfigToml {
         for (k, v) in &self.env {
             out.push_str(&format!("{k} = {v}\n"));
         }
+        out.push('\n');
+        out.push_str(&self.extra);
         out
     }
 }
