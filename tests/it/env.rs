@@ -66,6 +66,14 @@ fn job_environment_is_clean_but_carries_job_variables() {
         Some("passed-through"),
         "{log}"
     );
+    for (key, value) in [
+        ("GIT_TERMINAL_PROMPT", "0"),
+        ("JOBWARDEN_PHASE", "run"),
+        ("JOBWARDEN_WORKDIR", run_dir.as_str()),
+        ("JOBWARDEN_NAME", "show-env"),
+    ] {
+        assert_eq!(env.get(key).map(String::as_str), Some(value), "{key}: {log}");
+    }
 }
 
 #[test]
