@@ -26,3 +26,4 @@ mod recovery;
 mod shutdown;
 mod storage;
 mod submit;
+mod worktree_scripts;
