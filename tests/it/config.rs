@@ -208,3 +208,27 @@ fn config_show_prints_the_effective_config_which_checks_clean() {
         out.stdout
     );
 }
+
+/// The ready-made examples operators copy must load as they are.
+#[test]
+fn config_check_accepts_every_shipped_example() {
+    let sb = Sandbox::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut files = vec![dir.join("config.toml")];
+    for entry in std::fs::read_dir(dir.join("examples")).expect("config/examples") {
+        files.push(entry.expect("entry").path());
+    }
+    assert!(files.len() >= 3, "{files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("example");
+        sb.write_config(&text);
+        let out = sb.run(&["config", "check"]);
+        assert_eq!(out.code(), 0, "{}: {}", file.display(), out.stderr);
+        assert!(
+            !out.stdout.contains("warning"),
+            "{}: {}",
+            file.display(),
+            out.stdout
+        );
+    }
+}

@@ -72,7 +72,11 @@ fn job_environment_is_clean_but_carries_job_variables() {
         ("JOBWARDEN_WORKDIR", run_dir.as_str()),
         ("JOBWARDEN_NAME", "show-env"),
     ] {
-        assert_eq!(env.get(key).map(String::as_str), Some(value), "{key}: {log}");
+        assert_eq!(
+            env.get(key).map(String::as_str),
+            Some(value),
+            "{key}: {log}"
+        );
     }
 }
 

@@ -27,3 +27,4 @@ mod routes;
 mod shutdown;
 mod storage;
 mod submit;
+mod worktree_scripts;

@@ -608,7 +608,31 @@ impl Sandbox {
 
     /// Prints job records, events and log tails (failing tests only).
     fn dump(&self) {
-        let mut jobs = self.jobs();
+        // Never panic here (this runs while a test is failing): records a
+        // test corrupted on purpose are shown as raw text.
+        for dir in self.job_dirs() {
+            let raw = fs::read(dir.join("job.json")).unwrap_or_default();
+            if serde_json::from_slice::<Value>(&raw).is_err() {
+                eprintln!(
+                    "== {} job.json (does not parse): {:?}",
+                    dir.display(),
+                    String::from_utf8_lossy(&raw)
+                );
+            }
+        }
+        let mut jobs: Vec<Job> = self
+            .job_dirs()
+            .iter()
+            .filter_map(|d| {
+                let id = d.file_name()?.to_str()?.to_string();
+                let record = serde_json::from_slice(&fs::read(d.join("job.json")).ok()?).ok()?;
+                Some(Job {
+                    id,
+                    dir: d.clone(),
+                    record,
+                })
+            })
+            .collect();
         // Interesting ones first: anything that did not succeed.
         jobs.sort_by_key(|j| j.state() == "succeeded");
         eprintln!(
