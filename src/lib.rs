@@ -27,7 +27,8 @@
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
-//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker), outcome.
+//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
+//!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order.
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;

@@ -48,12 +48,16 @@ pub fn quiet_on_closed_pipe(result: anyhow::Result<ExitCode>) -> anyhow::Result<
 /// `aborted (SIGTERM): <reason>`. For a job that has not ended, its state.
 pub fn final_state(rec: &JobRecord) -> String {
     let mut line = rec.state.to_string();
-    match (rec.exit_code, rec.signal.as_deref()) {
-        (Some(code), _) if rec.state != JobState::Succeeded => {
-            line.push_str(&format!(" (exit {code})"));
-        }
-        (None, Some(signal)) => line.push_str(&format!(" ({signal})")),
-        _ => {}
+    // A phase's failure says so; the exit code is the main command's.
+    match rec.failure_stage.as_deref() {
+        Some(stage @ ("prepare" | "publish")) => line.push_str(&format!(" in {stage}")),
+        _ => match (rec.exit_code, rec.signal.as_deref()) {
+            (Some(code), _) if rec.state != JobState::Succeeded => {
+                line.push_str(&format!(" (exit {code})"));
+            }
+            (None, Some(signal)) => line.push_str(&format!(" ({signal})")),
+            _ => {}
+        },
     }
     if let Some(reason) = rec.state_reason.as_deref().filter(|r| !r.is_empty()) {
         line.push_str(": ");

@@ -173,7 +173,15 @@ fn print_human(s: &Shown) -> std::io::Result<()> {
             .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
-        line("state", &format!("{}{reason}", rec.state))?;
+        let stage = rec
+            .failure_stage
+            .as_deref()
+            .map(|st| format!(" (in {st})"))
+            .unwrap_or_default();
+        line("state", &format!("{}{stage}{reason}", rec.state))?;
+        if let Some(r) = &rec.result_ref {
+            line("result", r)?;
+        }
         line("claimed", &when(rec.created_at))?;
         if let Some(t) = rec.started_at {
             line("started", &when(t))?;

@@ -1,9 +1,11 @@
 //! The per-job monitor process (`jobwarden monitor <job>`), started by the
 //! daemon in its own session so that jobs outlive daemon restarts (the
 //! conmon / containerd-shim pattern). From its start it is the only writer
-//! of its job's `job.json`: it runs the command in its own process group,
-//! streams output to `job.log`, heartbeats, honours `ABORT` and the timeout,
-//! records the outcome, archives the prompt and exits.
+//! of its job's `job.json`: it runs the job's commands (the profile's
+//! `prepare`, the main command, its `publish`: `stages.rs`) each in its own
+//! process group, streams their output to `job.log`, heartbeats, honours
+//! `ABORT` and each one's timeout, records the outcome, archives the prompt
+//! and exits.
 //!
 //! Abort and timeout escalate the same way: SIGTERM to the group,
 //! `abort_grace`, then SIGKILL to the group. The leader is observed exiting
@@ -14,6 +16,7 @@
 mod abort_watch;
 mod output;
 pub mod spawn;
+mod stages;
 
 use std::time::Duration;
 
@@ -35,6 +38,8 @@ use crate::{abort, fsio, procfs, storage};
 
 use abort_watch::AbortWatch;
 use output::{LogSink, SharedSink};
+use spawn::Stage;
+use stages::{StageEnd, Stop};
 
 /// Exit status of a monitor that found its job already supervised by
 /// another monitor (it changed nothing). EX_TEMPFAIL.
@@ -101,9 +106,11 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         rec,
         events,
         heartbeat_failing: false,
+        artifacts: Vec::new(),
     };
     if let Some(why) = missing {
-        return job.fail_to_start(why);
+        let stop = job.start_failed(Stage::Run, why);
+        return job.stopped(stop);
     }
     job.start().await
 }
@@ -116,6 +123,9 @@ struct Monitor<'a> {
     events: EventLog,
     /// The last heartbeat could not be written (reported once).
     heartbeat_failing: bool,
+    /// The output tails of each of the job's commands that ran, for the
+    /// ledger.
+    artifacts: Vec<Artifact>,
 }
 
 impl Monitor<'_> {
@@ -137,18 +147,10 @@ impl Monitor<'_> {
                 .append("abort_requested", json!({"while": "queued"}));
             return self.end(JobState::Aborted, Some(abort::reason(&self.layout, &id)));
         }
-        let job = spawn::Job {
-            layout: &self.layout,
-            profile: &self.profile,
-            route: self.config.route_of(&self.rec),
-            rec: &self.rec,
+        let plan = match self.plan(self.first_stage()) {
+            Ok(plan) => plan,
+            Err(stop) => return self.stopped(stop),
         };
-        let plan = match spawn::plan(&job, spawn::Stage::Run) {
-            Ok(Some(plan)) => plan,
-            Ok(None) => return self.fail_to_start("the profile has no command".into()),
-            Err(reason) => return self.fail_to_start(reason),
-        };
-        self.rec.command = Some(plan.recorded_argv.clone());
         self.rec.workdir = Some(plan.workdir.display().to_string());
         // Write before anything runs: if the disk is full or read-only,
         // the job stays queued, untouched, and starts when it can.
@@ -166,40 +168,15 @@ impl Monitor<'_> {
             Err(e) => return Err(e),
         };
         let sink = LogSink::new(log, self.config.max_log_bytes);
-        // Stamped before the fork, so the recorded run time covers all of it.
+        // Stamped before the first fork, so the recorded run time covers
+        // all of it (the `preparing`/`running` transitions keep it).
         self.rec.started_at = Some(Timestamp::now());
-        let child = match spawn::spawn(&plan) {
-            Ok(child) => child,
-            Err(reason) => return self.fail_to_start(reason),
+        let ending = match self.stages(plan, &sink, &mut abort_watch).await {
+            Ok(ending) | Err(Stop::End(ending)) => ending,
+            Err(Stop::Fatal(e)) => return Err(e),
         };
-        let pid = child.id() as i32;
-        self.rec.pid = Some(pid);
-        self.rec.pgid = Some(pid);
-        self.rec.timeout_at = Some(Timestamp::now().plus(self.timeout()));
-        self.rec.heartbeat_at = Some(Timestamp::now());
-        if let Err(e) = self.rec.transition(&self.layout, JobState::Running, None) {
-            // Never leave a process running that no record shows: kill the
-            // group while its leader is unreaped, then fail.
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-            let _ = waitpid(Pid::from_raw(pid), None);
-            if storage::job_fault(&e).is_none() {
-                return Err(e);
-            }
-            // Space ran out between the first write and this one. The
-            // command may have begun, so it is not simply started again.
-            let reason = format!(
-                "could not record the job as running ({e}); its command was killed at once"
-            );
-            return self.fail_to_start(reason);
-        }
-        self.index();
-        self.events
-            .append("started", json!({"pid": pid, "argv": plan.recorded_argv}));
-        self.events.append(
-            "state",
-            json!({"from": JobState::Queued, "to": JobState::Running}),
-        );
-        self.supervise(child, sink, &mut abort_watch).await
+        let ending = self.with_lost_output(ending, &sink);
+        self.end_with(ending)
     }
 
     /// The main command's timeout: the prompt's front matter's, else the
@@ -217,84 +194,125 @@ impl Monitor<'_> {
         }
     }
 
-    fn fail_to_start(&mut self, reason: String) -> Result<Outcome, JobError> {
-        tracing::warn!(job = %self.rec.job_id, "{reason}");
-        self.rec.failure_stage = Some("run".into());
-        self.events
-            .append("spawn_failed", json!({"reason": reason}));
-        self.end(JobState::Failed, Some(reason))
+    /// End the job as `stop` says, or give up on a record that cannot be
+    /// written.
+    fn stopped(&mut self, stop: Stop) -> Result<Outcome, JobError> {
+        match stop {
+            Stop::End(ending) => self.end_with(ending),
+            Stop::Fatal(e) => Err(e),
+        }
     }
 
+    /// Run one of the job's commands to its end: its process group's exit
+    /// observed, the group killed, the leader reaped, its output drained.
+    /// The same supervision for every stage, each with its own `timeout`.
     async fn supervise(
         &mut self,
         mut child: std::process::Child,
-        sink: SharedSink,
+        timeout: Duration,
+        tail_cap: usize,
+        sink: &SharedSink,
         abort_watch: &mut AbortWatch,
-    ) -> Result<Outcome, JobError> {
+    ) -> StageEnd {
+        let began = Instant::now();
         let pid = Pid::from_raw(child.id() as i32);
-        let pumps = output::pump_child(&mut child, &sink, self.tail_cap());
-        let (status, ending) = self.watch(pid, &sink, abort_watch).await;
+        let pumps = output::pump_child(&mut child, sink, tail_cap);
+        let (status, early) = self.watch(pid, timeout, sink, abort_watch).await;
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.
         let _ = killpg(pid, Signal::SIGKILL);
         let _ = waitpid(pid, None);
+        let took = began.elapsed();
         self.drain(pumps).await;
         reap_orphans();
-        self.sync_log_fields(&sink);
-        let (state, mut reason) = self.verdict(&status, ending);
-        self.events.append("exited", exit_fields(&status));
-        let lost = output::lock(&sink).lost.clone();
-        if let Some(lost) = lost {
-            self.events.append(
-                "output_lost",
-                json!({"bytes": lost.bytes, "error": lost.error}),
-            );
-            let note = format!(
-                "{} bytes of its output could not be written to job.log ({})",
-                lost.bytes, lost.error
-            );
-            reason = Some(reason.map_or(note.clone(), |r| format!("{r}; {note}")));
+        self.sync_log_fields(sink);
+        StageEnd {
+            status,
+            early,
+            took,
+            result_ref: None,
         }
-        let ending = self.ending_after_run(state, reason, &sink);
-        self.end_with(ending)
+    }
+
+    /// Say in `ending` that output was lost to failing writes of `job.log`,
+    /// if it was.
+    fn with_lost_output(&mut self, mut ending: Ending, sink: &SharedSink) -> Ending {
+        let Some(lost) = output::lock(sink).lost.clone() else {
+            return ending;
+        };
+        self.events.append(
+            "output_lost",
+            json!({"bytes": lost.bytes, "error": lost.error}),
+        );
+        let note = format!(
+            "{} bytes of its output could not be written to job.log ({})",
+            lost.bytes, lost.error
+        );
+        ending.reason = Some(
+            ending
+                .reason
+                .map_or(note.clone(), |r| format!("{r}; {note}")),
+        );
+        ending
     }
 
     fn tail_cap(&self) -> usize {
         usize::try_from(self.config.artifact_tail_bytes).unwrap_or(usize::MAX)
     }
 
-    /// What a run leaves for the ledger: the outcome (a failure matching the
-    /// profile's rate-limit rules is `rate_limited`), the output tails and
-    /// the paths it ran on and changed.
-    fn ending_after_run(
-        &self,
-        state: JobState,
-        reason: Option<String>,
-        sink: &SharedSink,
-    ) -> Ending {
-        let cap = self.tail_cap();
-        let s = output::lock(sink);
-        let (out, err) = (s.stdout.text(cap), s.stderr.text(cap));
+    /// How the job ends in `state`: with the output tails of what ran and
+    /// the paths it ran on, if anything ran.
+    fn ending(&self, state: JobState, reason: Option<String>) -> Ending {
         let mut ending = Ending::new(state, reason);
-        let limited = self
-            .profile
-            .rate_limit
-            .matches(self.rec.exit_code, &[&out, &err]);
+        if !self.artifacts.is_empty() {
+            ending.artifacts = self.artifacts.clone();
+            ending.paths = self.paths();
+        }
+        ending
+    }
+
+    /// How the job ends after its main command: a failure matching the
+    /// profile's rate-limit rules (they judge the main command's exit code
+    /// and output only) is `rate_limited`.
+    fn ending_after_run(&self, state: JobState, reason: Option<String>) -> Ending {
+        let mut ending = self.ending(state, reason);
+        let text = |kind: &str| {
+            self.artifacts
+                .iter()
+                .find(|a| a.kind == kind)
+                .map_or("", |a| a.text.as_str())
+        };
+        let limited = self.profile.rate_limit.matches(
+            self.rec.exit_code,
+            &[text("stdout_tail"), text("stderr_tail")],
+        );
         if state == JobState::Failed && limited {
             ending.outcome = crate::ledger::Outcome::RateLimited;
         }
-        let artifact = |kind, text, total: u64| Artifact {
-            kind,
-            text,
-            truncated: total > cap as u64,
-            bytes: total,
-        };
-        ending.artifacts = vec![
-            artifact("stdout_tail", out, s.stdout.total()),
-            artifact("stderr_tail", err, s.stderr.total()),
-        ];
-        ending.paths = self.paths();
         ending
+    }
+
+    /// Keep the tails of the command of `stage` that just ended, for the
+    /// ledger: the main command's as `stdout_tail` and `stderr_tail`, a
+    /// phase's under its name (`prepare_stdout_tail`, ...). Returns its
+    /// stdout tail as text, at most `keep` bytes.
+    fn keep_tails(&mut self, stage: Stage, sink: &SharedSink, keep: usize) -> String {
+        let cap = self.tail_cap();
+        let (out, err) = output::lock(sink).take_tails();
+        let (out_kind, err_kind) = match stage {
+            Stage::Prepare => ("prepare_stdout_tail", "prepare_stderr_tail"),
+            Stage::Run => ("stdout_tail", "stderr_tail"),
+            Stage::Publish => ("publish_stdout_tail", "publish_stderr_tail"),
+        };
+        let artifact = |kind, tail: &output::Tail| Artifact {
+            kind,
+            text: tail.text(cap),
+            truncated: tail.total() > cap as u64,
+            bytes: tail.total(),
+        };
+        self.artifacts.push(artifact(out_kind, &out));
+        self.artifacts.push(artifact(err_kind, &err));
+        out.text(keep)
     }
 
     /// `executed_on`: the prompt and the workdir; `affected`: what the job
@@ -325,12 +343,13 @@ impl Monitor<'_> {
         paths
     }
 
-    /// Heartbeat, honour ABORT and the timeout, escalate to SIGKILL after
+    /// Heartbeat, honour ABORT and `timeout`, escalate to SIGKILL after
     /// the grace, until the leader exits. Returns its (unreaped) status and
     /// why the job was ended early, if it was.
     async fn watch(
         &mut self,
         pid: Pid,
+        timeout: Duration,
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
     ) -> (nix::Result<WaitStatus>, Option<EarlyEnd>) {
@@ -338,8 +357,8 @@ impl Monitor<'_> {
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let timeout = sleep_until(Instant::now() + self.timeout());
-        tokio::pin!(timeout);
+        let deadline = sleep_until(Instant::now() + timeout);
+        tokio::pin!(deadline);
         let mut ending: Option<EarlyEnd> = None;
         let mut kill_at: Option<Instant> = None;
         loop {
@@ -349,10 +368,10 @@ impl Monitor<'_> {
                     let why = self.abort_ending();
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
-                () = &mut timeout, if ending.is_none() => {
-                    let after = humantime::format_duration(self.timeout()).to_string();
-                    self.events.append("timeout", json!({"after": after}));
-                    let why = EarlyEnd::Timeout(self.timeout());
+                () = &mut deadline, if ending.is_none() => {
+                    let after = humantime::format_duration(timeout).to_string();
+                    self.events.append("timeout", json!({"after": after, "while": self.rec.state}));
+                    let why = EarlyEnd::Timeout(timeout);
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
                 () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
@@ -373,9 +392,15 @@ impl Monitor<'_> {
 
     /// Record the abort request and say why the job ends.
     fn abort_ending(&mut self) -> EarlyEnd {
+        EarlyEnd::Abort(self.abort_reason())
+    }
+
+    /// Record the abort request (and the state it came in); its reason.
+    fn abort_reason(&mut self) -> String {
         self.rec.abort_requested_at = Some(Timestamp::now());
-        self.events.append("abort_requested", json!({}));
-        EarlyEnd::Abort(abort::reason(&self.layout, &self.rec.job_id))
+        self.events
+            .append("abort_requested", json!({"while": self.rec.state}));
+        abort::reason(&self.layout, &self.rec.job_id)
     }
 
     /// Start ending the job early: SIGTERM now; returns when to SIGKILL.
@@ -448,43 +473,6 @@ impl Monitor<'_> {
                 tracing::warn!(job = %self.rec.job_id, "output still held open by a process outside the job's group; stopped reading it");
             }
         }
-    }
-
-    fn verdict(
-        &mut self,
-        status: &nix::Result<WaitStatus>,
-        ending: Option<EarlyEnd>,
-    ) -> (JobState, Option<String>) {
-        match status {
-            Ok(WaitStatus::Exited(_, code)) => self.rec.exit_code = Some(*code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => self.rec.signal = Some(sig.as_str().to_owned()),
-            _ => {}
-        }
-        match ending {
-            Some(EarlyEnd::Abort(reason)) => (JobState::Aborted, Some(reason)),
-            Some(EarlyEnd::Timeout(after)) => (
-                JobState::TimedOut,
-                Some(format!(
-                    "timed out after {}",
-                    humantime::format_duration(after)
-                )),
-            ),
-            None => self.verdict_on_exit(status),
-        }
-    }
-
-    fn verdict_on_exit(&mut self, status: &nix::Result<WaitStatus>) -> (JobState, Option<String>) {
-        let reason = match status {
-            Ok(WaitStatus::Exited(_, 0)) => return (JobState::Succeeded, None),
-            Ok(WaitStatus::Exited(_, code)) => format!("the command exited with code {code}"),
-            Ok(WaitStatus::Signaled(_, sig, _)) => {
-                format!("the command was killed by {}", sig.as_str())
-            }
-            Ok(other) => format!("the command ended in an unexpected way: {other:?}"),
-            Err(e) => format!("waiting for the command failed: {e}"),
-        };
-        self.rec.failure_stage = Some("run".into());
-        (JobState::Failed, Some(reason))
     }
 
     fn end(&mut self, state: JobState, reason: Option<String>) -> Result<Outcome, JobError> {

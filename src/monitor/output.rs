@@ -66,6 +66,8 @@ pub struct LogSink {
     /// Output that could not be written (disk full, read-only): how much,
     /// and the first error. A marker says so in the log once writes succeed.
     pub lost: Option<Lost>,
+    /// The last byte written was not a newline: a note starts a new line.
+    line_open: bool,
 }
 
 /// Output lost to failing writes of `job.log`.
@@ -95,6 +97,7 @@ impl LogSink {
             stdout: Tail::default(),
             stderr: Tail::default(),
             lost: None,
+            line_open: false,
         }))
     }
 
@@ -129,7 +132,17 @@ impl LogSink {
     /// Write a line of jobwarden's own (signals sent, phase delimiters) into
     /// the log, so a reader of the log alone sees what happened.
     pub fn note(&mut self, text: &str) {
-        self.append(format!("[jobwarden: {text}]\n").as_bytes());
+        let lead = if self.line_open { "\n" } else { "" };
+        self.append(format!("{lead}[jobwarden: {text}]\n").as_bytes());
+    }
+
+    /// Hand over the tails so far and start new ones, so that each of a
+    /// job's commands (prepare, main, publish) has tails of its own.
+    pub fn take_tails(&mut self) -> (Tail, Tail) {
+        (
+            std::mem::take(&mut self.stdout),
+            std::mem::take(&mut self.stderr),
+        )
     }
 
     fn append(&mut self, bytes: &[u8]) {
@@ -151,7 +164,10 @@ impl LogSink {
             self.bytes += marker.len() as u64;
         }
         match self.file.write_all(bytes) {
-            Ok(()) => self.bytes += bytes.len() as u64,
+            Ok(()) => {
+                self.bytes += bytes.len() as u64;
+                self.line_open = !bytes.ends_with(b"\n");
+            }
             // The job goes on; the loss is reported once here, marked in
             // the log when writes succeed again, and noted at the job's end.
             Err(e) => match self.lost.as_mut() {
@@ -245,5 +261,41 @@ mod tests {
         assert_eq!(s.stdout.total(), 11);
         assert_eq!(s.stderr.text(4), "9abc");
         assert_eq!(s.bytes, text.len() as u64);
+    }
+
+    #[test]
+    fn a_note_starts_its_own_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.log");
+        let sink = LogSink::new(File::create(&path).expect("create"), 1 << 20);
+        lock(&sink).note("first");
+        lock(&sink).write(Stream::Stdout, b"no newline", 64);
+        lock(&sink).note("second");
+        lock(&sink).write(Stream::Stdout, b"line\n", 64);
+        lock(&sink).note("third");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(
+            text,
+            "[jobwarden: first]\nno newline\n[jobwarden: second]\nline\n[jobwarden: third]\n"
+        );
+    }
+
+    #[test]
+    fn taken_tails_start_afresh() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.log");
+        let sink = LogSink::new(File::create(&path).expect("create"), 1 << 20);
+        lock(&sink).write(Stream::Stdout, b"main out", 64);
+        lock(&sink).write(Stream::Stderr, b"main err", 64);
+        let (out, err) = lock(&sink).take_tails();
+        assert_eq!(
+            (out.text(64), err.text(64)),
+            ("main out".into(), "main err".into())
+        );
+        lock(&sink).write(Stream::Stdout, b"publish", 64);
+        let s = lock(&sink);
+        assert_eq!(s.stdout.text(64), "publish");
+        assert_eq!(s.stdout.total(), 7);
+        assert_eq!(s.stderr.total(), 0);
     }
 }
