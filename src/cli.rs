@@ -26,6 +26,18 @@ pub struct GlobalArgs {
     /// Config file. Overrides JOBWARDEN_CONFIG and the default locations.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// How the log on stderr is written: human lines, or one JSON object
+    /// per event (for log collectors). RUST_LOG filters it.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        value_name = "FORMAT",
+        env = "JOBWARDEN_LOG_FORMAT"
+    )]
+    pub log_format: crate::logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]

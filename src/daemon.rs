@@ -11,6 +11,7 @@
 //! owner of the queue needs no locks.
 
 mod lock;
+pub mod notify;
 pub mod state_file;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -43,11 +44,13 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
 
-/// Run the daemon until `shutdown` is cancelled.
+/// Run the daemon until `shutdown` is cancelled, telling the service
+/// manager how it goes through `notifier`.
 pub async fn run(
     config: Arc<Config>,
     layout: Layout,
     shutdown: CancellationToken,
+    notifier: notify::Notifier,
 ) -> Result<(), DaemonError> {
     prepare_root(&layout)?;
     let _lock = lock::acquire(&layout)?;
@@ -57,6 +60,7 @@ pub async fn run(
     let mut ledger = Ledger::open(&layout.ledger())?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
+    daemon.notifier = notifier;
     daemon.write_state(Phase::Starting);
     // Rows lost to failed inserts come back before recovery and claims
     // consult them (interrupt counts, cooldowns, attempt numbers).
@@ -74,10 +78,15 @@ pub async fn run(
     daemon.rescan();
     daemon.dispatch();
     daemon.write_state(Phase::Running);
+    let status = daemon.status_line();
+    daemon.notifier.ready(&status);
     tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
     let result = daemon.event_loop(signals, shutdown).await;
     daemon.watcher = None;
     daemon.stopping = true;
+    let policy = format!("{:?}", daemon.config.shutdown).to_lowercase();
+    let status = format!("stopping ({policy}); {}", daemon.status_line());
+    daemon.notifier.stopping(&status);
     let result = match result {
         Ok(()) => daemon.wind_down().await,
         Err(e) => Err(e),
@@ -173,6 +182,7 @@ struct Daemon {
     /// Keeps the signal channel open when there is no watcher.
     idle_sender: Option<tokio::sync::mpsc::UnboundedSender<Signal>>,
     watch_degraded: bool,
+    notifier: notify::Notifier,
     /// Whether the root accepts writes; while not, nothing is claimed or
     /// started.
     storage: storage::Health,
@@ -206,6 +216,7 @@ impl Daemon {
             idle_sender: None,
             claim_failed: HashSet::new(),
             watch_degraded: false,
+            notifier: notify::Notifier::disabled(),
             storage: storage::Health::default(),
             unsettled: HashMap::new(),
         }
@@ -219,9 +230,13 @@ impl Daemon {
         let mut rescan = interval_after(self.rescan_period());
         let mut tick = interval_after(self.config.heartbeat_interval);
         let mut gc = interval_after(self.config.retention.gc_interval);
+        // Pinged from this loop, so a wedged loop is what stops the pings.
+        let watchdog_period = self.notifier.watchdog_period();
+        let mut watchdog = interval_after(watchdog_period.unwrap_or(Duration::from_secs(3600)));
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
+                _ = watchdog.tick(), if watchdog_period.is_some() => self.notifier.watchdog(),
                 signal = signals.recv() => match signal {
                     Some(signal) => self.on_signal(signal),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
@@ -414,6 +429,12 @@ impl Daemon {
     }
 
     fn on_claimed(&mut self, path: &Path, claimed: Result<Claimed, JobError>) {
+        let _span = match &claimed {
+            Ok(Claimed::Queued(rec) | Claimed::Rejected(rec)) => {
+                Some(tracing::info_span!("job", id = %rec.job_id).entered())
+            }
+            _ => None,
+        };
         match claimed {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
@@ -423,6 +444,7 @@ impl Daemon {
                     }
                 }
                 self.enqueue(rec.job_id, rec.priority);
+                drop(_span);
                 self.dispatch();
             }
             Ok(Claimed::Rejected(rec)) => {
@@ -503,8 +525,11 @@ impl Daemon {
     /// job outlive this daemon. It reads the daemon's exact config text on
     /// stdin.
     fn spawn_monitor(&mut self, id: &JobId) -> std::io::Result<()> {
+        let _span = tracing::info_span!("job", id = %id).entered();
         let mut cmd = tokio::process::Command::new("/proc/self/exe");
         cmd.arg0("jobwarden")
+            .arg("--log-format")
+            .arg(crate::logging::format().as_str())
             .arg("--root")
             .arg(self.layout.root())
             .arg("monitor")
@@ -512,6 +537,9 @@ impl Daemon {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        for var in notify::PROTOCOL_ENV {
+            cmd.env_remove(var);
+        }
         // SAFETY: setsid is async-signal-safe and touches no memory of ours.
         unsafe {
             cmd.pre_exec(|| {
@@ -582,11 +610,13 @@ impl Daemon {
     /// A slot's monitor is gone: the record must be terminal; if it is not,
     /// the monitor died mid-job and the job is `interrupted`.
     fn on_job_gone(&mut self, id: &JobId, how: &str) {
+        let span = tracing::info_span!("job", id = %id).entered();
         self.running.remove(id);
         if !self.settle(id, how) {
             tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
             self.unsettled.insert(id.clone(), how.to_owned());
         }
+        drop(span);
         self.dispatch();
     }
 
@@ -670,6 +700,7 @@ impl Daemon {
     }
 
     fn abort_if_queued(&mut self, id: &JobId) {
+        let _span = tracing::info_span!("job", id = %id).entered();
         let Some(pos) = self.queue.iter().position(|q| q == id) else {
             return;
         };
@@ -744,6 +775,28 @@ impl Daemon {
         } else {
             Phase::Running
         });
+        let status = self.status_line();
+        self.notifier.status(&status);
+    }
+
+    /// The service manager's one-line status: what runs, waits and cools.
+    fn status_line(&self) -> String {
+        let mut line = format!(
+            "{} running, {} queued, {} deferred",
+            self.running.len(),
+            self.queue.len(),
+            self.deferred.len()
+        );
+        if !self.storage.is_ok() {
+            line.push_str(&format!(
+                "; storage {}, claims paused",
+                self.storage.condition
+            ));
+        }
+        if self.watch_degraded {
+            line.push_str("; inotify unavailable, rescanning");
+        }
+        line
     }
 
     /// The shutdown policy: `detach` leaves running jobs to their monitors;

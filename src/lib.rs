@@ -16,6 +16,7 @@
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks.
 //! - [`clock`] — RFC 3339 millisecond timestamps.
+//! - [`logging`] — the stderr log: text or JSON, journald-friendly.
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.
@@ -59,6 +60,7 @@ pub mod inbox;
 pub mod job;
 pub mod layout;
 pub mod ledger;
+pub mod logging;
 pub mod lookup;
 pub mod monitor;
 pub mod procfs;

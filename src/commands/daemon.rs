@@ -28,7 +28,8 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
         spawn_signal_listener(shutdown.clone())?;
-        crate::daemon::run(Arc::new(config), layout, shutdown).await?;
+        let notifier = crate::daemon::notify::Notifier::from_env();
+        crate::daemon::run(Arc::new(config), layout, shutdown, notifier).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

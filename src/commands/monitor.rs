@@ -34,7 +34,12 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let outcome = runtime.block_on(monitor::run(Layout::new(root), &config, id.clone()))?;
+    // Everything this monitor logs is about one job: one span says which.
+    let span = tracing::info_span!("job", id = %id);
+    let outcome = runtime.block_on(tracing::Instrument::instrument(
+        monitor::run(Layout::new(root), &config, id.clone()),
+        span,
+    ))?;
     Ok(match outcome {
         Outcome::Finished(_) => ExitCode::SUCCESS,
         Outcome::AlreadySupervised => {

@@ -89,7 +89,7 @@ fn root_resolution_order() {
     };
     let flag = GlobalArgs {
         root: Some("/from/flag".into()),
-        config: None,
+        ..GlobalArgs::default()
     };
     assert_eq!(
         resolve_root(&flag, &env, &c).expect("flag"),
@@ -121,8 +121,8 @@ fn root_resolution_order() {
 #[test]
 fn explicit_config_must_exist() {
     let g = GlobalArgs {
-        root: None,
         config: Some("/nonexistent/jobwarden.toml".into()),
+        ..GlobalArgs::default()
     };
     let err = config_path(&g, &Env::default()).expect_err("missing");
     assert!(

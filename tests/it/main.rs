@@ -22,6 +22,7 @@ mod history;
 mod inspect;
 mod ledger;
 mod lifecycle;
+mod notify;
 mod phases;
 mod recovery;
 mod routes;
