@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::output::{final_state, prompt_label, quiet_on_closed_pipe};
+use super::output::{final_state, prompt_label};
 use super::{EXIT_NO, No};
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
@@ -33,7 +33,7 @@ const ALL_LIMIT: usize = 1_000_000;
 const WAIT_POLL: Duration = Duration::from_millis(100);
 
 pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
-    quiet_on_closed_pipe(abort_jobs(global, args))
+    abort_jobs(global, args)
 }
 
 fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
-use super::output::{fit, fmt_ago, fmt_duration, print_json, quiet_on_closed_pipe};
+use super::output::{fit, fmt_ago, fmt_duration, print_json};
 use super::{EXIT_NO, No};
 use crate::cli::{EventsArgs, GlobalArgs};
 use crate::clock::Timestamp;
@@ -28,7 +28,7 @@ const WIDTH: usize = 80;
 const MIN_FIELDS: usize = 24;
 
 pub fn run(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
-    quiet_on_closed_pipe(show(global, args))
+    show(global, args)
 }
 
 fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {

@@ -22,7 +22,7 @@ use anyhow::Context;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::No;
-use super::output::{final_state, quiet_on_closed_pipe};
+use super::output::final_state;
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
@@ -35,7 +35,7 @@ const POLL: Duration = Duration::from_millis(100);
 const TAIL_BLOCK: u64 = 64 * 1024;
 
 pub fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
-    quiet_on_closed_pipe(logs(global, args))
+    logs(global, args)
 }
 
 fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {

@@ -39,7 +39,9 @@ pub struct No(pub String);
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match dispatch(cli) {
+    // A reader that closed our stdout (`| head`) asked for no more: that
+    // ends any command quietly, not as an error.
+    match output::quiet_on_closed_pipe(dispatch(cli)) {
         Err(e) if e.downcast_ref::<No>().is_some() => {
             eprintln!("jobwarden: {e}");
             Ok(ExitCode::from(EXIT_NO))
