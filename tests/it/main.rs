@@ -20,6 +20,7 @@ mod gc;
 mod hardening;
 mod history;
 mod inspect;
+mod install;
 mod ledger;
 mod lifecycle;
 mod notify;
