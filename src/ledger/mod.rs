@@ -50,7 +50,26 @@ pub struct Ledger {
 
 impl Ledger {
     /// Open (creating if missing) and bring the schema up to date.
+    ///
+    /// Writers that race to create a fresh ledger can get "database is
+    /// locked" from the switch to WAL, which SQLite does not retry through
+    /// the busy handler: the whole open is retried, for up to the busy
+    /// timeout.
     pub fn open(path: &Path) -> Result<Self, LedgerError> {
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match Self::open_once(path) {
+                Err(e) if is_busy(&e.source) && std::time::Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<Self, LedgerError> {
         let err = |source| LedgerError {
             path: path.to_path_buf(),
             source,
@@ -123,6 +142,14 @@ impl Ledger {
             source,
         }
     }
+}
+
+/// Is `e` another connection holding a lock (worth retrying)?
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// `path` for a `file:` URI: `%`, `?` and `#` escaped.
