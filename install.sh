@@ -613,9 +613,10 @@ main() {
     # (sudo may bring root's stricter umask along).
     umask 022
     resolve_paths
+    # Who may do this first: a refusal should not depend on the sources.
+    check_privileges
     check_unit_paths
     check_sources
-    check_privileges
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     ((dry_run)) && note "dry run: nothing is changed"
