@@ -7,7 +7,9 @@
 //!
 //! # Layout
 //!
-//! - `main.rs` — parse arguments, start tracing, call [`commands::run`], map to an exit code.
+//! - `main.rs` — calls [`commands::main`] (parse, start logging, run, map to an exit code).
+//! - `bin/jobwarden-bench/` — the benchmark harness (`jobwarden-bench`), which runs the real
+//!   daemon (this binary, or itself in its place) against the performance promises.
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing).

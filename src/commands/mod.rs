@@ -37,6 +37,39 @@ pub const EXIT_NO: u8 = 1;
 #[error("{0}")]
 pub struct No(pub String);
 
+/// The whole `jobwarden` program: parse the command line, start logging,
+/// run, and map the result to an exit code (errors: 2, their message and
+/// causes on stderr).
+pub fn main() -> ExitCode {
+    use clap::Parser;
+    let cli = Cli::parse();
+    crate::logging::init(cli.global.log_format);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("jobwarden: {}", describe(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The error and its causes, joined with `: `, leaving out a cause whose
+/// text the message already ends with (errors that print their source).
+fn describe(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // A reader that closed our stdout (`| head`) asked for no more: that

@@ -10,6 +10,7 @@ mod support;
 
 mod abort;
 mod bad_input;
+mod bench;
 mod cli;
 mod concurrency;
 mod config;

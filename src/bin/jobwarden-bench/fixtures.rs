@@ -1,0 +1,87 @@
+//! Finished work generated directly (not run): job records on disk, the
+//! job index and ledger rows, for the scenarios that measure a daemon or
+//! the CLI with a long history behind them.
+
+#![allow(clippy::disallowed_methods)] // fixtures of the harness
+
+use std::path::Path;
+
+use anyhow::Context;
+use jobwarden::clock::Timestamp;
+use jobwarden::job::{JobId, JobRecord, JobState};
+use jobwarden::layout::{Layout, PromptName};
+use jobwarden::ledger::{Execution, IndexedJob, Ledger, Outcome, Source};
+
+/// `n` succeeded jobs with their run folders, records, archived prompts,
+/// ledger rows and index rows, as the daemon leaves them.
+pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
+    let layout = Layout::new(root.to_path_buf());
+    let mut ledger = Ledger::open(&layout.ledger())?;
+    let mut index = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = JobId::generate();
+        let prompt = PromptName {
+            project: format!("p{}", i % 50),
+            name: format!("n{i}"),
+        };
+        std::fs::create_dir_all(layout.run_dir(&id))?;
+        let archive = format!(
+            "archive/succeeded/{}/{}.{id}.md",
+            prompt.project, prompt.name
+        );
+        let mut rec = JobRecord::new_queued(id.clone(), &prompt, archive.clone(), "bench");
+        rec.state = JobState::Succeeded;
+        rec.started_at = Some(rec.created_at);
+        rec.finished_at = Some(Timestamp::now());
+        rec.exit_code = Some(0);
+        rec.archive_path = Some(archive.clone());
+        rec.outcome = Some("success".into());
+        rec.disposition = Some("archived".into());
+        rec.profile = Some("default".into());
+        std::fs::write(layout.job_json(&id), serde_json::to_vec(&rec)?)?;
+        std::fs::write(layout.prompt_copy(&id), "x\n")?;
+        let archived = root.join(&archive);
+        if let Some(dir) = archived.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(archived, "x\n")?;
+        let exec = Execution::from_record(&rec, Outcome::Success, Some("archived"), Source::Daemon);
+        ledger.record(&exec, &[], &[])?;
+        index.push(IndexedJob::from_record(&rec));
+    }
+    ledger.index_jobs(&index)?;
+    Ok(())
+}
+
+/// `rows` executions (50 projects × 400 prompts, outcomes mixed) and
+/// `jobs` finished jobs in the job index, generated inside SQLite.
+pub fn long_history(ledger_path: &Path, rows: u64, jobs: u64) -> anyhow::Result<()> {
+    drop(Ledger::open(ledger_path)?);
+    let conn = rusqlite::Connection::open(ledger_path).context("opening the ledger")?;
+    conn.execute_batch(&format!(
+        "BEGIN;
+         WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < {rows})
+         INSERT INTO executions (id, project, name, attempt, started_at, finished_at, duration_ms,
+                                 outcome, exit_code, host)
+         SELECT 'bench-' || i, 'p' || (i % 50), 'n' || (i % 400), 1,
+                1700000000000 + i * 1000 - (i * 7919 % 600000),
+                1700000000000 + i * 1000, i * 7919 % 600000,
+                CASE i % 7 WHEN 3 THEN 'failure' WHEN 4 THEN 'timeout'
+                           WHEN 5 THEN 'rate_limited' WHEN 6 THEN 'aborted' ELSE 'success' END,
+                CASE WHEN i % 7 IN (3, 4, 5, 6) THEN 1 ELSE 0 END, 'bench'
+         FROM seq;
+         WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < {jobs})
+         INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at, started_at,
+                           finished_at, exit_code, updated_at)
+         SELECT printf('%08x-0000-7000-8000-%012x', 26214400 + i / 1000, i),
+                printf('%08x', i), 'p' || (i % 50), 'n' || (i % 400),
+                CASE i % 6 WHEN 3 THEN 'failed' WHEN 4 THEN 'timed_out' WHEN 5 THEN 'aborted'
+                           ELSE 'succeeded' END,
+                1, 1700000000000 + i * 1000, 1700000000000 + i * 1000,
+                1700000000000 + i * 1000 + 5000, 0, 1700000000000 + i * 1000 + 5000
+         FROM seq;
+         COMMIT;"
+    ))
+    .context("generating the history")?;
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! `jobwarden-bench <scenario|all> [--json]`: measures the performance
+//! promises (DESIGN §12) against the real daemon, in a temporary root of
+//! its own, and reports each figure next to its target as met or missed.
+//! Nothing here asserts: machines are noisy, so this reports.
+//!
+//! The daemon is the `jobwarden` binary next to this one when it was built
+//! (`cargo build --release`); otherwise this binary runs the same code in
+//! its place (started as `jobwarden`, it is jobwarden). The helpers the
+//! jobs run (`stamp`, `await-term`) are this binary too, so that a job's
+//! start and a signal's arrival are stamped with `CLOCK_MONOTONIC`, which
+//! every process on the machine shares.
+//!
+//! Layout: `main.rs` (arguments, helpers, report), `rig.rs` (the temporary
+//! root and the daemon), `scenarios.rs` (one function per scenario),
+//! `fixtures.rs` (finished jobs and ledger rows generated directly).
+
+mod fixtures;
+mod report;
+mod rig;
+mod scenarios;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use report::Figure;
+
+const SCENARIOS: &[&str] = &[
+    "claim-latency",
+    "abort-latency",
+    "throughput",
+    "idle",
+    "queries",
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    // Started as `jobwarden` (the daemon, or a monitor it starts through
+    // /proc/self/exe), this binary is jobwarden.
+    let arg0 = args.first().map(Path::new).and_then(|p| p.file_name());
+    if arg0.is_some_and(|n| n == "jobwarden") {
+        return jobwarden::commands::main();
+    }
+    match args.get(1).map(String::as_str) {
+        Some("stamp") => return helper(stamp(args.get(2))),
+        Some("await-term") => return helper(await_term(args.get(2), args.get(3))),
+        _ => {}
+    }
+    match run(&args[1..]) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("jobwarden-bench: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn usage() -> String {
+    format!(
+        "usage: jobwarden-bench <{}|all> [--json]",
+        SCENARIOS.join("|")
+    )
+}
+
+fn run(args: &[String]) -> anyhow::Result<ExitCode> {
+    let json = args.iter().any(|a| a == "--json");
+    let names: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--json")
+        .collect();
+    let [name] = names.as_slice() else {
+        anyhow::bail!("{}", usage());
+    };
+    let chosen: Vec<&str> = match *name {
+        "all" => SCENARIOS.to_vec(),
+        n if SCENARIOS.contains(&n) => vec![n],
+        other => anyhow::bail!("unknown scenario {other:?}; {}", usage()),
+    };
+    let machine = report::Machine::probe();
+    let mut figures: Vec<Figure> = Vec::new();
+    for scenario in chosen {
+        eprintln!("jobwarden-bench: {scenario} …");
+        let got = match scenario {
+            "claim-latency" => scenarios::claim_latency()?,
+            "abort-latency" => scenarios::abort_latency()?,
+            "throughput" => scenarios::throughput()?,
+            "idle" => scenarios::idle()?,
+            _ => scenarios::queries()?,
+        };
+        figures.extend(got);
+    }
+    if json {
+        report::print_json(&machine, &figures)?;
+    } else {
+        report::print_table(&machine, &figures);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn helper(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jobwarden-bench helper: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Nanoseconds of `CLOCK_MONOTONIC`: comparable between processes.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `stamp FILE`: a job that writes the time it started.
+fn stamp(file: Option<&String>) -> anyhow::Result<()> {
+    let now = monotonic_ns();
+    let file = file.ok_or_else(|| anyhow::anyhow!("stamp needs a file"))?;
+    write_new(Path::new(file), &now.to_string())
+}
+
+/// `await-term READY STAMP`: a job that says it is ready, then writes the
+/// time SIGTERM reached it (taken with the signal blocked and waited for,
+/// so no polling delay is added).
+fn await_term(ready: Option<&String>, file: Option<&String>) -> anyhow::Result<()> {
+    use nix::sys::signal::{SigSet, Signal};
+    let (Some(ready), Some(file)) = (ready, file) else {
+        anyhow::bail!("await-term needs a ready file and a stamp file");
+    };
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.thread_block()?;
+    write_new(Path::new(ready), "ready")?;
+    set.wait()?;
+    let now = monotonic_ns();
+    write_new(Path::new(file), &now.to_string())
+}
+
+/// Write `text` to a new file under a temporary name, then rename it in:
+/// the harness never reads half a stamp.
+pub fn write_new(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    #[allow(clippy::disallowed_methods)] // a scratch file, not jobwarden state
+    std::fs::write(&tmp, text)?;
+    #[allow(clippy::disallowed_methods)]
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

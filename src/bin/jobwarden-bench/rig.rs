@@ -1,0 +1,204 @@
+//! The harness's rig: a temporary root with a config, the real daemon
+//! started on it, prompts and ABORT markers renamed into place, and waits
+//! on files with deadlines.
+
+#![allow(clippy::disallowed_methods)] // scratch files of the harness
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// The program the daemon runs as: the `jobwarden` next to this binary,
+/// else this binary started under that name.
+pub fn jobwarden() -> anyhow::Result<(PathBuf, bool)> {
+    let me = std::env::current_exe().context("locating the harness binary")?;
+    let sibling = me.with_file_name("jobwarden");
+    if sibling.is_file() {
+        Ok((sibling, false))
+    } else {
+        Ok((me, true))
+    }
+}
+
+/// This binary, for the job helpers (`stamp`, `await-term`).
+pub fn harness() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("locating the harness binary")
+}
+
+/// A temporary root and its config file.
+pub struct Rig {
+    _dir: tempfile::TempDir,
+    pub base: PathBuf,
+    pub root: PathBuf,
+    config: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl Rig {
+    /// A fresh root whose config is `toml`, in which `@OUT@` stands for the
+    /// folder where job helpers leave their stamps and `@HARNESS@` for this
+    /// binary.
+    pub fn new(toml: &str) -> anyhow::Result<Rig> {
+        let dir = tempfile::Builder::new()
+            .prefix("jobwarden-bench-")
+            .tempdir()
+            .context("creating a temporary root")?;
+        let base = dir.path().to_path_buf();
+        let root = base.join("root");
+        fs::create_dir_all(root.join("inbox"))?;
+        let config = base.join("config.toml");
+        let toml = toml
+            .replace("@OUT@", &base.join("out").display().to_string())
+            .replace("@HARNESS@", &harness()?.display().to_string());
+        fs::write(&config, toml)?;
+        fs::create_dir_all(base.join("out"))?;
+        fs::create_dir_all(base.join("stage"))?;
+        Ok(Rig {
+            _dir: dir,
+            base,
+            root,
+            config,
+            daemon: None,
+        })
+    }
+
+    pub fn out(&self) -> PathBuf {
+        self.base.join("out")
+    }
+
+    /// A `jobwarden` command on this root.
+    pub fn command(&self, args: &[&str]) -> anyhow::Result<Command> {
+        let (program, as_self) = jobwarden()?;
+        let mut cmd = Command::new(program);
+        if as_self {
+            std::os::unix::process::CommandExt::arg0(&mut cmd, "jobwarden");
+        }
+        cmd.arg("--root")
+            .arg(&self.root)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        Ok(cmd)
+    }
+
+    /// Start the daemon and wait until it says it is running.
+    pub fn start(&mut self) -> anyhow::Result<u32> {
+        let log = fs::File::create(self.base.join("daemon.log"))?;
+        let child = self
+            .command(&["daemon"])?
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting the daemon")?;
+        let pid = child.id();
+        self.daemon = Some(child);
+        let json = self.root.join("daemon.json");
+        wait_for(Duration::from_secs(120), "the daemon to be ready", || {
+            let v: serde_json::Value = serde_json::from_slice(&fs::read(&json).ok()?).ok()?;
+            (v["pid"] == pid && v["phase"] == "running").then_some(())
+        })?;
+        Ok(pid)
+    }
+
+    /// SIGTERM the daemon and wait for it.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.daemon.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM)?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Write a prompt outside the inbox (not yet visible).
+    pub fn stage(&self, project: &str, name: &str, body: &str) -> anyhow::Result<PathBuf> {
+        let staged = self.base.join("stage").join(format!("{project}.{name}"));
+        fs::write(&staged, body)?;
+        Ok(staged)
+    }
+
+    /// Rename a staged prompt into the inbox.
+    pub fn drop_staged(&self, staged: &Path, project: &str, name: &str) -> anyhow::Result<()> {
+        let dir = self.root.join("inbox").join(project);
+        fs::rename(staged, dir.join(format!("{name}.prompt.md")))
+            .with_context(|| format!("dropping {project}/{name}"))
+    }
+
+    /// The archived prompt of a finished job of `project/name`, if any.
+    pub fn archived(&self, state: &str, project: &str, name: &str) -> bool {
+        let dir = self.root.join("archive").join(state).join(project);
+        let prefix = format!("{name}.");
+        fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Poll `cond` (every 200 µs at first, backing off to 5 ms) until it yields,
+/// or fail naming `what`.
+pub fn wait_for<T>(
+    deadline: Duration,
+    what: &str,
+    mut cond: impl FnMut() -> Option<T>,
+) -> anyhow::Result<T> {
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        if let Some(v) = cond() {
+            return Ok(v);
+        }
+        if start.elapsed() > deadline {
+            bail!("timed out after {deadline:?} waiting for {what}");
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// A number written by a job helper, once the file exists.
+pub fn read_stamp(path: &Path) -> Option<u64> {
+    fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Resident set size of `pid` in bytes (`VmRSS`).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// CPU time `pid` has used (user + system), in clock ticks.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Clock ticks per second.
+pub fn ticks_per_second() -> u64 {
+    // SAFETY: sysconf reads a constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}

@@ -1,0 +1,46 @@
+//! The benchmark harness's own plumbing (its figures are never asserted:
+//! they depend on the machine): it refuses unknown scenarios naming the
+//! known ones, its job helpers stamp the shared monotonic clock, and
+//! started as `jobwarden` it is jobwarden.
+
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::support::*;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_jobwarden-bench");
+
+#[test]
+fn unknown_scenarios_are_refused_naming_the_known_ones() {
+    let out = Command::new(BENCH).arg("warp-speed").output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in ["claim-latency", "abort-latency", "throughput", "idle", "queries", "all"] {
+        assert!(err.contains(name), "{name}: {err}");
+    }
+}
+
+#[test]
+fn the_stamp_helper_writes_the_monotonic_clock_and_runs_as_jobwarden() {
+    let sb = Sandbox::new();
+    let file = sb.out().join("t.stamp");
+    let status = Command::new(BENCH)
+        .args(["stamp", &file.to_string_lossy()])
+        .status()
+        .expect("stamp");
+    assert!(status.success());
+    let stamp: u64 = std::fs::read_to_string(&file)
+        .expect("stamp file")
+        .trim()
+        .parse()
+        .expect("a number");
+    let uptime_ns = std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|s| (s * 1e9) as u64)
+        .expect("uptime");
+    // CLOCK_MONOTONIC counts from boot, like /proc/uptime (within a few s).
+    assert!(stamp.abs_diff(uptime_ns) < 5_000_000_000, "{stamp} vs {uptime_ns}");
+    let out = Command::new(BENCH).arg0("jobwarden").arg("--version").output().expect("as jobwarden");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("jobwarden "));
+}
