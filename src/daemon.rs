@@ -72,7 +72,7 @@ pub async fn run(
         Some(&mut ledger),
     );
     daemon.ledger = Some(ledger);
-    daemon.ledger_identity = fsio::file_identity(&daemon.layout.ledger());
+    daemon.ledger_identity = file_identity(&daemon.layout.ledger());
     let signals = daemon.start_watching();
     daemon.take_recovered(recovered);
     daemon.rescan();
@@ -876,7 +876,7 @@ impl Daemon {
     /// read the same history the monitors write.
     fn refresh_ledger(&mut self) {
         let path = self.layout.ledger();
-        let current = fsio::file_identity(&path);
+        let current = file_identity(&path);
         if current.is_some() && current == self.ledger_identity {
             return;
         }
@@ -886,7 +886,7 @@ impl Daemon {
                     tracing::warn!("{} was replaced; reopened it", path.display());
                 }
                 self.ledger = Some(ledger);
-                self.ledger_identity = fsio::file_identity(&path);
+                self.ledger_identity = file_identity(&path);
             }
             Err(e) => tracing::error!("{e}"),
         }
@@ -970,6 +970,12 @@ impl Daemon {
             self.storage_failed(condition, "daemon.json could not be written".into());
         }
     }
+}
+
+/// Device and inode of a file, if it exists.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// An interval whose first tick is one period from now, and which does not

@@ -163,13 +163,6 @@ pub fn open_append(path: &Path) -> Result<File, IoError> {
         .ctx("opening for append", path)
 }
 
-/// Device and inode of the file at `path`, if it exists: tells a file
-/// replaced under the same name from the one held open.
-pub fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
 /// Take an exclusive `flock` on `path` (created if missing) without
 /// waiting. `None` means another process holds it. The lock lasts as long as
 /// the returned handle (or the process); the descriptor is close-on-exec, so

@@ -107,8 +107,6 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         events,
         heartbeat_failing: false,
         artifacts: Vec::new(),
-        ledger: None,
-        ledger_identity: None,
     };
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, why);
@@ -128,12 +126,6 @@ struct Monitor<'a> {
     /// The output tails of each of the job's commands that ran, for the
     /// ledger.
     artifacts: Vec<Artifact>,
-    /// One ledger connection for the job's life (index updates and the
-    /// end's row), opened when first needed; `None` until then, or after a
-    /// failure (the next use opens again).
-    ledger: Option<Ledger>,
-    /// Device and inode of the `ledger.db` that connection is to.
-    ledger_identity: Option<(u64, u64)>,
 }
 
 impl Monitor<'_> {
@@ -195,30 +187,11 @@ impl Monitor<'_> {
 
     /// Put the record's new state in the job index (fail-soft: a stale
     /// row is refreshed at the next daemon start, and job.json wins).
-    fn index(&mut self) {
-        let rec = self.rec.clone();
-        let indexed = self.ledger().map(|l| l.index_job(&rec));
-        if let Some(Err(e)) = indexed {
+    fn index(&self) {
+        let indexed = Ledger::open(&self.layout.ledger()).and_then(|mut l| l.index_job(&self.rec));
+        if let Err(e) = indexed {
             tracing::warn!(job = %self.rec.job_id, "{e}; the job index is refreshed at the next start");
-            self.ledger = None;
         }
-    }
-
-    /// The job's ledger connection, opened on first use. `None` (logged)
-    /// when it cannot be opened: callers go on without it.
-    fn ledger(&mut self) -> Option<&mut Ledger> {
-        if self.ledger.is_none() {
-            match Ledger::open(&self.layout.ledger()) {
-                Ok(l) => {
-                    self.ledger = Some(l);
-                    self.ledger_identity = fsio::file_identity(&self.layout.ledger());
-                }
-                Err(e) => {
-                    tracing::warn!(job = %self.rec.job_id, "{e}; its rows are backfilled later")
-                }
-            }
-        }
-        self.ledger.as_mut()
     }
 
     /// End the job as `stop` says, or give up on a record that cannot be
@@ -539,23 +512,15 @@ impl Monitor<'_> {
     }
 
     fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
-        // A ledger replaced while the job ran (an operator restored one) is
-        // the one the end is recorded in.
-        if self.ledger.is_some()
-            && fsio::file_identity(&self.layout.ledger()) != self.ledger_identity
-        {
-            self.ledger = None;
-        }
-        self.ledger();
-        let mut ledger = self.ledger.take();
+        let mut ledger = Ledger::open(&self.layout.ledger())
+            .map_err(|e| tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled"))
+            .ok();
         let mut finisher = Finisher {
             layout: &self.layout,
             config: self.config,
             ledger: ledger.as_mut(),
         };
-        let result = finisher.finish(&mut self.rec, &mut self.events, ending);
-        self.ledger = ledger;
-        result
+        finisher.finish(&mut self.rec, &mut self.events, ending)
     }
 }
 
