@@ -1,6 +1,7 @@
 //! Read queries behind `jobwarden history list|show|stats|export|who-touched`:
 //! filtered listings, one execution with its artifacts and paths, statistics
-//! computed in SQL (never by loading every row), a row-by-row stream for
+//! (lifetime ones from the tables the schema's triggers keep, windows
+//! computed in SQL; never by loading every row), a row-by-row stream for
 //! exports, the newest runs of each prompt, and path lookups.
 //!
 //! Rows come back as [`Execution`]s and small plain structs; how they are
@@ -34,6 +35,12 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Does this select the whole history of one project or of all, which
+    /// the statistics kept on insert answer without reading executions?
+    fn is_lifetime(&self) -> bool {
+        self.since_ms.is_none() && self.name.is_none() && self.outcome.is_none()
+    }
+
     /// The SQL conditions this filter sets, with their parameters.
     fn conditions(&self) -> Vec<(&'static str, Value)> {
         let text = |v: &Option<String>| v.clone().map(Value::Text);
@@ -249,25 +256,30 @@ impl Ledger {
 
     /// Counts by outcome, success rate, median and p95 duration of the
     /// executions matching `f` (its `project` and `since_ms`), overall and
-    /// per project.
+    /// per project. Everything is read in one snapshot, so counts and
+    /// durations agree while monitors keep adding rows.
     pub fn stats(&self, f: &Filter) -> Result<Stats, LedgerError> {
-        let mut stats = self.counted(f)?;
+        let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let mut stats = if f.is_lifetime() {
+            self.kept_stats(f.project.as_deref())?
+        } else {
+            let mut stats = self.summaries(self.outcome_counts(f)?)?;
+            self.window_percentiles(f, &mut stats)?;
+            stats
+        };
+        snapshot.commit().map_err(|e| self.err(e))?;
         for s in std::iter::once(&mut stats.overall).chain(stats.projects.values_mut()) {
             s.success_rate = success_rate(s);
-        }
-        if f.since_ms.is_some() {
-            self.window_percentiles(f, &mut stats)?;
-        } else {
-            self.index_percentiles(f, &mut stats)?;
         }
         Ok(stats)
     }
 
-    /// [`Stats`] with the counts filled in (rates and durations not yet).
-    fn counted(&self, f: &Filter) -> Result<Stats, LedgerError> {
+    /// [`Stats`] with the counts of `(project, outcome, count, count with
+    /// a duration)` groups filled in (rates and durations not yet).
+    fn summaries(&self, groups: Vec<(String, String, u64, u64)>) -> Result<Stats, LedgerError> {
         let known = self.outcome_names()?;
         let mut projects: BTreeMap<String, Summary> = BTreeMap::new();
-        for (project, outcome, count, timed) in self.outcome_counts(f)? {
+        for (project, outcome, count, timed) in groups {
             let s = projects.entry(project).or_insert_with(|| blank(&known));
             add_count(s, outcome, count, timed);
         }
@@ -287,9 +299,8 @@ impl Ledger {
         })
     }
 
-    /// `(project, outcome, count, count with a duration)` per group. Over
-    /// the lifetime, the covering index `executions_by_project_outcome`
-    /// makes this one pass over an index, never over table rows.
+    /// `(project, outcome, count, count with a duration)` per group of the
+    /// executions matching `f`: a pass over its window of an index.
     fn outcome_counts(&self, f: &Filter) -> Result<Vec<(String, String, u64, u64)>, LedgerError> {
         let (where_sql, params) = f.where_sql(&[]);
         let sql = format!(
@@ -297,8 +308,17 @@ impl Ledger {
              GROUP BY project, outcome",
             f.stats_source()
         );
+        self.count_groups(&sql, params)
+    }
+
+    /// Rows of `(project, outcome, count, count with a duration)` from `sql`.
+    fn count_groups(
+        &self,
+        sql: &str,
+        params: Vec<Value>,
+    ) -> Result<Vec<(String, String, u64, u64)>, LedgerError> {
         self.read(|c| {
-            let mut stmt = c.prepare(&sql)?;
+            let mut stmt = c.prepare(sql)?;
             let rows = stmt.query_map(params_from_iter(params), |r| {
                 Ok((
                     r.get(0)?,
@@ -311,49 +331,101 @@ impl Ledger {
         })
     }
 
-    /// Lifetime percentiles: per summary, `LIMIT 1 OFFSET k` along the
-    /// duration indexes, from whichever end is nearer (p95 reads 5%).
-    fn index_percentiles(&self, f: &Filter, stats: &mut Stats) -> Result<(), LedgerError> {
-        self.fill_percentiles(&mut stats.overall, f)?;
-        for (project, s) in stats.projects.iter_mut() {
-            let only = Filter {
-                project: Some(project.clone()),
-                ..f.clone()
-            };
-            self.fill_percentiles(s, &only)?;
+    /// Lifetime statistics of one project (or all) from the tables the
+    /// triggers on `executions` keep (migration 4): a row per project and
+    /// outcome, a row per project and duration bucket, then for each
+    /// percentile the distinct durations of one bucket, from its nearer end.
+    fn kept_stats(&self, project: Option<&str>) -> Result<Stats, LedgerError> {
+        let (scope, params) = project_scope(project);
+        let sql = format!("SELECT project, outcome, n, timed FROM stats_counts{scope}");
+        let mut stats = self.summaries(self.count_groups(&sql, params)?)?;
+        let histograms = self.histograms(project)?;
+        for (name, s) in stats.projects.iter_mut() {
+            if let Some(h) = histograms.get(name) {
+                self.fill_percentiles(s, Some(name), h)?;
+            }
         }
-        Ok(())
+        // With `project` set, `histograms` holds that project alone.
+        let all = Histogram::merged(histograms.values());
+        self.fill_percentiles(&mut stats.overall, project, &all)?;
+        Ok(stats)
     }
 
-    fn fill_percentiles(&self, s: &mut Summary, f: &Filter) -> Result<(), LedgerError> {
-        s.median_duration_ms =
-            self.duration_at(f, nearest_rank(50, s.with_duration), s.with_duration)?;
-        s.p95_duration_ms =
-            self.duration_at(f, nearest_rank(95, s.with_duration), s.with_duration)?;
-        Ok(())
+    /// The duration histogram of each project (or of `project` alone).
+    fn histograms(
+        &self,
+        project: Option<&str>,
+    ) -> Result<BTreeMap<String, Histogram>, LedgerError> {
+        let (scope, params) = project_scope(project);
+        let sql =
+            format!("SELECT project, bucket, n FROM stats_buckets{scope} ORDER BY project, bucket");
+        self.read(|c| {
+            let mut stmt = c.prepare(&sql)?;
+            let mut rows = stmt.query(params_from_iter(params))?;
+            let mut out: BTreeMap<String, Histogram> = BTreeMap::new();
+            while let Some(r) = rows.next()? {
+                let name: String = r.get(0)?;
+                let bucket = (r.get(1)?, count_column(r, 2)?);
+                out.entry(name).or_default().0.push(bucket);
+            }
+            Ok(out)
+        })
     }
 
-    /// The `rank`th smallest (1-based) of the `n` durations matching `f`.
-    fn duration_at(&self, f: &Filter, rank: u64, n: u64) -> Result<Option<u64>, LedgerError> {
-        if n == 0 {
-            return Ok(None);
-        }
-        let (order, offset) = if rank <= n / 2 {
-            ("ASC", rank - 1)
-        } else {
-            ("DESC", n - rank)
+    /// The median and p95 of `s` (whose durations `h` counts), exact.
+    fn fill_percentiles(
+        &self,
+        s: &mut Summary,
+        project: Option<&str>,
+        h: &Histogram,
+    ) -> Result<(), LedgerError> {
+        let n = s.with_duration;
+        let at = |pct| match h.locate(nearest_rank(pct, n)) {
+            Some(spot) if n > 0 => self.duration_in_bucket(project, spot),
+            _ => Ok(None),
         };
-        let (where_sql, mut params) = f.where_sql(&["duration_ms IS NOT NULL"]);
+        s.median_duration_ms = at(50)?;
+        s.p95_duration_ms = at(95)?;
+        Ok(())
+    }
+
+    /// The duration at `spot` among those of `project` (or of all): the
+    /// counts of the distinct durations in its bucket are added up from
+    /// the bucket's nearer end until they pass the spot, so at most half
+    /// of them are read.
+    fn duration_in_bucket(
+        &self,
+        project: Option<&str>,
+        spot: Spot,
+    ) -> Result<Option<u64>, LedgerError> {
+        let (order, mut skip) = if spot.index < spot.count / 2 {
+            ("ASC", spot.index)
+        } else {
+            ("DESC", spot.count - 1 - spot.index)
+        };
+        let (table, scope) = match project {
+            Some(_) => ("stats_durations", "project = ?2 AND "),
+            None => ("stats_durations_all", ""),
+        };
         let sql = format!(
-            "SELECT duration_ms FROM executions{where_sql} \
-             ORDER BY duration_ms {order} LIMIT 1 OFFSET ?"
+            "SELECT duration_ms, n FROM {table} \
+             WHERE {scope}duration_ms BETWEEN ?1 AND (SELECT hi FROM duration_buckets WHERE lo = ?1) \
+             ORDER BY duration_ms {order}"
         );
-        params.push(Value::Integer(to_sql_int(offset)));
-        self.conn
-            .query_row(&sql, params_from_iter(params), |r| ms_column(r, 0))
-            .optional()
-            .map(Option::flatten)
-            .map_err(|e| self.err(e))
+        let mut params = vec![Value::Integer(spot.bucket)];
+        params.extend(project.map(|p| Value::Text(p.to_owned())));
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let mut rows = stmt.query(params_from_iter(params))?;
+            while let Some(r) = rows.next()? {
+                let n = count_column(r, 1)?;
+                if skip < n {
+                    return ms_column(r, 0);
+                }
+                skip -= n;
+            }
+            Ok(None)
+        })
     }
 
     /// Percentiles of a `--since` window: the window is sorted once by
@@ -422,6 +494,58 @@ fn place(s: &mut Summary, rank: u64, n: u64, ms: u64) {
     }
     if rank == nearest_rank(95, n) {
         s.p95_duration_ms = Some(ms);
+    }
+}
+
+/// ` WHERE project = ?` (or nothing) and its parameter.
+fn project_scope(project: Option<&str>) -> (&'static str, Vec<Value>) {
+    match project {
+        Some(p) => (" WHERE project = ?", vec![Value::Text(p.to_owned())]),
+        None => ("", Vec::new()),
+    }
+}
+
+/// How many durations of a project (or of all) fall in each bucket:
+/// `(bucket, count)`, buckets (their smallest duration) ascending, empty
+/// ones left out.
+#[derive(Debug, Default)]
+struct Histogram(Vec<(i64, u64)>);
+
+/// Where a ranked duration lies: its bucket, how many durations the bucket
+/// holds, and its 0-based position among them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Spot {
+    bucket: i64,
+    count: u64,
+    index: u64,
+}
+
+impl Histogram {
+    /// The sum of `all`, bucket by bucket.
+    fn merged<'a>(all: impl Iterator<Item = &'a Histogram>) -> Histogram {
+        let mut sum: BTreeMap<i64, u64> = BTreeMap::new();
+        for &(bucket, n) in all.flat_map(|h| &h.0) {
+            *sum.entry(bucket).or_insert(0) += n;
+        }
+        Histogram(sum.into_iter().collect())
+    }
+
+    /// Where the `rank`th smallest duration (1-based) lies; `None` past
+    /// the last one.
+    fn locate(&self, rank: u64) -> Option<Spot> {
+        let mut below = 0;
+        for &(bucket, count) in &self.0 {
+            if rank <= below + count {
+                let index = rank.checked_sub(below + 1)?;
+                return Some(Spot {
+                    bucket,
+                    count,
+                    index,
+                });
+            }
+            below += count;
+        }
+        None
     }
 }
 

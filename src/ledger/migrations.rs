@@ -167,8 +167,127 @@ INSERT INTO prompts_last (project, name, execution_id, outcome, finished_at)
     SELECT project, name, id, outcome, MAX(finished_at) FROM executions GROUP BY project, name;
 "#;
 
+/// Migration 4: lifetime statistics kept by triggers on executions, so that
+/// `history stats` reads a few thousand small rows instead of a million
+/// index entries (DESIGN §12), and gives the same exact numbers. The tables
+/// are filled from the existing rows in this migration's transaction, so an
+/// upgraded ledger is exact too.
+const V4: &str = r#"
+-- Executions per project and outcome, and how many of them have a
+-- duration: the lifetime counts of `history stats`.
+CREATE TABLE stats_counts (
+    project TEXT NOT NULL,
+    outcome TEXT NOT NULL,                 -- an outcomes.name (executions checks it)
+    n INTEGER NOT NULL CHECK (n >= 0),     -- executions
+    timed INTEGER NOT NULL CHECK (timed >= 0),  -- of which have a duration_ms
+    PRIMARY KEY (project, outcome)
+) WITHOUT ROWID;
+
+-- Duration buckets on a log scale, from 0 to the largest integer: one
+-- millisecond wide up to 32 ms, then each at most 1/16 of its lower bound
+-- wide, about 700 in all. They only locate order statistics and never
+-- show in any output.
+CREATE TABLE duration_buckets (
+    lo INTEGER PRIMARY KEY,                -- smallest duration_ms in the bucket
+    hi INTEGER NOT NULL                    -- largest duration_ms in the bucket
+);
+INSERT INTO duration_buckets (lo, hi)
+    WITH RECURSIVE b (lo) AS (
+        SELECT 0
+        UNION ALL
+        SELECT lo + MAX(1, lo / 16) FROM b WHERE lo < 8000000000000000000
+    )
+    SELECT lo, COALESCE(LEAD(lo) OVER (ORDER BY lo) - 1, 9223372036854775807) FROM b;
+
+-- The k-th smallest duration of a project (median, p95) in two steps, both
+-- short and both exact: adding up its bucket counts in order finds the
+-- bucket holding rank k and the rank within it; adding up the counts of
+-- the distinct durations inside that bucket, from its nearer end, finds
+-- the duration. The second step reads at most half the bucket's distinct
+-- durations, so durations that cluster (a job that always takes about as
+-- long, timeouts) cost no more than spread ones.
+CREATE TABLE stats_buckets (
+    project TEXT NOT NULL,
+    bucket INTEGER NOT NULL,               -- the bucket's duration_buckets.lo
+    n INTEGER NOT NULL CHECK (n >= 0),     -- executions with a duration in it
+    PRIMARY KEY (project, bucket)
+) WITHOUT ROWID;
+CREATE TABLE stats_durations (
+    project TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    n INTEGER NOT NULL CHECK (n >= 0),     -- executions that took exactly this long
+    PRIMARY KEY (project, duration_ms)
+) WITHOUT ROWID;
+-- The same over all projects, for the overall median and p95 (the bucket
+-- counts over all projects are the sums of the projects' ones).
+CREATE TABLE stats_durations_all (
+    duration_ms INTEGER PRIMARY KEY,
+    n INTEGER NOT NULL CHECK (n >= 0)
+) WITHOUT ROWID;
+
+-- Insert-if-missing, then add: these statements never meet a conflict, so
+-- the conflict clause of the inserting statement (INSERT OR IGNORE), which
+-- replaces that of a statement in a trigger (an OR REPLACE here would act
+-- as OR IGNORE), cannot change what they do. A row it ignores fires no
+-- AFTER INSERT trigger. Rows are never updated or deleted
+-- (executions_no_update, executions_no_delete): inserts are all to follow.
+CREATE TRIGGER executions_keep_stats_counts AFTER INSERT ON executions
+    BEGIN
+        INSERT INTO stats_counts (project, outcome, n, timed)
+            SELECT NEW.project, NEW.outcome, 0, 0
+            WHERE NOT EXISTS (SELECT 1 FROM stats_counts
+                              WHERE project = NEW.project AND outcome = NEW.outcome);
+        UPDATE stats_counts SET n = n + 1, timed = timed + (NEW.duration_ms IS NOT NULL)
+            WHERE project = NEW.project AND outcome = NEW.outcome;
+    END;
+CREATE TRIGGER executions_keep_stats_durations AFTER INSERT ON executions
+    WHEN NEW.duration_ms IS NOT NULL
+    BEGIN
+        INSERT INTO stats_buckets (project, bucket, n)
+            SELECT NEW.project, b.lo, 0
+            FROM (SELECT MAX(lo) AS lo FROM duration_buckets WHERE lo <= NEW.duration_ms) AS b
+            WHERE NOT EXISTS (SELECT 1 FROM stats_buckets
+                              WHERE project = NEW.project AND bucket = b.lo);
+        UPDATE stats_buckets SET n = n + 1
+            WHERE project = NEW.project
+              AND bucket = (SELECT MAX(lo) FROM duration_buckets WHERE lo <= NEW.duration_ms);
+        INSERT INTO stats_durations (project, duration_ms, n)
+            SELECT NEW.project, NEW.duration_ms, 0
+            WHERE NOT EXISTS (SELECT 1 FROM stats_durations
+                              WHERE project = NEW.project AND duration_ms = NEW.duration_ms);
+        UPDATE stats_durations SET n = n + 1
+            WHERE project = NEW.project AND duration_ms = NEW.duration_ms;
+        INSERT INTO stats_durations_all (duration_ms, n)
+            SELECT NEW.duration_ms, 0
+            WHERE NOT EXISTS (SELECT 1 FROM stats_durations_all
+                              WHERE duration_ms = NEW.duration_ms);
+        UPDATE stats_durations_all SET n = n + 1 WHERE duration_ms = NEW.duration_ms;
+    END;
+
+INSERT INTO stats_counts (project, outcome, n, timed)
+    SELECT project, outcome, COUNT(*), COUNT(duration_ms) FROM executions
+    GROUP BY project, outcome;
+INSERT INTO stats_durations (project, duration_ms, n)
+    SELECT project, duration_ms, COUNT(*) FROM executions
+    WHERE duration_ms IS NOT NULL GROUP BY project, duration_ms;
+INSERT INTO stats_durations_all (duration_ms, n)
+    SELECT duration_ms, SUM(n) FROM stats_durations GROUP BY duration_ms;
+INSERT INTO stats_buckets (project, bucket, n)
+    SELECT project, bucket, SUM(n) FROM (
+        SELECT project, n,
+               (SELECT MAX(lo) FROM duration_buckets WHERE lo <= duration_ms) AS bucket
+        FROM stats_durations)
+    GROUP BY project, bucket;
+
+-- Only lifetime `history stats` read these (V2); the tables above answer
+-- it now, and every insert is one index write less per index dropped.
+DROP INDEX executions_by_project_outcome;
+DROP INDEX executions_by_project_duration;
+DROP INDEX executions_by_duration;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

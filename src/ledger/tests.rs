@@ -274,3 +274,269 @@ fn prompts_last_follows_each_prompts_newest_execution() {
     );
     assert!(l.ever_ran().expect("ever"));
 }
+
+/// Insert `(id, project, outcome, duration_ms)` rows as writers do
+/// (`INSERT OR IGNORE`, finished at their position), in one transaction.
+/// Returns how many were new.
+fn insert_rows(
+    conn: &mut rusqlite::Connection,
+    rows: &[(String, &str, &str, Option<i64>)],
+) -> usize {
+    let tx = conn.transaction().expect("transaction");
+    let mut new = 0;
+    for (i, (id, project, outcome, ms)) in rows.iter().enumerate() {
+        new += tx
+            .execute(
+                "INSERT OR IGNORE INTO executions (id, project, name, attempt, finished_at, duration_ms, outcome, host)
+                 VALUES (?1, ?2, 'n', 1, ?3, ?4, ?5, 'h')",
+                rusqlite::params![id, project, i as i64, ms, outcome],
+            )
+            .expect("insert");
+    }
+    tx.commit().expect("commit");
+    new
+}
+
+/// `(project, outcome, duration_ms)` of row `i` of a mixed history: four
+/// projects (the inbox top included), every outcome, one row in five
+/// without a duration, durations from 0 ms to about 11 days, most short.
+fn mixed_row(i: u64) -> (&'static str, &'static str, Option<i64>) {
+    let projects = ["", "web", "ops/nightly", "solo"];
+    let outcome = Outcome::ALL[(i % Outcome::ALL.len() as u64) as usize].as_str();
+    let x = (i * 2_654_435_761) % 1000;
+    let ms = (i % 5 != 0).then_some((x * x * x) as i64);
+    (projects[(i % 7 % 4) as usize], outcome, ms)
+}
+
+fn mixed_rows(ids: std::ops::Range<u64>) -> Vec<(String, &'static str, &'static str, Option<i64>)> {
+    ids.map(|i| {
+        let (project, outcome, ms) = mixed_row(i);
+        (format!("x{i}"), project, outcome, ms)
+    })
+    .collect()
+}
+
+/// Rows of a query, every column read as SQLite's own value.
+fn table(conn: &rusqlite::Connection, sql: &str) -> Vec<Vec<rusqlite::types::Value>> {
+    let mut stmt = conn.prepare(sql).expect("prepare");
+    let n = stmt.column_count();
+    let rows = stmt
+        .query_map([], |r| (0..n).map(|i| r.get(i)).collect())
+        .expect("query");
+    rows.collect::<Result<_, _>>().expect("rows")
+}
+
+/// The tables kept by triggers hold what a plain recount of `executions`
+/// gives.
+fn assert_kept_stats_match_a_recount(conn: &rusqlite::Connection) {
+    let pairs = [
+        (
+            "SELECT project, outcome, n, timed FROM stats_counts ORDER BY 1, 2",
+            "SELECT project, outcome, COUNT(*), COUNT(duration_ms) FROM executions
+             GROUP BY 1, 2 ORDER BY 1, 2",
+        ),
+        (
+            "SELECT project, bucket, n FROM stats_buckets ORDER BY 1, 2",
+            "SELECT project, (SELECT MAX(lo) FROM duration_buckets WHERE lo <= duration_ms),
+                    COUNT(*)
+             FROM executions WHERE duration_ms IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
+        ),
+        (
+            "SELECT project, duration_ms, n FROM stats_durations ORDER BY 1, 2",
+            "SELECT project, duration_ms, COUNT(*) FROM executions
+             WHERE duration_ms IS NOT NULL GROUP BY 1, 2 ORDER BY 1, 2",
+        ),
+        (
+            "SELECT duration_ms, n FROM stats_durations_all ORDER BY 1",
+            "SELECT duration_ms, COUNT(*) FROM executions
+             WHERE duration_ms IS NOT NULL GROUP BY 1 ORDER BY 1",
+        ),
+    ];
+    for (kept, recount) in pairs {
+        assert_eq!(table(conn, kept), table(conn, recount), "{kept}");
+    }
+}
+
+/// Median and p95 of `durations` by sorting them (nearest rank).
+fn sorted_percentiles(mut durations: Vec<u64>) -> (Option<u64>, Option<u64>) {
+    durations.sort_unstable();
+    let at = |pct: usize| {
+        let rank = (pct * durations.len()).div_ceil(100).max(1);
+        durations.get(rank - 1).copied()
+    };
+    (at(50), at(95))
+}
+
+/// Lifetime stats (overall, per project, and with `--project`) against
+/// percentiles recomputed by sorting every duration, and against the
+/// `--since` path over all time.
+fn assert_lifetime_stats_are_exact(l: &Ledger) {
+    use history::Filter;
+    let durations = table(
+        &l.conn,
+        "SELECT project, duration_ms FROM executions WHERE duration_ms IS NOT NULL",
+    );
+    let mut by_project: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for row in durations {
+        let (rusqlite::types::Value::Text(p), rusqlite::types::Value::Integer(ms)) =
+            (&row[0], &row[1])
+        else {
+            panic!("unexpected row {row:?}");
+        };
+        by_project.entry(p.clone()).or_default().push(*ms as u64);
+    }
+    let percentiles = |s: &history::Summary| (s.median_duration_ms, s.p95_duration_ms);
+    let lifetime = l.stats(&Filter::default()).expect("lifetime");
+    let all: Vec<u64> = by_project.values().flatten().copied().collect();
+    assert_eq!(
+        percentiles(&lifetime.overall),
+        sorted_percentiles(all),
+        "overall"
+    );
+    for (project, s) in &lifetime.projects {
+        let expected = sorted_percentiles(by_project.get(project).cloned().unwrap_or_default());
+        assert_eq!(percentiles(s), expected, "project {project:?}");
+        let only = Filter {
+            project: Some(project.clone()),
+            ..Filter::default()
+        };
+        let one = l.stats(&only).expect("one project");
+        assert_eq!(percentiles(&one.overall), expected, "--project {project:?}");
+        assert_eq!(one.overall.total, s.total, "--project {project:?}");
+    }
+    let window = Filter {
+        since_ms: Some(0),
+        ..Filter::default()
+    };
+    let json = |s: &history::Stats| serde_json::to_value(s).expect("serialise");
+    assert_eq!(json(&lifetime), json(&l.stats(&window).expect("window")));
+}
+
+#[test]
+fn duration_buckets_cover_every_duration_once_and_stay_narrow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    let buckets = table(&l.conn, "SELECT lo, hi FROM duration_buckets ORDER BY lo");
+    let bounds: Vec<(i64, i64)> = buckets
+        .iter()
+        .map(|b| match (&b[0], &b[1]) {
+            (rusqlite::types::Value::Integer(lo), rusqlite::types::Value::Integer(hi)) => {
+                (*lo, *hi)
+            }
+            other => panic!("not integers: {other:?}"),
+        })
+        .collect();
+    assert_eq!(bounds.first().map(|b| b.0), Some(0));
+    assert_eq!(bounds.last().map(|b| b.1), Some(i64::MAX));
+    assert!(bounds.len() < 1000, "{} buckets", bounds.len());
+    for pair in bounds.windows(2) {
+        assert_eq!(pair[0].1 + 1, pair[1].0, "contiguous: {pair:?}");
+    }
+    for &(lo, hi) in &bounds[..bounds.len() - 1] {
+        assert!(hi - lo < (lo / 16).max(1), "narrow: {lo}..={hi}");
+    }
+}
+
+#[test]
+fn kept_stats_match_a_recount_after_mixed_duplicate_and_untimed_inserts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    assert_eq!(insert_rows(&mut l.conn, &mixed_rows(0..400)), 400);
+    assert_kept_stats_match_a_recount(&l.conn);
+    // Duplicates are ignored by the outer INSERT OR IGNORE and must not be
+    // counted, whether alone or mixed with new rows.
+    assert_eq!(insert_rows(&mut l.conn, &mixed_rows(0..400)), 0);
+    assert_eq!(insert_rows(&mut l.conn, &mixed_rows(350..450)), 50);
+    // A plain INSERT of a duplicate fails, and its trigger work with it.
+    let dup = l.conn.execute(
+        "INSERT INTO executions (id, project, name, attempt, finished_at, duration_ms, outcome, host)
+         VALUES ('x1', 'web', 'n', 1, 1, 5, 'success', 'h')",
+        [],
+    );
+    assert!(dup.is_err(), "duplicate id refused");
+    // Through the library: a new (project, outcome) pair first met inside
+    // INSERT OR IGNORE, then the same execution again.
+    let e = execution("fresh", "n", Outcome::Rejected, 1_000);
+    assert!(l.record(&e, &[], &[]).expect("record"));
+    assert!(!l.record(&e, &[], &[]).expect("record again"));
+    assert_kept_stats_match_a_recount(&l.conn);
+    let s = l.stats(&history::Filter::default()).expect("stats");
+    assert_eq!(s.overall.total, 451);
+    assert_eq!(s.projects["fresh"].by_outcome["rejected"], 1);
+    assert_eq!(s.projects["fresh"].with_duration, 0);
+    assert_lifetime_stats_are_exact(&l);
+}
+
+#[test]
+fn lifetime_percentiles_are_exact_for_small_and_skewed_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    let mut rows: Vec<(String, &str, &str, Option<i64>)> = Vec::new();
+    let mut add = |project: &'static str, ms: Option<i64>| {
+        rows.push((format!("r{}", rows.len()), project, "success", ms));
+    };
+    add("one", Some(7));
+    add("two", Some(3));
+    add("two", Some(1));
+    for ms in [5, 9, 5] {
+        add("three", Some(ms));
+    }
+    add("untimed", None);
+    // Nearly all in one bucket, the rank found from its top end, and
+    // outliers at both ends of the duration range.
+    for _ in 0..300 {
+        add("flat", Some(4_000));
+    }
+    for ms in [0, 1, 1_000_000_000_000, 9_000_000_000_000_000_000] {
+        add("flat", Some(ms));
+    }
+    // Values on bucket bounds (each bucket's smallest and largest).
+    for ms in [
+        31, 32, 33, 34, 46, 47, 48, 50, 51, 1_026, 1_027, 1_090, 1_091,
+    ] {
+        add("edges", Some(ms));
+    }
+    // A long tail: most runs short, a few taking days.
+    for i in 0..2_000u64 {
+        let x = (i * 2_654_435_761) % 1000;
+        add("tail", Some((x * x * x) as i64));
+    }
+    insert_rows(&mut l.conn, &rows);
+    assert_kept_stats_match_a_recount(&l.conn);
+    assert_lifetime_stats_are_exact(&l);
+    let s = l.stats(&history::Filter::default()).expect("stats");
+    assert_eq!(s.projects["flat"].median_duration_ms, Some(4_000));
+    assert_eq!(
+        s.projects["two"].median_duration_ms,
+        Some(1),
+        "lower middle"
+    );
+    assert_eq!(s.projects["untimed"].median_duration_ms, None);
+}
+
+#[test]
+fn migrating_a_v3_ledger_with_rows_gives_exact_stats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    {
+        let mut conn = rusqlite::Connection::open(&path).expect("open");
+        for sql in &migrations::MIGRATIONS[..3] {
+            conn.execute_batch(sql).expect("migrate to v3");
+        }
+        conn.pragma_update(None, "user_version", 3)
+            .expect("version");
+        assert_eq!(insert_rows(&mut conn, &mixed_rows(0..1_500)), 1_500);
+    }
+    let mut l = Ledger::open(&path).expect("open migrates");
+    let v: u32 = l
+        .conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(v, SCHEMA_VERSION);
+    assert_kept_stats_match_a_recount(&l.conn);
+    assert_lifetime_stats_are_exact(&l);
+    // The triggers keep them from there on.
+    assert_eq!(insert_rows(&mut l.conn, &mixed_rows(1_000..2_000)), 500);
+    assert_kept_stats_match_a_recount(&l.conn);
+    assert_lifetime_stats_are_exact(&l);
+}

@@ -15,7 +15,14 @@ fn unknown_scenarios_are_refused_naming_the_known_ones() {
     let out = Command::new(BENCH).arg("warp-speed").output().expect("run");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    for name in ["claim-latency", "abort-latency", "throughput", "idle", "queries", "all"] {
+    for name in [
+        "claim-latency",
+        "abort-latency",
+        "throughput",
+        "idle",
+        "queries",
+        "all",
+    ] {
         assert!(err.contains(name), "{name}: {err}");
     }
 }
@@ -40,7 +47,14 @@ fn the_stamp_helper_writes_the_monotonic_clock_and_runs_as_jobwarden() {
         .map(|s| (s * 1e9) as u64)
         .expect("uptime");
     // CLOCK_MONOTONIC counts from boot, like /proc/uptime (within a few s).
-    assert!(stamp.abs_diff(uptime_ns) < 5_000_000_000, "{stamp} vs {uptime_ns}");
-    let out = Command::new(BENCH).arg0("jobwarden").arg("--version").output().expect("as jobwarden");
+    assert!(
+        stamp.abs_diff(uptime_ns) < 5_000_000_000,
+        "{stamp} vs {uptime_ns}"
+    );
+    let out = Command::new(BENCH)
+        .arg0("jobwarden")
+        .arg("--version")
+        .output()
+        .expect("as jobwarden");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("jobwarden "));
 }
