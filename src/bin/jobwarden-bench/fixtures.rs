@@ -25,10 +25,8 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
             name: format!("n{i}"),
         };
         std::fs::create_dir_all(layout.run_dir(&id))?;
-        let archive = format!(
-            "archive/succeeded/{}/{}.{id}.md",
-            prompt.project, prompt.name
-        );
+        let archived = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
+        let archive = layout.relative(&archived).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), &prompt, archive.clone(), "bench");
         rec.state = JobState::Succeeded;
         rec.started_at = Some(rec.created_at);
@@ -40,7 +38,6 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
         rec.profile = Some("default".into());
         std::fs::write(layout.job_json(&id), serde_json::to_vec(&rec)?)?;
         std::fs::write(layout.prompt_copy(&id), "x\n")?;
-        let archived = root.join(&archive);
         if let Some(dir) = archived.parent() {
             std::fs::create_dir_all(dir)?;
         }

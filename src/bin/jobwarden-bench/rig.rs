@@ -10,6 +10,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use jobwarden::layout::{Layout, PromptName};
+
+/// A prompt's key.
+pub fn prompt(project: &str, name: &str) -> PromptName {
+    PromptName {
+        project: project.to_owned(),
+        name: name.to_owned(),
+    }
+}
 
 /// The program the daemon runs as: the `jobwarden` next to this binary,
 /// else this binary started under that name.
@@ -33,6 +42,8 @@ pub struct Rig {
     _dir: tempfile::TempDir,
     pub base: PathBuf,
     pub root: PathBuf,
+    /// Every path under the root comes from here, as in the daemon.
+    pub layout: Layout,
     config: PathBuf,
     daemon: Option<Child>,
 }
@@ -48,7 +59,8 @@ impl Rig {
             .context("creating a temporary root")?;
         let base = dir.path().to_path_buf();
         let root = base.join("root");
-        fs::create_dir_all(root.join("inbox"))?;
+        let layout = Layout::new(root.clone());
+        fs::create_dir_all(layout.inbox())?;
         let config = base.join("config.toml");
         let toml = toml
             .replace("@OUT@", &base.join("out").display().to_string())
@@ -60,6 +72,7 @@ impl Rig {
             _dir: dir,
             base,
             root,
+            layout,
             config,
             daemon: None,
         })
@@ -97,7 +110,7 @@ impl Rig {
             .context("starting the daemon")?;
         let pid = child.id();
         self.daemon = Some(child);
-        let json = self.root.join("daemon.json");
+        let json = self.layout.daemon_json();
         wait_for(Duration::from_secs(120), "the daemon to be ready", || {
             let v: serde_json::Value = serde_json::from_slice(&fs::read(&json).ok()?).ok()?;
             (v["pid"] == pid && v["phase"] == "running").then_some(())
@@ -122,22 +135,20 @@ impl Rig {
         Ok(staged)
     }
 
-    /// Rename a staged prompt into the inbox.
+    /// Rename a staged prompt into the inbox (its folder created first).
     pub fn drop_staged(&self, staged: &Path, project: &str, name: &str) -> anyhow::Result<()> {
-        let dir = self.root.join("inbox").join(project);
-        fs::rename(staged, dir.join(format!("{name}.prompt.md")))
-            .with_context(|| format!("dropping {project}/{name}"))
+        let to = self.layout.waiting_prompt(&prompt(project, name));
+        if let Some(dir) = to.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        fs::rename(staged, &to).with_context(|| format!("dropping {project}/{name}"))
     }
 
-    /// The archived prompt of a finished job of `project/name`, if any.
-    pub fn archived(&self, state: &str, project: &str, name: &str) -> bool {
-        let dir = self.root.join("archive").join(state).join(project);
-        let prefix = format!("{name}.");
-        fs::read_dir(dir).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        })
+    /// Has the job of `project/name` ended and moved its prompt on (it is
+    /// neither waiting nor claimed any more)?
+    pub fn settled(&self, project: &str, name: &str) -> bool {
+        let p = prompt(project, name);
+        !self.layout.running_prompt(&p).exists() && !self.layout.waiting_prompt(&p).exists()
     }
 }
 

@@ -39,7 +39,6 @@ pub fn claim_latency() -> anyhow::Result<Vec<Figure>> {
     const SAMPLES: usize = 500;
     let command = r#"["@HARNESS@", "stamp", "@OUT@/{name}.stamp"]"#;
     let mut rig = Rig::new(&config(1, command, ""))?;
-    fs::create_dir_all(rig.root.join("inbox/claim"))?;
     rig.start()?;
     let mut samples = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES {
@@ -54,7 +53,7 @@ pub fn claim_latency() -> anyhow::Result<Vec<Figure>> {
         samples.push(started.saturating_sub(t0) as f64 / MS);
         // Let the job end before the next sample, so samples don't overlap.
         wait_for(Duration::from_secs(30), "the job to end", || {
-            rig.archived("succeeded", "claim", &name).then_some(())
+            rig.settled("claim", &name).then_some(())
         })?;
     }
     Ok(latency_figures("claim-latency", samples))
@@ -66,7 +65,6 @@ pub fn abort_latency() -> anyhow::Result<Vec<Figure>> {
     const SAMPLES: usize = 200;
     let command = r#"["@HARNESS@", "await-term", "@OUT@/{name}.ready", "@OUT@/{name}.term"]"#;
     let mut rig = Rig::new(&config(1, command, ""))?;
-    fs::create_dir_all(rig.root.join("inbox/abort"))?;
     rig.start()?;
     let mut samples = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES {
@@ -78,18 +76,19 @@ pub fn abort_latency() -> anyhow::Result<Vec<Figure>> {
         wait_for(Duration::from_secs(30), "the job to be ready", || {
             ready.exists().then_some(())
         })?;
-        let run_dir = rig.root.join("runs").join(&id);
-        let tmp = run_dir.join("ABORT.tmp");
+        let job = jobwarden::job::JobId::parse(&id).map_err(anyhow::Error::msg)?;
+        let marker = rig.layout.abort_marker(&job);
+        let tmp = marker.with_extension("tmp");
         fs::write(&tmp, "bench\n")?;
         let term = rig.out().join(format!("{name}.term"));
         let t0 = monotonic_ns();
-        fs::rename(&tmp, run_dir.join("ABORT"))?;
+        fs::rename(&tmp, &marker)?;
         let got = wait_for(Duration::from_secs(30), "SIGTERM to arrive", || {
             read_stamp(&term)
         })?;
         samples.push(got.saturating_sub(t0) as f64 / MS);
         wait_for(Duration::from_secs(30), "the job to end", || {
-            rig.archived("aborted", "abort", &name).then_some(())
+            rig.settled("abort", &name).then_some(())
         })?;
     }
     Ok(latency_figures("abort-latency", samples))
@@ -103,7 +102,6 @@ pub fn throughput() -> anyhow::Result<Vec<Figure>> {
     let truth = which("true")?;
     let bare = bare_spawn_rate(&truth, JOBS, PARALLEL)?;
     let mut rig = Rig::new(&config(PARALLEL, &format!("[{:?}]", truth), ""))?;
-    fs::create_dir_all(rig.root.join("inbox/tp"))?;
     rig.start()?;
     let staged: Vec<_> = (0..JOBS)
         .map(|i| rig.stage("tp", &format!("t{i:04}"), "x\n"))
@@ -111,16 +109,16 @@ pub fn throughput() -> anyhow::Result<Vec<Figure>> {
     for (i, s) in staged.iter().enumerate() {
         rig.drop_staged(s, "tp", &format!("t{i:04}"))?;
     }
-    let archive = rig.root.join("archive/succeeded/tp");
     wait_for(Duration::from_secs(900), "every job to end", || {
-        let done = fs::read_dir(&archive).map(|d| d.count()).unwrap_or(0);
+        let done = (0..JOBS)
+            .filter(|i| rig.settled("tp", &format!("t{i:04}")))
+            .count();
         (done >= JOBS).then_some(())
     })?;
     // From the first claim to the last terminal record, as the records say.
     let (mut first, mut last, mut records) = (u64::MAX, 0u64, 0usize);
-    for entry in fs::read_dir(rig.root.join("runs"))?.flatten() {
-        let v: serde_json::Value =
-            serde_json::from_slice(&fs::read(entry.path().join("job.json"))?)?;
+    for id in rig.layout.job_ids()? {
+        let v: serde_json::Value = serde_json::from_slice(&fs::read(rig.layout.job_json(&id))?)?;
         let ms = |k: &str| v[k].as_str().map(rfc3339_ms);
         if let (Some(Some(c)), Some(Some(f))) = (ms("created_at"), ms("finished_at")) {
             first = first.min(c);
@@ -129,7 +127,7 @@ pub fn throughput() -> anyhow::Result<Vec<Figure>> {
         }
     }
     let rate = JOBS as f64 / ((last.saturating_sub(first)).max(1) as f64 / 1000.0);
-    let ledger = rusqlite::Connection::open(rig.root.join("ledger.db"))?;
+    let ledger = rusqlite::Connection::open(rig.layout.ledger())?;
     let (rows, distinct): (i64, i64) = ledger.query_row(
         "SELECT COUNT(*), COUNT(DISTINCT name) FROM executions",
         [],
@@ -207,14 +205,14 @@ pub fn idle() -> anyhow::Result<Vec<Figure>> {
     let cpu_ms = (after - before) as f64 * 1000.0 / rig::ticks_per_second() as f64;
     let rss = rig::rss_bytes(pid).context("the daemon's RSS")? as f64 / (1024.0 * 1024.0);
 
-    fs::create_dir_all(rig.root.join("inbox/idle"))?;
     let staged = rig.stage(
         "idle",
         "sleepy",
         "---\njob_id: bench-sleepy\nprofile: sleeper\n---\nx\n",
     )?;
     rig.drop_staged(&staged, "idle", "sleepy")?;
-    let record = rig.root.join("runs/bench-sleepy/job.json");
+    let sleepy = jobwarden::job::JobId::parse("bench-sleepy").map_err(anyhow::Error::msg)?;
+    let record = rig.layout.job_json(&sleepy);
     let monitor = wait_for(Duration::from_secs(30), "the job to run", || {
         let v: serde_json::Value = serde_json::from_slice(&fs::read(&record).ok()?).ok()?;
         (v["state"] == "running")
@@ -238,7 +236,7 @@ pub fn queries() -> anyhow::Result<Vec<Figure>> {
     const RUNS: usize = 20;
     let rig = Rig::new(&config(4, "[\"true\"]", ""))?;
     let t0 = Instant::now();
-    fixtures::long_history(&rig.root.join("ledger.db"), 1_000_000, 100_000)?;
+    fixtures::long_history(&rig.layout.ledger(), 1_000_000, 100_000)?;
     let generated = t0.elapsed().as_secs_f64();
     let mut figures = vec![Figure::info(
         "queries",
