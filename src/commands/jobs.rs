@@ -3,10 +3,8 @@
 //! from the job index. A live job's row is checked against its `job.json`
 //! (which wins), so a lagging index never shows a finished job as running.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
@@ -135,13 +133,7 @@ impl From<&IndexedJob> for JobJson {
 const PROMPT_WIDTH: usize = 26;
 
 pub(super) fn print_table(rows: &[IndexedJob]) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    let now = Timestamp::now().epoch_ms();
-    writeln!(out, "{}", header()).context("writing to stdout")?;
-    for j in rows {
-        writeln!(out, "{}", table_row(j, now)).context("writing to stdout")?;
-    }
-    Ok(())
+    super::output::print_table(&header(), rows, table_row)
 }
 
 pub(super) fn header() -> String {

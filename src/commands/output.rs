@@ -184,6 +184,22 @@ pub fn alarm(text: &str) -> String {
     }
 }
 
+/// A table on stdout: `header`, then one line per row as `line` renders it
+/// (given the current time in epoch ms, for relative times).
+pub fn print_table<T>(
+    header: &str,
+    rows: &[T],
+    line: impl Fn(&T, u64) -> String,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let now = Timestamp::now().epoch_ms();
+    writeln!(out, "{header}").context("writing to stdout")?;
+    for row in rows {
+        writeln!(out, "{}", line(row, now)).context("writing to stdout")?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,8 @@
 //! ([`ExecutionJson`], documented in `docs/history-json.md`) and the
 //! 80-column table. The queries themselves live in `ledger/history.rs`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
@@ -103,13 +101,7 @@ const PROMPT_WIDTH: usize = 24;
 
 /// The header and one line per execution.
 pub(super) fn print_table(rows: &[Execution]) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    let now = Timestamp::now().epoch_ms();
-    writeln!(out, "{}", header()).context("writing to stdout")?;
-    for e in rows {
-        writeln!(out, "{}", table_row(e, now)).context("writing to stdout")?;
-    }
-    Ok(())
+    crate::commands::output::print_table(&header(), rows, table_row)
 }
 
 pub(super) fn header() -> String {
