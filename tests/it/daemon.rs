@@ -195,6 +195,17 @@ fn inbox_on_another_filesystem_is_refused_naming_both_paths() {
     );
 }
 
+/// Three prompts dropped at once all run and succeed.
+fn three_prompts_succeed(sb: &Sandbox) {
+    for name in ["a", "b", "c"] {
+        sb.drop_prompt("proj", name, "found by a rescan\n");
+    }
+    for name in ["a", "b", "c"] {
+        let job = sb.wait_done("proj", name, secs(10));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+}
+
 #[test]
 fn rescan_only_watch_still_claims_every_prompt_and_says_so() {
     let sb = Sandbox::new();
@@ -205,13 +216,7 @@ fn rescan_only_watch_still_claims_every_prompt_and_says_so() {
     sb.configure(&cfg);
     let _d = Daemon::start(&sb);
     assert_eq!(read_daemon_json(&sb)["watch"], "rescan");
-    for name in ["a", "b", "c"] {
-        sb.drop_prompt("proj", name, "found by a rescan\n");
-    }
-    for name in ["a", "b", "c"] {
-        let job = sb.wait_done("proj", name, secs(10));
-        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
-    }
+    three_prompts_succeed(&sb);
 }
 
 /// Two daemons on two roots: each claims only its own inbox, each is alive
@@ -349,13 +354,7 @@ fn inotify_unavailable_falls_back_to_rescans_and_says_so_once() {
     };
     let d = Daemon::start_of(&sb, &wrapper);
     assert_eq!(read_daemon_json(&sb)["watch"], "rescan");
-    for name in ["a", "b", "c"] {
-        sb.drop_prompt("proj", name, "found by a rescan\n");
-    }
-    for name in ["a", "b", "c"] {
-        let job = sb.wait_done("proj", name, secs(10));
-        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
-    }
+    three_prompts_succeed(&sb);
     let log = d.stderr();
     assert_eq!(
         log.matches("falling back to rescanning").count(),

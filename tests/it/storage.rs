@@ -18,12 +18,17 @@ use crate::support::*;
 struct Tmpfs(PathBuf);
 
 impl Tmpfs {
+    /// `None` (the caller skips; the reason is printed) where mounting is
+    /// not allowed.
     fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir)
             .status()
             .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here (needs root and mount rights)");
+        }
         ok.then(|| Tmpfs(dir.to_path_buf()))
     }
 }
@@ -68,7 +73,6 @@ fn fill(path: &Path) {
 fn a_full_disk_delays_records_and_claims_but_loses_nothing() {
     let sb = Sandbox::new();
     let Some(_mount) = Tmpfs::mount(&sb.root, "4m") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root and mount rights)");
         return;
     };
     let gate = sb.script(
@@ -151,7 +155,6 @@ fn a_full_disk_delays_records_and_claims_but_loses_nothing() {
 fn ends_and_starts_blocked_by_a_full_disk_happen_when_space_returns() {
     let sb = Sandbox::new();
     let Some(_mount) = Tmpfs::mount(&sb.root, "4m") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root and mount rights)");
         return;
     };
     let gate = sb.script(
@@ -222,7 +225,6 @@ fn ends_and_starts_blocked_by_a_full_disk_happen_when_space_returns() {
 fn a_read_only_root_is_refused_clearly_and_its_inbox_kept() {
     let sb = Sandbox::new();
     let Some(mount) = Tmpfs::mount(&sb.root, "4m") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root and mount rights)");
         return;
     };
     sb.configure(&ConfigToml::new(&["/bin/cat"]));
