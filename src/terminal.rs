@@ -74,17 +74,18 @@ impl Finisher<'_> {
         events: &mut EventLog,
         ending: Ending,
     ) -> Result<(), JobError> {
-        let from = rec.state;
         let held = rec.inbox_path.as_deref().map(|p| self.layout.resolve(p));
         let requeue = ending.may_requeue
             && retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
             && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
         self.plan(rec, ending.state, ending.outcome, requeue);
-        rec.transition(self.layout, ending.state, ending.reason)?;
-        events.append(
-            "state",
-            json!({"from": from, "to": ending.state, "outcome": ending.outcome.as_str()}),
-        );
+        rec.transition(
+            self.layout,
+            events,
+            ending.state,
+            ending.reason,
+            json!({"outcome": ending.outcome.as_str()}),
+        )?;
         let recorded = self.record(rec, ending.outcome, &ending.artifacts, &ending.paths);
         if requeue && !recorded {
             // Without the row the next claim could not count this attempt.

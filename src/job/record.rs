@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{JobId, JobState};
 use crate::clock::Timestamp;
 use crate::error::{IoContext, JobError};
+use crate::events::EventLog;
 use crate::fsio;
 use crate::layout::{self, Layout, PromptName};
 
@@ -207,13 +208,24 @@ impl JobRecord {
     /// Move to `to` if the transition table allows it, stamping the times
     /// the move implies, and persist before returning. The only way a
     /// record's state changes.
+    ///
+    /// The `state` event (`from`, `to`, plus `fields`) is appended *before*
+    /// the record is written: a reader that sees the record in its new state
+    /// finds the event already there (docs/on-disk.md, "Order of writes").
     pub fn transition(
         &mut self,
         layout: &Layout,
+        events: &mut EventLog,
         to: JobState,
         reason: Option<String>,
+        fields: serde_json::Value,
     ) -> Result<(), JobError> {
         self.state.check_transition(to)?;
+        let mut event = serde_json::json!({"from": self.state, "to": to});
+        if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        events.append("state", event);
         let now = Timestamp::now();
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
             self.started_at = Some(now);
@@ -232,6 +244,7 @@ impl JobRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn sample(dir: &Path) -> (Layout, JobRecord) {
         let layout = Layout::new(dir);
@@ -251,10 +264,17 @@ mod tests {
     fn transition_persists_and_stamps_times() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());
-        rec.transition(&layout, JobState::Running, None)
+        let mut ev = EventLog::open(&layout.events(&rec.job_id), true);
+        rec.transition(&layout, &mut ev, JobState::Running, None, json!({}))
             .expect("start");
-        rec.transition(&layout, JobState::Failed, Some("exit 3".into()))
-            .expect("fail");
+        rec.transition(
+            &layout,
+            &mut ev,
+            JobState::Failed,
+            Some("exit 3".into()),
+            json!({}),
+        )
+        .expect("fail");
         let back = JobRecord::load_job(&layout, &rec.job_id).expect("load");
         assert_eq!(back.state, JobState::Failed);
         assert_eq!(back.state_reason.as_deref(), Some("exit 3"));
@@ -265,13 +285,14 @@ mod tests {
     fn invalid_transition_changes_nothing_on_disk() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());
-        rec.transition(&layout, JobState::Succeeded, None)
+        let mut ev = EventLog::open(&layout.events(&rec.job_id), true);
+        rec.transition(&layout, &mut ev, JobState::Succeeded, None, json!({}))
             .expect_err("queued -> succeeded");
         rec.save(&layout).expect("save");
-        rec.transition(&layout, JobState::Aborted, None)
+        rec.transition(&layout, &mut ev, JobState::Aborted, None, json!({}))
             .expect("abort");
         let err = rec
-            .transition(&layout, JobState::Running, None)
+            .transition(&layout, &mut ev, JobState::Running, None, json!({}))
             .expect_err("terminal");
         assert!(matches!(err, JobError::Transition(_)));
         assert_eq!(

@@ -199,12 +199,22 @@ impl Monitor<'_> {
     fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Child, Stop> {
         let child = spawn::spawn(plan).map_err(|reason| self.start_failed(stage, reason))?;
         let pid = child.id() as i32;
-        let (from, to) = (self.rec.state, state_of(stage));
+        let to = state_of(stage);
         self.rec.pid = Some(pid);
         self.rec.pgid = Some(pid);
         self.rec.timeout_at = Some(Timestamp::now().plus(timeout));
         self.rec.heartbeat_at = Some(Timestamp::now());
-        if let Err(e) = self.rec.transition(&self.layout, to, None) {
+        let op = match stage {
+            Stage::Prepare => "prepare_started",
+            Stage::Run => "started",
+            Stage::Publish => "publish_started",
+        };
+        self.events
+            .append(op, json!({"pid": pid, "argv": plan.recorded_argv}));
+        if let Err(e) = self
+            .rec
+            .transition(&self.layout, &mut self.events, to, None, json!({}))
+        {
             // Kill the group while its leader is unreaped, then fail.
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(pid), None);
@@ -218,14 +228,6 @@ impl Monitor<'_> {
             return Err(self.start_failed(stage, reason));
         }
         self.index();
-        let op = match stage {
-            Stage::Prepare => "prepare_started",
-            Stage::Run => "started",
-            Stage::Publish => "publish_started",
-        };
-        self.events
-            .append(op, json!({"pid": pid, "argv": plan.recorded_argv}));
-        self.events.append("state", json!({"from": from, "to": to}));
         Ok(child)
     }
 
