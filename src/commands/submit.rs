@@ -358,7 +358,7 @@ impl Follower<'_> {
         loop {
             let rec = poll(|| self.ended(&id))?;
             if rec.disposition.as_deref() != Some("requeued") {
-                return Ok(rec);
+                return poll(|| self.settled(&rec.job_id));
             }
             eprintln!(
                 "jobwarden: job {} {}; its prompt was requeued, waiting for attempt {}",
@@ -403,6 +403,22 @@ impl Follower<'_> {
     /// The record of `id` once it is terminal.
     fn ended(&mut self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
         Ok(self.record(id)?.filter(|rec| rec.state.is_terminal()))
+    }
+
+    /// The record of `id` once its end is complete: its prompt is in the
+    /// archive (so its ledger row, written before the move, is there too),
+    /// or the record says why it could not be moved. A script that runs
+    /// `ls archive/…` or `history list` after `--wait` finds them.
+    fn settled(&mut self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
+        let Some(rec) = self.ended(id)? else {
+            return Ok(None);
+        };
+        let archived = rec
+            .archive_path
+            .as_deref()
+            .is_some_and(|p| self.layout.resolve(p).exists());
+        let unmovable = rec.extra.contains_key("archive_error") || rec.inbox_path.is_none();
+        Ok((archived || unmovable).then_some(rec))
     }
 
     /// The record of `id`, `None` while it does not exist.
