@@ -165,6 +165,11 @@ struct Daemon {
     /// Prompts whose `.running.md` name is held by an earlier job of the
     /// same prompt: retried when that job ends.
     blocked: HashMap<PromptName, PathBuf>,
+    /// The job that holds each prompt's `.running.md`, for the claims this
+    /// daemon made. A job that ended and requeued its prompt may be settled
+    /// after the prompt was claimed again: the claim is then the new job's,
+    /// and the old job's end must not move it.
+    claims: HashMap<PromptName, JobId>,
     /// Files found by a rescan that are not yet `settle` old.
     settling: DelayQueue<Found>,
     settling_paths: HashSet<PathBuf>,
@@ -205,6 +210,7 @@ impl Daemon {
             running: HashMap::new(),
             monitors: JoinSet::new(),
             blocked: HashMap::new(),
+            claims: HashMap::new(),
             settling: DelayQueue::new(),
             settling_paths: HashSet::new(),
             deferred: HashMap::new(),
@@ -438,6 +444,7 @@ impl Daemon {
         match claimed {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
+                self.claims.insert(rec.prompt_name(), rec.job_id.clone());
                 if let Some(ledger) = self.ledger.as_mut() {
                     if let Err(e) = ledger.index_job(&rec) {
                         tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
@@ -627,6 +634,7 @@ impl Daemon {
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
                 let why = format!("its monitor exited ({how}) before the job ended");
+                self.release_claim(&rec.prompt_name(), id);
                 recover::interrupt(
                     &self.layout,
                     &self.config,
@@ -640,8 +648,11 @@ impl Daemon {
                 tracing::info!(job = %id, state = %rec.state, "job ended");
                 // A monitor killed between its terminal record and the
                 // prompt's move leaves it claimed, and maybe its row unwritten:
-                // finish both. (No other job can hold this prompt's claim.)
-                recover::finish_move(&self.layout, &mut rec);
+                // finish both, unless the claim is a newer job's (the prompt
+                // was requeued and claimed again before this end was seen).
+                if self.release_claim(&rec.prompt_name(), id) {
+                    recover::finish_move(&self.layout, &mut rec);
+                }
                 if let Some(ledger) = self.ledger.as_mut() {
                     if let Err(e) = backfill::ensure_row(&self.layout, ledger, &rec) {
                         tracing::warn!(job = %id, "{e}");
@@ -692,6 +703,19 @@ impl Daemon {
         }
     }
 
+    /// Forget that `id` holds `prompt`'s claim. False if a newer job of
+    /// this daemon's holds it: then it is not `id`'s to move.
+    fn release_claim(&mut self, prompt: &PromptName, id: &JobId) -> bool {
+        match self.claims.get(prompt) {
+            Some(holder) if holder != id => false,
+            Some(_) => {
+                self.claims.remove(prompt);
+                true
+            }
+            None => true,
+        }
+    }
+
     /// A job of `prompt` ended: a same-name prompt waiting for it may go.
     fn unblock(&mut self, prompt: &PromptName) {
         if let Some(path) = self.blocked.remove(prompt) {
@@ -725,6 +749,7 @@ impl Daemon {
                 Ending::new(JobState::Aborted, Some(reason)),
             )?;
             tracing::info!(job = %id, "aborted while queued");
+            self.release_claim(&rec.prompt_name(), id);
             self.unblock(&rec.prompt_name());
             Ok(())
         });

@@ -3,7 +3,12 @@
 //! file named by `JOBWARDEN_TEST_FAULT_WHEN` exists (at once if unset).
 //! Release builds compile every point to nothing.
 //!
-//! Points: `daemon-tick` (the daemon loop's heartbeat tick).
+//! `JOBWARDEN_TEST_PAUSE=<point>` instead makes the named point wait
+//! until the file named by `JOBWARDEN_TEST_PAUSE_UNTIL` exists (at most
+//! 60 s): a test holds a process there to open a race window at will.
+//!
+//! Points: `daemon-tick` (the daemon loop's heartbeat tick);
+//! `monitor-exit` (a monitor whose job has ended, before it exits).
 
 /// Panic here if the test suite asked for it (debug builds only).
 #[inline]
@@ -15,6 +20,25 @@ pub fn point(name: &str) {
                 .is_none_or(|when| std::path::Path::new(&when).exists());
         if armed {
             panic!("injected fault at {name}");
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = name;
+}
+
+/// Wait here if the test suite asked for it (debug builds only).
+#[inline]
+pub fn pause(name: &str) {
+    #[cfg(debug_assertions)]
+    {
+        if std::env::var("JOBWARDEN_TEST_PAUSE").is_ok_and(|v| v == name) {
+            let until = std::env::var_os("JOBWARDEN_TEST_PAUSE_UNTIL").unwrap_or_default();
+            let start = std::time::Instant::now();
+            while !std::path::Path::new(&until).exists()
+                && start.elapsed() < std::time::Duration::from_secs(60)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
     }
     #[cfg(not(debug_assertions))]

@@ -41,7 +41,10 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         span,
     ))?;
     Ok(match outcome {
-        Outcome::Finished(_) => ExitCode::SUCCESS,
+        Outcome::Finished(_) => {
+            crate::fault::pause("monitor-exit");
+            ExitCode::SUCCESS
+        }
         Outcome::AlreadySupervised => {
             tracing::info!(job = %id, "another monitor already supervises this job");
             ExitCode::from(EXIT_ALREADY_SUPERVISED as u8)

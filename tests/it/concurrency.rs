@@ -150,3 +150,78 @@ fn queued_jobs_start_as_slots_free_up() {
     );
     assert!(max_overlap_in_records(&sb.jobs()) <= 2);
 }
+
+/// A job that failed and requeued its prompt may be seen ending only after
+/// the prompt was claimed again (its monitor is slow to exit, or the
+/// daemon's loop is busy). That end must not move the new attempt's
+/// claimed prompt: the prompt would be claimed a third time.
+#[test]
+fn a_requeued_prompt_claimed_again_before_the_old_monitor_exits_runs_exactly_twice() {
+    let sb = Sandbox::new();
+    let go = sb.out().join("go");
+    let script = sb.script(
+        "fail-once",
+        &format!(
+            r#"echo "$JOBWARDEN_ATTEMPT" >> "$OUT/runs.txt"
+[ "$JOBWARDEN_ATTEMPT" = 1 ] && exit 3
+while [ ! -e {go} ]; do sleep 0.02; done
+exit 0"#,
+            go = q(&go.display().to_string())
+        ),
+    );
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script])
+            .profile("max_attempts", "2")
+            .profile("cooldown", "\"50ms\""),
+    );
+    let release = sb.out().join("release-monitors");
+    let release_env = release.display().to_string();
+    let d = Daemon::start_with_env(
+        &sb,
+        &[
+            ("JOBWARDEN_TEST_PAUSE", "monitor-exit"),
+            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
+        ],
+    );
+    sb.drop_prompt("proj", "twice", "x\n");
+
+    // The second attempt runs while the first one's monitor, its job
+    // ended and its prompt requeued, is held before exiting.
+    let second = sb.wait_job_where(
+        "the second attempt to run",
+        "proj",
+        "twice",
+        &[],
+        secs(20),
+        |j| j.int_field("attempt") == Some(2) && j.state() == "running",
+    );
+    let first = sb
+        .jobs()
+        .into_iter()
+        .find(|j| j.int_field("attempt") == Some(1))
+        .expect("the first attempt");
+    let first_monitor = first.int_field("monitor_pid").expect("monitor_pid") as i32;
+    fs::write(&release, "").expect("release the monitors");
+    wait_until("the first monitor's end to be settled", secs(10), || {
+        let ended = format!("job ended job={}", first.id);
+        (!pid_alive(first_monitor) && d.stderr().contains(&ended)).then_some(())
+    });
+    fs::write(&go, "").expect("let the second attempt finish");
+
+    let second = sb.wait_id(
+        &second.id,
+        "the second attempt to end",
+        secs(10),
+        Job::is_done,
+    );
+    assert_eq!(second.state(), "succeeded", "{:#}", second.record);
+    assert_never("a third attempt", secs(1), || sb.jobs().len() > 2);
+    let runs = fs::read_to_string(sb.out().join("runs.txt")).expect("runs");
+    assert_eq!(runs, "1\n2\n");
+    assert!(
+        second.str_field("archive_path").is_some(),
+        "{:#}",
+        second.record
+    );
+    assert!(sb.inbox_files().is_empty(), "{:?}", sb.inbox_files());
+}
