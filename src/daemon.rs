@@ -100,11 +100,11 @@ pub async fn run(
 }
 
 fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
-    let created = fsio::create_dirs(layout.root()).and_then(|()| {
+    let created = fsio::create_root(layout.root()).and_then(|()| {
         layout
             .skeleton()
             .iter()
-            .try_for_each(|dir| fsio::create_dirs(dir))
+            .try_for_each(|dir| fsio::create_dirs(layout.root(), dir))
     });
     // Refuse clearly rather than with the first write's errno. A full root
     // still lets the daemon start (the inbox is kept, claims wait).
@@ -711,7 +711,11 @@ impl Daemon {
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(&self.layout.events(id), self.config.events_for(&rec));
+            let mut events = EventLog::open(
+                self.layout.root(),
+                &self.layout.events(id),
+                self.config.events_for(&rec),
+            );
             events.append("abort_requested", json!({"while": "queued"}));
             let reason = abort::reason(&self.layout, id);
             let mut finisher = Finisher {

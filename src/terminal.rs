@@ -142,10 +142,10 @@ impl Finisher<'_> {
         dest: &Path,
     ) -> Result<(), JobError> {
         if let Some(dir) = dest.parent() {
-            fsio::create_dirs(dir)?;
+            fsio::create_dirs(self.layout.root(), dir)?;
         }
         let requeue = rec.archive_path.is_none();
-        match fsio::rename_noreplace(held, dest)? {
+        match fsio::rename_noreplace(self.layout.root(), held, dest)? {
             Renamed::Done => {
                 let op = if requeue { "requeued" } else { "archived" };
                 events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
