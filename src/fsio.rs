@@ -28,8 +28,8 @@ use crate::error::{IoContext, IoError};
 mod beneath;
 
 pub use beneath::{
-    create_dirs, is_refusal, open_append, open_dir, open_file, read_capped, read_capped_from,
-    rename_noreplace,
+    create_dirs, dir_identity, is_refusal, open_append, open_dir, open_file, read_capped,
+    read_capped_from, read_dir, rename_noreplace,
 };
 
 pub const FILE_MODE: u32 = 0o660;

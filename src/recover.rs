@@ -315,7 +315,7 @@ fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
 /// (or, if a newer drop took that name, to a `.recovered-<ms>` sibling).
 fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>) {
     let inbox = layout.inbox();
-    for found in inbox::scan_suffix(&inbox, RUNNING_SUFFIX) {
+    for found in inbox::scan_suffix(layout.root(), &inbox, RUNNING_SUFFIX) {
         if held.contains(&found.path) {
             continue;
         }

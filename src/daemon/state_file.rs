@@ -33,8 +33,12 @@ pub struct DaemonFile<'a> {
     pub phase: Phase,
     pub running: usize,
     pub queued: usize,
-    /// `inotify`, or `rescan` after the watch failed (then only rescans find prompts).
+    /// `inotify`; `rescan` after the watch failed (then only rescans find
+    /// prompts); `refused` while `inbox/` is not a real folder (nothing is
+    /// claimed).
     pub watch: &'static str,
+    /// Why the watch is not `inotify`.
+    pub watch_reason: Option<String>,
     /// Whether the root accepts writes (`condition`: `ok`, `full`,
     /// `read_only`), since when, and why it is believed.
     pub storage: &'a storage::Health,
@@ -98,6 +102,8 @@ pub struct DaemonSeen {
     pub queued: usize,
     #[serde(default)]
     pub watch: Option<String>,
+    #[serde(default)]
+    pub watch_reason: Option<String>,
     #[serde(default)]
     pub storage: Option<storage::Health>,
     #[serde(default)]

@@ -61,6 +61,31 @@ pub fn open_dir(root: &Path, path: &Path) -> Result<File, IoError> {
     open_leaf(root, path, Expect::Dir, OFlag::O_RDONLY).map(File::from)
 }
 
+/// List a folder under `root`, opened as above: entries are read through
+/// the folder's handle (`/proc/self/fd`), so a folder swapped for a symlink
+/// after the check is never listed. Build entry paths as `dir.join(name)`:
+/// an entry's own `path()` names the handle. Entries' `metadata()` does
+/// not follow symlinks.
+pub fn read_dir(root: &Path, dir: &Path) -> Result<std::fs::ReadDir, IoError> {
+    use std::os::fd::AsRawFd;
+    let handle = open_dir(root, dir)?;
+    let via = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    // Without /proc, the checked path is listed instead: the claim itself
+    // still goes through handles, so nothing outside is ever claimed.
+    std::fs::read_dir(&via)
+        .or_else(|_| std::fs::read_dir(dir))
+        .map_err(|e| IoError::new("listing", dir, e))
+}
+
+/// Device and inode of a folder under `root` (opened as above).
+pub fn dir_identity(root: &Path, dir: &Path) -> Result<(u64, u64), IoError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = open_dir(root, dir)?
+        .metadata()
+        .map_err(|e| IoError::new("inspecting", dir, e))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
 /// Open a regular file under `root` for reading and appending, creating it
 /// with [`FILE_MODE`] if missing. Its folders must exist.
 pub fn open_append(root: &Path, path: &Path) -> Result<File, IoError> {
