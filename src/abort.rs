@@ -47,7 +47,7 @@ pub fn requested(layout: &Layout, id: &JobId) -> bool {
 /// of a regular file are read: a FIFO, device or symlink marker aborts the
 /// job all the same, without a reason, and can never block the reader.
 pub fn reason(layout: &Layout, id: &JobId) -> String {
-    let text = fsio::read_capped_nofollow(&layout.abort_marker(id), MAX_MARKER_BYTES)
+    let text = fsio::read_capped(layout.root(), &layout.abort_marker(id), MAX_MARKER_BYTES)
         .map(|(bytes, _)| bytes)
         .unwrap_or_default();
     match marker_reason(&text) {
@@ -103,7 +103,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         let id = JobId::generate();
-        fsio::create_dirs(&layout.run_dir(&id)).expect("run dir");
+        std::fs::create_dir_all(layout.run_dir(&id)).expect("run dir");
         assert!(!requested(&layout, &id));
         write_marker(&layout, &id, Some("operator said so")).expect("write");
         assert!(requested(&layout, &id));

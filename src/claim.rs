@@ -101,7 +101,7 @@ impl Claimer<'_> {
     ) -> Result<Claimed, JobError> {
         let layout = self.layout;
         let running = layout.running_prompt(&prompt);
-        let renamed = match fsio::rename_noreplace(path, &running) {
+        let renamed = match fsio::rename_noreplace(layout.root(), path, &running) {
             Ok(Renamed::Done) => Ok(()),
             Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
             Ok(Renamed::TargetExists) => return Ok(Claimed::Busy(prompt)),
@@ -117,7 +117,7 @@ impl Claimer<'_> {
             if let Some(id) = made {
                 let _ = std::fs::remove_dir_all(layout.run_dir(&id));
             }
-            match fsio::rename_noreplace(&running, path) {
+            match fsio::rename_noreplace(layout.root(), &running, path) {
                 Ok(Renamed::Done) => e,
                 Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
                 Err(undo) => undo_failed(e, &running, &undo.to_string()),
@@ -140,7 +140,7 @@ impl Claimer<'_> {
             Verdict::Run { id, .. } => id.clone(),
             Verdict::Reject { .. } => JobId::generate(),
         };
-        fsio::create_dir_new(&self.layout.run_dir(&id))?;
+        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
         *made = Some(id.clone());
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
@@ -153,7 +153,11 @@ impl Claimer<'_> {
         } else {
             rec.profile = Some(self.config.default_profile().name.clone());
         }
-        let mut events = EventLog::open(&self.layout.events(&id), self.config.events_for(&rec));
+        let mut events = EventLog::open(
+            self.layout.root(),
+            &self.layout.events(&id),
+            self.config.events_for(&rec),
+        );
         let (text, body_start) = match verdict {
             Verdict::Run {
                 text, body_start, ..
@@ -185,7 +189,7 @@ impl Claimer<'_> {
         prompt: &PromptName,
         attempt: u32,
     ) -> Result<Verdict, JobError> {
-        let text = match read_prompt(running, self.config.max_prompt_bytes) {
+        let text = match read_prompt(self.layout.root(), running, self.config.max_prompt_bytes) {
             Ok(text) => text,
             Err(Refusal::Input(reason)) => return Ok(Verdict::reject(reason, None)),
             Err(Refusal::Io(e)) => return Err(e.into()),
@@ -283,13 +287,13 @@ impl Claimer<'_> {
             .layout
             .archived_prompt(JobState::Rejected, &unnamed(), &id);
         if let Some(dir) = archive.parent() {
-            fsio::create_dirs(dir)?;
+            fsio::create_dirs(self.layout.root(), dir)?;
         }
-        match fsio::rename_noreplace(path, &archive)? {
+        match fsio::rename_noreplace(self.layout.root(), path, &archive)? {
             Renamed::Done => {}
             Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
         }
-        fsio::create_dir_new(&self.layout.run_dir(&id))?;
+        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
         let archive_rel = self
             .layout
             .relative(&archive)
@@ -299,6 +303,7 @@ impl Claimer<'_> {
         // "unnamed" and its reason quotes the original.
         let rec = JobRecord::new_queued(id, &unnamed(), archive_rel, self.host);
         let events = EventLog::open(
+            self.layout.root(),
             &self.layout.events(&rec.job_id),
             self.config.events_for(&rec),
         );
@@ -413,7 +418,7 @@ enum Refusal {
 }
 
 /// The prompt's text, or why not.
-fn read_prompt(path: &Path, max: u64) -> Result<String, Refusal> {
+fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<String, Refusal> {
     let meta =
         fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
     if meta.file_type().is_symlink() {
@@ -425,7 +430,7 @@ fn read_prompt(path: &Path, max: u64) -> Result<String, Refusal> {
     if meta.len() > max {
         return Err(Refusal::Input(too_large(meta.len(), max)));
     }
-    let (bytes, over) = fsio::read_capped_nofollow(path, max).map_err(Refusal::Io)?;
+    let (bytes, over) = fsio::read_capped(root, path, max).map_err(Refusal::Io)?;
     if over {
         return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }

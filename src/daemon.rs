@@ -10,6 +10,7 @@
 //! and three fsynced writes) inline: they are sub-millisecond, and one
 //! owner of the queue needs no locks.
 
+mod inbox_watch;
 mod lock;
 pub mod notify;
 pub mod state_file;
@@ -100,11 +101,11 @@ pub async fn run(
 }
 
 fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
-    let created = fsio::create_dirs(layout.root()).and_then(|()| {
+    let created = fsio::create_root(layout.root()).and_then(|()| {
         layout
             .skeleton()
             .iter()
-            .try_for_each(|dir| fsio::create_dirs(dir))
+            .try_for_each(|dir| fsio::create_dirs(layout.root(), dir))
     });
     // Refuse clearly rather than with the first write's errno. A full root
     // still lets the daemon start (the inbox is kept, claims wait).
@@ -187,6 +188,11 @@ struct Daemon {
     /// Keeps the signal channel open when there is no watcher.
     idle_sender: Option<tokio::sync::mpsc::UnboundedSender<Signal>>,
     watch_degraded: bool,
+    /// Why the watch was lost, when it could not be re-established.
+    watch_problem: Option<String>,
+    /// Why `inbox/` is refused (a symlink, not a folder): nothing is
+    /// claimed while this is set.
+    inbox_refused: Option<String>,
     notifier: notify::Notifier,
     /// Whether the root accepts writes; while not, nothing is claimed or
     /// started.
@@ -222,6 +228,8 @@ impl Daemon {
             idle_sender: None,
             claim_failed: HashSet::new(),
             watch_degraded: false,
+            watch_problem: None,
+            inbox_refused: None,
             notifier: notify::Notifier::disabled(),
             storage: storage::Health::default(),
             unsettled: HashMap::new(),
@@ -274,10 +282,17 @@ impl Daemon {
             // by the events its own put-back raises (that would spin).
             Signal::Complete(path) if self.claim_failed.contains(&path) => {}
             Signal::Complete(path) => self.consider(&path),
-            Signal::Folder(dir) => inbox::scan(&dir)
+            Signal::Folder(dir) => inbox::scan(self.layout.root(), &dir)
                 .into_iter()
                 .for_each(|f| self.consider_found(f)),
             Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::InboxGone(how) => {
+                tracing::warn!(
+                    "{} was {how}; re-establishing the watch",
+                    self.layout.inbox().display()
+                );
+                self.rescan();
+            }
             Signal::Lost(why) => {
                 if !self.watch_degraded {
                     tracing::warn!("{why}; rescanning the inbox (events may have been missed)");
@@ -290,7 +305,10 @@ impl Daemon {
 
     fn rescan(&mut self) {
         self.claim_failed.clear();
-        for found in inbox::scan(&self.layout.inbox()) {
+        if self.check_inbox().is_none() {
+            return;
+        }
+        for found in inbox::scan(self.layout.root(), &self.layout.inbox()) {
             self.consider_found(found);
         }
     }
@@ -329,7 +347,7 @@ impl Daemon {
     fn consider(&mut self, path: &Path) {
         // While storage refuses writes a claim would fail half-way: the
         // prompt waits in the inbox, and a rescan finds it on recovery.
-        if self.stopping || !self.storage.is_ok() {
+        if self.stopping || !self.storage.is_ok() || self.inbox_refused.is_some() {
             return;
         }
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
@@ -735,7 +753,11 @@ impl Daemon {
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(&self.layout.events(id), self.config.events_for(&rec));
+            let mut events = EventLog::open(
+                self.layout.root(),
+                &self.layout.events(id),
+                self.config.events_for(&rec),
+            );
             events.append("abort_requested", json!({"while": "queued"}));
             let reason = abort::reason(&self.layout, id);
             let mut finisher = Finisher {
@@ -794,6 +816,9 @@ impl Daemon {
         for id in gone {
             self.on_job_gone(&id, "adopted monitor no longer running");
         }
+        if self.check_inbox() == Some(true) {
+            self.rescan();
+        }
         self.dispatch();
         self.write_state(if self.stopping {
             Phase::Stopping
@@ -818,8 +843,14 @@ impl Daemon {
                 self.storage.condition
             ));
         }
-        if self.watch_degraded {
-            line.push_str("; inotify unavailable, rescanning");
+        match self.watch_state() {
+            (inbox_watch::WatchState::Inotify, _) => {}
+            (inbox_watch::WatchState::Rescan, _) => {
+                line.push_str("; inotify unavailable, rescanning")
+            }
+            (inbox_watch::WatchState::Refused, _) => {
+                line.push_str("; inbox refused, nothing claimed")
+            }
         }
         line
     }
@@ -966,6 +997,7 @@ impl Daemon {
     }
 
     fn write_state(&mut self, phase: Phase) {
+        let (watch, watch_reason) = self.watch_state();
         let file = DaemonFile {
             pid: std::process::id(),
             started_at: self.started_at,
@@ -976,11 +1008,8 @@ impl Daemon {
             phase,
             running: self.running.len(),
             queued: self.queue.len(),
-            watch: if self.watch_degraded {
-                "rescan"
-            } else {
-                "inotify"
-            },
+            watch: watch.as_str(),
+            watch_reason,
             storage: &self.storage,
             unsettled: self.unsettled.len(),
             queue: self

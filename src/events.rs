@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::clock::Timestamp;
+use crate::error::IoError;
 use crate::fsio;
 
 /// How much of the file's end is read to recover the last `seq`.
@@ -31,9 +32,11 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Open for appending, continuing after the last valid `seq`. With
-    /// `enabled = false` every append is a no-op.
-    pub fn open(path: &Path, enabled: bool) -> Self {
+    /// Open `path` (under `root`) for appending, continuing after the last
+    /// valid `seq`. With `enabled = false` every append is a no-op. A file
+    /// that is not a regular file (a FIFO, a symlink) is refused, never
+    /// waited on: events are off for this writer, with a warning.
+    pub fn open(root: &Path, path: &Path, enabled: bool) -> Self {
         let mut log = EventLog {
             path: path.to_path_buf(),
             file: None,
@@ -43,7 +46,7 @@ impl EventLog {
         if !enabled {
             return log;
         }
-        match fsio::open_append(path) {
+        match fsio::open_append(root, path) {
             Ok(mut f) => {
                 let tail = read_tail(&mut f);
                 log.next_seq = last_seq(&tail).map_or(1, |s| s + 1);
@@ -134,9 +137,13 @@ fn last_seq(tail: &[u8]) -> Option<u64> {
         .find_map(|v| v.get("seq").and_then(Value::as_u64))
 }
 
-/// Read all parseable events of a file, skipping malformed lines.
-pub fn read_all(path: &Path) -> std::io::Result<Vec<Value>> {
-    read_counted(path).map(|read| read.events)
+/// The most of an `events.jsonl` a reader reads; the rest is reported as
+/// cut, never read (a job can write its own events file).
+pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Read all parseable events of a file under `root`, skipping malformed lines.
+pub fn read_all(root: &Path, path: &Path) -> Result<Vec<Value>, IoError> {
+    read_counted(root, path).map(|read| read.events)
 }
 
 /// The events of a file and how many of its lines could not be read.
@@ -146,12 +153,18 @@ pub struct ReadEvents {
     pub events: Vec<Value>,
     /// Non-blank lines that are not (a torn last line, a stray write).
     pub unreadable: usize,
+    /// The file was longer than [`MAX_READ_BYTES`]; only its start was read.
+    pub cut: bool,
 }
 
-/// Read all events of a file, counting the malformed lines it skips.
-pub fn read_counted(path: &Path) -> std::io::Result<ReadEvents> {
-    let text = std::fs::read(path)?;
-    let mut read = ReadEvents::default();
+/// Read all events of a file under `root` (opened safely, at most
+/// [`MAX_READ_BYTES`]), counting the malformed lines it skips.
+pub fn read_counted(root: &Path, path: &Path) -> Result<ReadEvents, IoError> {
+    let (text, cut) = fsio::read_capped(root, path, MAX_READ_BYTES)?;
+    let mut read = ReadEvents {
+        cut,
+        ..ReadEvents::default()
+    };
     for line in text.split(|&b| b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -172,7 +185,7 @@ mod tests {
     fn seq_continues_after_reopen_and_skips_torn_lines() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        let mut log = EventLog::open(&p, true);
+        let mut log = EventLog::open(dir.path(), &p, true);
         log.append("claimed", json!({}));
         log.append("queued", json!({"max_jobs": 4}));
         drop(log);
@@ -181,9 +194,9 @@ mod tests {
             .open(&p)
             .and_then(|mut f| f.write_all(b"{\"seq\": 3, \"op\": \"tor"))
             .expect("torn write");
-        let mut log = EventLog::open(&p, true);
+        let mut log = EventLog::open(dir.path(), &p, true);
         log.append("started", json!({"pid": 1}));
-        let events = read_all(&p).expect("read");
+        let events = read_all(dir.path(), &p).expect("read");
         let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
         assert_eq!(seqs, vec![1, 2, 3]);
         assert_eq!(events[2]["op"], "started");
@@ -194,7 +207,7 @@ mod tests {
     fn unreadable_lines_are_counted_not_returned() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        let mut log = EventLog::open(&p, true);
+        let mut log = EventLog::open(dir.path(), &p, true);
         log.append("claimed", json!({}));
         drop(log);
         std::fs::OpenOptions::new()
@@ -202,23 +215,23 @@ mod tests {
             .open(&p)
             .and_then(|mut f| f.write_all(b"\n[1]\n{\"seq\": 2, \"op\": \"st"))
             .expect("torn write");
-        let read = read_counted(&p).expect("read");
+        let read = read_counted(dir.path(), &p).expect("read");
         assert_eq!(read.events.len(), 1);
         assert_eq!(read.unreadable, 2, "a non-object and a torn line");
-        assert_eq!(read_all(&p).expect("read").len(), 1);
+        assert_eq!(read_all(dir.path(), &p).expect("read").len(), 1);
     }
 
     #[test]
     fn two_writers_never_share_a_seq() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        let mut monitor = EventLog::open(&p, true);
+        let mut monitor = EventLog::open(dir.path(), &p, true);
         monitor.append("started", json!({}));
-        let mut daemon = EventLog::open(&p, true);
+        let mut daemon = EventLog::open(dir.path(), &p, true);
         daemon.append("adopted", json!({}));
         monitor.append("exited", json!({}));
         daemon.append("noted", json!({}));
-        let seqs: Vec<u64> = read_all(&p)
+        let seqs: Vec<u64> = read_all(dir.path(), &p)
             .expect("read")
             .iter()
             .filter_map(|e| e["seq"].as_u64())
@@ -230,7 +243,7 @@ mod tests {
     fn disabled_log_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        EventLog::open(&p, false).append("claimed", json!({}));
+        EventLog::open(dir.path(), &p, false).append("claimed", json!({}));
         assert!(!p.exists());
     }
 }

@@ -1,6 +1,9 @@
-//! Persistent writes, in one place: atomic file replacement (temporary file
-//! in the same directory, fsync, rename, fsync the directory), the claim by
-//! rename that never overwrites, and directory creation with our modes.
+//! Persistent writes and safe opens, in one place: atomic file replacement
+//! (temporary file in the same directory, fsync, rename, fsync the
+//! directory), the claim by rename that never overwrites, directory
+//! creation with our modes, and (`fsio/beneath.rs`) every open of a path
+//! under the root: from the root's handle, never following a symlink, never
+//! blocking on a FIFO, with capped reads.
 //!
 //! Modes: files are created `0660` and folders `0770`, before the umask. No
 //! bit is ever granted to "other" (prompts can hold secrets); whether the
@@ -11,16 +14,23 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
-use nix::fcntl::{AT_FDCWD, Flock, FlockArg, RenameFlags, renameat2};
+use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 
 use crate::error::{IoContext, IoError};
+
+mod beneath;
+
+pub use beneath::{
+    create_dirs, dir_identity, is_refusal, open_append, open_dir, open_file, read_capped,
+    read_capped_from, read_dir, rename_noreplace,
+};
 
 pub const FILE_MODE: u32 = 0o660;
 pub const DIR_MODE: u32 = 0o770;
@@ -94,73 +104,32 @@ pub enum Renamed {
     TargetExists,
 }
 
-/// Rename `from` to `to` atomically without ever replacing an existing `to`
-/// (`renameat2(RENAME_NOREPLACE)`), then fsync the directories involved.
-pub fn rename_noreplace(from: &Path, to: &Path) -> Result<Renamed, IoError> {
-    match renameat2(AT_FDCWD, from, AT_FDCWD, to, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => {}
-        Err(Errno::ENOENT) if fs::symlink_metadata(from).is_err() => {
-            return Ok(Renamed::SourceGone);
-        }
-        Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
-        // No fallback: link-then-unlink could delete a prompt renamed in
-        // between. A filesystem without RENAME_NOREPLACE is refused loudly.
-        Err(e @ (Errno::EINVAL | Errno::ENOSYS)) => {
-            let msg = format!(
-                "{e}: this filesystem does not support renameat2(RENAME_NOREPLACE); put the root on ext4, xfs, btrfs or tmpfs"
-            );
-            return Err(IoError::new("renaming", from, io::Error::other(msg)));
-        }
-        Err(e) => {
-            return Err(with_target(
-                IoError::new("renaming", from, io::Error::from(e)),
-                to,
-            ));
-        }
-    }
-    sync_parent(to)?;
-    if from.parent() != to.parent() {
-        sync_parent(from)?;
-    }
-    Ok(Renamed::Done)
-}
-
-fn with_target(mut e: IoError, to: &Path) -> IoError {
-    e.source = io::Error::new(
-        e.source.kind(),
-        format!("{} (to {})", e.source, to.display()),
-    );
-    e
-}
-
-/// Create `dir` and its missing parents with [`DIR_MODE`].
-pub fn create_dirs(dir: &Path) -> Result<(), IoError> {
+/// Create the root itself and its missing parents with [`DIR_MODE`]. The
+/// root is the operator's choice, so this is the one creation that follows
+/// symlinks; everything below it goes through [`create_dirs`].
+pub fn create_root(root: &Path) -> Result<(), IoError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(DIR_MODE)
-        .create(dir)
-        .ctx("creating directory", dir)
+        .create(root)
+        .ctx("creating directory", root)
 }
 
-/// Create `dir`, failing if it already exists; fsync its parent.
-pub fn create_dir_new(dir: &Path) -> Result<(), IoError> {
-    fs::DirBuilder::new()
-        .mode(DIR_MODE)
-        .create(dir)
-        .ctx("creating directory", dir)?;
-    sync_parent(dir)
-}
-
-/// Open a file for reading and appending (created if missing) with [`FILE_MODE`].
-pub fn open_append(path: &Path) -> Result<File, IoError> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ctx("opening for append", path)
+/// Create `dir` under `root`, failing if it already exists; fsync its
+/// parent. The parent is opened without following symlinks.
+pub fn create_dir_new(root: &Path, dir: &Path) -> Result<(), IoError> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        let e = io::Error::new(io::ErrorKind::InvalidInput, "has no parent folder");
+        return Err(IoError::new("creating directory", dir, e));
+    };
+    let handle = open_dir(root, parent)?;
+    nix::sys::stat::mkdirat(
+        &handle,
+        name,
+        nix::sys::stat::Mode::from_bits_truncate(DIR_MODE),
+    )
+    .ctx("creating directory", dir)?;
+    handle.sync_all().ctx("syncing directory", parent)
 }
 
 /// Take an exclusive `flock` on `path` (created if missing) without
@@ -184,28 +153,6 @@ pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
     }
 }
 
-/// Read at most `limit` bytes of a regular file, never following a symlink
-/// at `path` and never blocking on a FIFO or device (those are refused).
-/// Returns the bytes and whether the file was longer than `limit`.
-pub fn read_capped_nofollow(path: &Path, limit: u64) -> Result<(Vec<u8>, bool), IoError> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .ctx("opening", path)?;
-    if !f.metadata().ctx("inspecting", path)?.is_file() {
-        let e = io::Error::other("not a regular file");
-        return Err(IoError::new("reading", path, e));
-    }
-    let mut bytes = Vec::new();
-    f.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .ctx("reading", path)?;
-    let over = bytes.len() as u64 > limit;
-    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((bytes, over))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,45 +166,5 @@ mod tests {
         assert_eq!(fs::read(&p).expect("read"), b"two");
         let names: Vec<_> = fs::read_dir(dir.path()).expect("ls").collect();
         assert_eq!(names.len(), 1, "temporary files left behind");
-    }
-
-    #[test]
-    fn rename_noreplace_never_overwrites_and_reports_lost_race() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        fs::write(&a, "A").expect("write a");
-        fs::write(&b, "B").expect("write b");
-        assert_eq!(
-            rename_noreplace(&a, &b).expect("rename"),
-            Renamed::TargetExists
-        );
-        assert_eq!(fs::read(&b).expect("read b"), b"B");
-        fs::remove_file(&b).expect("rm b");
-        assert_eq!(rename_noreplace(&a, &b).expect("rename"), Renamed::Done);
-        assert_eq!(
-            rename_noreplace(&a, &b).expect("rename"),
-            Renamed::SourceGone
-        );
-    }
-
-    #[test]
-    fn capped_read_refuses_symlinks_and_flags_oversize() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let f = dir.path().join("f");
-        fs::write(&f, "0123456789").expect("write");
-        assert_eq!(
-            read_capped_nofollow(&f, 4).expect("read"),
-            (b"0123".to_vec(), true)
-        );
-        assert!(!read_capped_nofollow(&f, 10).expect("read").1);
-        let l = dir.path().join("l");
-        std::os::unix::fs::symlink(&f, &l).expect("symlink");
-        assert!(read_capped_nofollow(&l, 100).is_err());
-        let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
-        assert!(
-            read_capped_nofollow(&fifo, 100).is_err(),
-            "a FIFO is refused, not waited on"
-        );
     }
 }

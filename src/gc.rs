@@ -397,7 +397,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let layout = Layout::new(dir.path());
         for d in layout.skeleton() {
-            fsio::create_dirs(&d).expect("skeleton");
+            std::fs::create_dir_all(&d).expect("skeleton");
         }
         let ledger = Ledger::open(&layout.ledger()).expect("ledger");
         Root {
@@ -410,7 +410,7 @@ mod tests {
     /// A job of `p/<name>` in `state`, with its prompt archived if terminal.
     fn job(layout: &Layout, name: &str, state: JobState) -> JobId {
         let id = JobId::generate();
-        fsio::create_dirs(&layout.run_dir(&id)).expect("run dir");
+        std::fs::create_dir_all(layout.run_dir(&id)).expect("run dir");
         let prompt = PromptName {
             project: "p".into(),
             name: name.into(),
@@ -419,7 +419,7 @@ mod tests {
             JobRecord::new_queued(id.clone(), &prompt, "inbox/p/x.running.md".into(), "h");
         if state.is_terminal() {
             let archived = layout.archived_prompt(state, &prompt, &id);
-            fsio::create_dirs(archived.parent().expect("parent")).expect("archive dir");
+            std::fs::create_dir_all(archived.parent().expect("parent")).expect("archive dir");
             fsio::write_atomic(&archived, b"prompt").expect("archived prompt");
             rec.archive_path = Some(layout.relative(&archived).to_string_lossy().into_owned());
             rec.finished_at = Some(crate::clock::Timestamp::now());
@@ -439,9 +439,9 @@ mod tests {
         let done = job(&r.layout, "done", JobState::Succeeded);
         let running = job(&r.layout, "running", JobState::Running);
         let corrupt = JobId::generate();
-        fsio::create_dirs(&r.layout.run_dir(&corrupt)).expect("dir");
+        std::fs::create_dir_all(r.layout.run_dir(&corrupt)).expect("dir");
         fsio::write_atomic(&r.layout.job_json(&corrupt), b"{not json").expect("corrupt");
-        fsio::create_dirs(&r.layout.runs().join("not-a-job.d")).expect("stray");
+        std::fs::create_dir_all(r.layout.runs().join("not-a-job.d")).expect("stray");
         let archived = r.layout.resolve(
             JobRecord::load_job(&r.layout, &done)
                 .expect("load")
@@ -481,8 +481,8 @@ mod tests {
             .layout
             .resolve(rec.archive_path.as_deref().expect("archive"));
         let held = r.layout.running_prompt(&rec.prompt_name());
-        fsio::create_dirs(held.parent().expect("parent")).expect("inbox dir");
-        fsio::rename_noreplace(&archived, &held).expect("un-archive");
+        std::fs::create_dir_all(held.parent().expect("parent")).expect("inbox dir");
+        fsio::rename_noreplace(r.layout.root(), &archived, &held).expect("un-archive");
         let cfg = config("keep_runs = 0\nkeep_days = 0\n");
 
         let report = collect(&r.layout, &cfg, &mut r.ledger, false);

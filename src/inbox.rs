@@ -7,15 +7,23 @@
 //! writer closed it, is complete and is claimed at once. A file merely
 //! created may still be being written, so it waits for its close; one found
 //! only by a rescan is claimed once its mtime is `settle` old.
+//!
+//! The inbox folder itself may be deleted, moved away or replaced while we
+//! watch it: inotify then reports the old folder gone (or silently keeps
+//! watching the moved one), so the watcher says so ([`Signal::InboxGone`]),
+//! remembers which folder (device, inode) it watches, and can be started
+//! again on the folder now at `inbox/` ([`InboxWatcher::restart`]).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, RenameMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::error::DaemonError;
+use crate::fsio;
 use crate::job::JobId;
 use crate::layout::{Layout, PROMPT_SUFFIX};
 
@@ -31,28 +39,57 @@ pub enum Signal {
     Abort(JobId),
     /// Events were lost (queue overflow) or the watch failed: rescan.
     Lost(String),
+    /// The watched inbox folder itself was deleted or moved away: the
+    /// watch must be started again on whatever is at `inbox/` now.
+    InboxGone(&'static str),
 }
 
 /// The inbox watcher. Dropping it stops the watch.
 pub struct InboxWatcher {
-    watcher: RecommendedWatcher,
+    /// `None` between a failed restart and the next one.
+    watcher: Option<RecommendedWatcher>,
+    tx: mpsc::UnboundedSender<Signal>,
+    layout: Layout,
+    /// Device and inode of the inbox folder being watched.
+    watching: (u64, u64),
+    /// Queued jobs' run folders, watched for their ABORT.
+    run_dirs: HashSet<PathBuf>,
 }
 
 impl InboxWatcher {
     /// Watch `inbox/` recursively; signals arrive on the returned channel.
+    /// The inbox must be a real folder (a symlink is refused).
     pub fn start(layout: &Layout) -> Result<(Self, mpsc::UnboundedReceiver<Signal>), DaemonError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let handler_layout = layout.clone();
+        let mut watcher = InboxWatcher {
+            watcher: None,
+            tx,
+            layout: layout.clone(),
+            watching: (0, 0),
+            run_dirs: HashSet::new(),
+        };
+        watcher.restart()?;
+        Ok((watcher, rx))
+    }
+
+    /// Drop the current watch and watch the folder now at `inbox/` (after
+    /// it was deleted and recreated, or replaced), with the queued jobs'
+    /// run folders. Signals keep arriving on the same channel.
+    pub fn restart(&mut self) -> Result<(), DaemonError> {
+        self.watcher = None;
+        let inbox = self.layout.inbox();
+        let watch_err = |source| DaemonError::Watch {
+            path: inbox.clone(),
+            source,
+        };
+        // Refuse a symlinked inbox before watching: notify would follow it.
+        let identity = fsio::dir_identity(self.layout.root(), &inbox)?;
+        let (tx, handler_layout) = (self.tx.clone(), self.layout.clone());
         let handler = move |res: notify::Result<Event>| {
             for signal in translate(&handler_layout, res) {
                 // The receiver is gone only while the daemon shuts down.
                 let _ = tx.send(signal);
             }
-        };
-        let inbox = layout.inbox();
-        let watch_err = |source| DaemonError::Watch {
-            path: inbox.clone(),
-            source,
         };
         // Symlinked folders are never followed (a link to elsewhere must not
         // make files outside the root claimable); scans agree.
@@ -61,13 +98,36 @@ impl InboxWatcher {
         watcher
             .watch(&inbox, RecursiveMode::Recursive)
             .map_err(watch_err)?;
-        Ok((InboxWatcher { watcher }, rx))
+        for dir in &self.run_dirs {
+            let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
+        }
+        self.watcher = Some(watcher);
+        self.watching = identity;
+        Ok(())
+    }
+
+    /// Stop watching until the next [`InboxWatcher::restart`] (the inbox is
+    /// refused: events from it must not arrive).
+    pub fn pause(&mut self) {
+        self.watcher = None;
+    }
+
+    /// Is the folder at `inbox/` still the one being watched? False when
+    /// there is no watch, or `inbox/` is gone, replaced or not a folder.
+    pub fn watches_current_inbox(&self) -> bool {
+        self.watcher.is_some()
+            && fsio::dir_identity(self.layout.root(), &self.layout.inbox())
+                .is_ok_and(|id| id == self.watching)
     }
 
     /// Also watch a queued job's run folder, so its ABORT is seen at once.
     /// Best effort: without a watch the daemon's tick still finds the marker.
     pub fn watch_run_dir(&mut self, dir: &Path) {
-        if let Err(e) = self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+        self.run_dirs.insert(dir.to_path_buf());
+        let Some(watcher) = self.watcher.as_mut() else {
+            return;
+        };
+        if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
             tracing::debug!(
                 "not watching {}: {e}; its ABORT is checked on the tick",
                 dir.display()
@@ -76,7 +136,10 @@ impl InboxWatcher {
     }
 
     pub fn unwatch_run_dir(&mut self, dir: &Path) {
-        let _ = self.watcher.unwatch(dir);
+        self.run_dirs.remove(dir);
+        if let Some(watcher) = self.watcher.as_mut() {
+            let _ = watcher.unwatch(dir);
+        }
     }
 }
 
@@ -87,6 +150,17 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
     };
     if event.need_rescan() {
         return vec![Signal::Lost("inotify queue overflowed".into())];
+    }
+    if event.paths.first().is_some_and(|p| *p == layout.inbox()) {
+        match event.kind {
+            EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other) => {
+                return vec![Signal::InboxGone("deleted")];
+            }
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
+                return vec![Signal::InboxGone("moved away")];
+            }
+            _ => {}
+        }
     }
     let target = match event.kind {
         // A rename delivers the destination last.
@@ -130,19 +204,21 @@ pub struct Found {
     pub mtime: SystemTime,
 }
 
-/// Every `*.prompt.md` under `dir`, recursively, skipping hidden folders
-/// and never following symlinked folders. Unreadable folders are logged
-/// and skipped: one bad folder must not hide the rest of the inbox.
-pub fn scan(dir: &Path) -> Vec<Found> {
-    scan_suffix(dir, PROMPT_SUFFIX)
+/// Every `*.prompt.md` under `dir` (a folder under `root`), recursively,
+/// skipping hidden folders and never following symlinked folders, `dir`
+/// itself included (each folder is listed through a safe handle).
+/// Unreadable or refused folders are logged and skipped: one bad folder
+/// must not hide the rest of the inbox.
+pub fn scan(root: &Path, dir: &Path) -> Vec<Found> {
+    scan_suffix(root, dir, PROMPT_SUFFIX)
 }
 
 /// [`scan`] for files ending in `suffix`.
-pub fn scan_suffix(dir: &Path, suffix: &str) -> Vec<Found> {
+pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries = match std::fs::read_dir(&d) {
+        let entries = match fsio::read_dir(root, &d) {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!("scanning {}: {e}", d.display());
@@ -157,18 +233,16 @@ pub fn scan_suffix(dir: &Path, suffix: &str) -> Vec<Found> {
             let meta = match entry.metadata() {
                 Ok(meta) => meta,
                 Err(e) => {
-                    tracing::warn!("scanning {}: {e}", entry.path().display());
+                    tracing::warn!("scanning {}: {e}", d.join(&name).display());
                     continue;
                 }
             };
+            let path = d.join(&name);
             if meta.is_dir() {
-                stack.push(entry.path());
+                stack.push(path);
             } else if name.as_encoded_bytes().ends_with(suffix.as_bytes()) {
                 let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                found.push(Found {
-                    path: entry.path(),
-                    mtime,
-                });
+                found.push(Found { path, mtime });
             }
         }
     }
@@ -198,7 +272,7 @@ mod tests {
         std::os::unix::fs::symlink(inbox.join("a"), inbox.join("link")).expect("symlink dir");
         std::os::unix::fs::symlink(inbox.join("top.prompt.md"), inbox.join("l.prompt.md"))
             .expect("symlink");
-        let mut names: Vec<_> = scan(inbox)
+        let mut names: Vec<_> = scan(inbox, inbox)
             .into_iter()
             .map(|f| {
                 f.path

@@ -16,7 +16,8 @@
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders.
 //! - [`layout`] — the only module that knows names under the root; name validation.
-//! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks.
+//! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
+//!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
 //! - [`clock`] — RFC 3339 millisecond timestamps.
 //! - [`logging`] — the stderr log: text or JSON, journald-friendly.
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.

@@ -65,7 +65,7 @@ pub fn reconcile(
         match monitor_state(layout, &id) {
             Monitor::Alive => {
                 let fields = serde_json::json!({"monitor_pid": rec.monitor_pid});
-                EventLog::open(&layout.events(&id), config.events_for(&rec))
+                EventLog::open(layout.root(), &layout.events(&id), config.events_for(&rec))
                     .append("adopted", fields);
                 out.adopted.push(id);
             }
@@ -118,7 +118,7 @@ fn load_or_set_aside(layout: &Layout, id: &JobId) -> Option<JobRecord> {
         Ok(rec) => Some(rec),
         Err(JobError::BadRecord { path, reason }) => {
             let aside = layout.corrupt_record(id, Timestamp::now().epoch_ms());
-            match fsio::rename_noreplace(&path, &aside) {
+            match fsio::rename_noreplace(layout.root(), &path, &aside) {
                 Ok(_) => {
                     tracing::error!(job = %id, "corrupt record ({reason}) moved aside to {}", aside.display())
                 }
@@ -171,7 +171,11 @@ pub fn interrupt(
     why: &str,
 ) {
     tracing::warn!(job = %rec.job_id, "{why}");
-    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events_for(rec));
+    let mut events = EventLog::open(
+        layout.root(),
+        &layout.events(&rec.job_id),
+        config.events_for(rec),
+    );
     let mut finisher = Finisher {
         layout,
         config,
@@ -271,7 +275,7 @@ pub fn finish_move(layout: &Layout, rec: &mut JobRecord) -> bool {
     if dest == held || !held.exists() {
         return dest != held;
     }
-    match move_once(&held, &dest) {
+    match move_once(layout.root(), &held, &dest) {
         Ok(Renamed::Done) => {
             tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", dest.display());
             true
@@ -290,9 +294,11 @@ pub fn finish_move(layout: &Layout, rec: &mut JobRecord) -> bool {
     }
 }
 
-fn move_once(held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError> {
-    dest.parent().map_or(Ok(()), fsio::create_dirs)?;
-    fsio::rename_noreplace(held, dest)
+fn move_once(root: &Path, held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError> {
+    if let Some(dir) = dest.parent() {
+        fsio::create_dirs(root, dir)?;
+    }
+    fsio::rename_noreplace(root, held, dest)
 }
 
 /// A requeue whose name a new drop took: archive the ended attempt's prompt.
@@ -302,14 +308,14 @@ fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
         tracing::error!(job = %rec.job_id, "{e}");
         return false;
     }
-    matches!(move_once(held, &archive), Ok(Renamed::Done))
+    matches!(move_once(layout.root(), held, &archive), Ok(Renamed::Done))
 }
 
 /// Rename every `*.running.md` that no record holds back to `*.prompt.md`
 /// (or, if a newer drop took that name, to a `.recovered-<ms>` sibling).
 fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>) {
     let inbox = layout.inbox();
-    for found in inbox::scan_suffix(&inbox, RUNNING_SUFFIX) {
+    for found in inbox::scan_suffix(layout.root(), &inbox, RUNNING_SUFFIX) {
         if held.contains(&found.path) {
             continue;
         }
@@ -317,13 +323,14 @@ fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>) {
             continue;
         };
         let back = layout.waiting_prompt(&prompt);
-        let result = fsio::rename_noreplace(&found.path, &back).and_then(|r| match r {
-            Renamed::TargetExists => {
-                let aside = layout.recovered_prompt(&prompt, Timestamp::now().epoch_ms());
-                fsio::rename_noreplace(&found.path, &aside).map(|_| aside)
-            }
-            _ => Ok(back.clone()),
-        });
+        let result =
+            fsio::rename_noreplace(layout.root(), &found.path, &back).and_then(|r| match r {
+                Renamed::TargetExists => {
+                    let aside = layout.recovered_prompt(&prompt, Timestamp::now().epoch_ms());
+                    fsio::rename_noreplace(layout.root(), &found.path, &aside).map(|_| aside)
+                }
+                _ => Ok(back.clone()),
+            });
         match result {
             Ok(to) => tracing::warn!(
                 "claimed prompt {} had no job; put back as {}",

@@ -141,11 +141,17 @@ impl Finisher<'_> {
         held: &Path,
         dest: &Path,
     ) -> Result<(), JobError> {
-        if let Some(dir) = dest.parent() {
-            fsio::create_dirs(dir)?;
-        }
+        let root = self.layout.root();
+        let moved = dest
+            .parent()
+            .map_or(Ok(()), |dir| fsio::create_dirs(root, dir))
+            .and_then(|()| fsio::rename_noreplace(root, held, dest));
+        let moved = match moved {
+            Err(e) if fsio::is_refusal(&e) => return self.refused(rec, events, held, &e),
+            other => other?,
+        };
         let requeue = rec.archive_path.is_none();
-        match fsio::rename_noreplace(held, dest)? {
+        match moved {
             Renamed::Done => {
                 let op = if requeue { "requeued" } else { "archived" };
                 events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
@@ -168,6 +174,29 @@ impl Finisher<'_> {
             }
             other => self.not_moved(rec, events, held, other),
         }
+    }
+
+    /// The destination's folder is not a folder we may write through (a
+    /// symlink, a FIFO): the prompt stays where it is, held by this record,
+    /// never moved through the link and never lost; the record says why.
+    fn refused(
+        &self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        held: &Path,
+        e: &crate::error::IoError,
+    ) -> Result<(), JobError> {
+        let why = format!(
+            "{e}; the prompt stays at {} until the folder is fixed",
+            held.display()
+        );
+        tracing::warn!(job = %rec.job_id, "prompt not moved: {why}");
+        rec.archive_path = None;
+        rec.inbox_path = Some(rel(self.layout, held));
+        rec.extra.insert("archive_error".into(), json!(why));
+        rec.save(self.layout)?;
+        events.append("archive_failed", json!({"reason": why}));
+        Ok(())
     }
 
     /// The record named a move that did not happen: say so in it.

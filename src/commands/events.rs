@@ -44,7 +44,7 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let read = read_events(&layout.events(&id))?;
+    let read = read_events(layout.root(), &layout.events(&id))?;
     let total = read.events.len();
     let shown = select(read.events, args);
     let counts = Counts {
@@ -70,12 +70,26 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The job's events; none if the file does not exist (events are off for
-/// the job, or none was written yet).
-fn read_events(path: &std::path::Path) -> anyhow::Result<ReadEvents> {
-    match events::read_counted(path) {
-        Ok(read) => Ok(read),
+/// the job, or none was written yet), or if it is not a regular file (a
+/// FIFO, a symlink: refused with a warning, never read).
+fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result<ReadEvents> {
+    match events::read_counted(root, path) {
+        Ok(read) => {
+            if read.cut {
+                eprintln!(
+                    "warning: {} is larger than {}; only its start is shown",
+                    path.display(),
+                    super::output::fmt_bytes(events::MAX_READ_BYTES)
+                );
+            }
+            Ok(read)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ReadEvents::default()),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) if crate::fsio::is_refusal(&e) => {
+            eprintln!("warning: {e}");
+            Ok(ReadEvents::default())
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

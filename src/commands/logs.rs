@@ -10,9 +10,10 @@
 //! output before it writes the terminal record. The final state goes to
 //! stderr so that stdout stays the log alone.
 
+use crate::error::IoError;
+use crate::fsio;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -54,7 +55,15 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     }
     let path = layout.job_log(&id);
     let mut out = std::io::stdout().lock();
-    let mut log = open_log(&path)?;
+    let mut log = match open_log(layout.root(), &path) {
+        // Not a regular file: nothing to print. `-f` still follows the
+        // job to its end; without it the refusal is the answer.
+        Err(e) if args.follow && fsio::is_refusal(&e) => {
+            eprintln!("warning: {e}");
+            None
+        }
+        other => other?,
+    };
     let mut pos = 0;
     if let Some(file) = log.as_mut() {
         let start = match args.tail {
@@ -76,25 +85,15 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Open `job.log` for reading without following a symlink; `None` if it
-/// does not exist yet (a queued job).
-fn open_log(path: &Path) -> anyhow::Result<Option<File>> {
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let file = match opened {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
-    };
-    let meta = file
-        .metadata()
-        .with_context(|| format!("inspecting {}", path.display()))?;
-    if !meta.is_file() {
-        anyhow::bail!("{} is not a regular file", path.display());
+/// Open `job.log` for reading, safely (never through a symlink, never
+/// waiting on a FIFO: those are refused); `None` if it does not exist yet
+/// (a queued job).
+fn open_log(root: &Path, path: &Path) -> Result<Option<File>, IoError> {
+    match fsio::open_file(root, path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    Ok(Some(file))
 }
 
 /// Where the last `n` lines of `file` start. A final newline ends the last
@@ -159,20 +158,29 @@ fn follow(
 ) -> anyhow::Result<ExitCode> {
     let path = layout.job_log(id);
     let wake = Wake::new(&layout.run_dir(id));
+    let mut refused = false;
+    let mut reopen = |log: &mut Option<File>| {
+        if log.is_none() && !refused {
+            match open_log(layout.root(), &path) {
+                Ok(opened) => *log = opened,
+                Err(e) => {
+                    // Said once; the job is still followed to its end.
+                    eprintln!("warning: {e}");
+                    refused = true;
+                }
+            }
+        }
+    };
     loop {
         let rec = JobRecord::load_job(layout, id)?;
-        if log.is_none() {
-            log = open_log(&path)?;
-        }
+        reopen(&mut log);
         if let Some(file) = log.as_mut() {
             pos = copy_new(file, pos, out, &path)?;
         }
         if rec.state.is_terminal() {
             // Read before the record above was loaded, the log may have
             // grown since; now that the job has ended it grows no more.
-            if log.is_none() {
-                log = open_log(&path)?;
-            }
+            reopen(&mut log);
             if let Some(file) = log.as_mut() {
                 copy_new(file, pos, out, &path)?;
             }

@@ -95,7 +95,7 @@ fn archived_prompt(layout: &Layout, rec: &JobRecord, max: u64) -> anyhow::Result
         );
     };
     let path = layout.resolve(rel);
-    let (bytes, over) = match fsio::read_capped_nofollow(&path, max) {
+    let (bytes, over) = match fsio::read_capped(layout.root(), &path, max) {
         Ok(read) => read,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "job {id}'s archived prompt {} is gone (retention prunes archived prompts); drop the prompt again by hand",

@@ -3,7 +3,7 @@
 //! lines of its log. A job whose run folder retention removed is still shown
 //! from its ledger row; one known to neither is a clean "no" (exit 1).
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,6 +15,8 @@ use super::history::list::ExecutionJson;
 use super::output::{fmt_ago, fmt_bytes, fmt_duration, print_json, prompt_label, timestamp};
 use crate::cli::{GlobalArgs, ShowArgs};
 use crate::clock::Timestamp;
+use crate::error::IoContext;
+use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Execution;
@@ -38,7 +40,7 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let shown = Shown {
         paths: Paths::of(&layout, &id, record.as_ref()),
-        log_tail: log_tail(&layout.job_log(&id)),
+        log_tail: log_tail(layout.root(), &layout.job_log(&id)),
         id,
         record,
         execution,
@@ -130,17 +132,23 @@ impl Shown {
 }
 
 /// The last [`LOG_LINES`] lines of the log (invalid UTF-8 replaced).
-fn log_tail(path: &Path) -> Vec<String> {
-    let read = || -> std::io::Result<Vec<u8>> {
-        let mut f = std::fs::File::open(path)?;
-        let len = f.metadata()?.len();
-        f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))?;
-        let mut buf = Vec::new();
-        f.read_to_end(&mut buf)?;
-        Ok(buf)
+/// A log that is not a regular file (a FIFO, a symlink) is refused with a
+/// warning naming it, never read.
+fn log_tail(root: &Path, path: &Path) -> Vec<String> {
+    let read = || -> Result<Vec<u8>, crate::error::IoError> {
+        let mut f = fsio::open_file(root, path)?;
+        let len = f.metadata().ctx("inspecting", path)?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+            .ctx("reading", path)?;
+        Ok(fsio::read_capped_from(f, path, LOG_TAIL_BYTES)?.0)
     };
-    let Ok(bytes) = read() else {
-        return Vec::new();
+    let bytes = match read() {
+        Ok(bytes) => bytes,
+        Err(e) if fsio::is_refusal(&e) => {
+            eprintln!("warning: {e}");
+            return Vec::new();
+        }
+        Err(_) => return Vec::new(),
     };
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();

@@ -123,6 +123,8 @@ struct DaemonView {
     version: Option<String>,
     host: Option<String>,
     watch: Option<String>,
+    /// Why the watch is not `inotify` (null when it is).
+    watch_reason: Option<String>,
     running: Option<usize>,
     queued: Option<usize>,
     /// Jobs whose end waits to be recorded (storage refused the write).
@@ -305,6 +307,7 @@ impl DaemonView {
             version: seen.map(|s| s.version.clone()),
             host: seen.and_then(|s| s.host.clone()),
             watch: live.and_then(|s| s.watch.clone()),
+            watch_reason: live.and_then(|s| s.watch_reason.clone()),
             running: live.map(|s| s.running),
             queued: live.map(|s| s.queued),
             unsettled: live.map(|s| s.unsettled),
@@ -403,6 +406,10 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     line("storage", &storage)?;
     if let Some(p) = &d.problem {
         line("warning", p)?;
+    }
+    if let Some(watch) = d.watch.as_deref().filter(|w| *w != "inotify") {
+        let why = d.watch_reason.as_deref().unwrap_or("no reason given");
+        line("inbox", &format!("{} ({why})", alarm(watch)))?;
     }
     let n = |state: &str| s.counts.get(state).copied().unwrap_or(0);
     let live = n("preparing") + n("running") + n("publishing");

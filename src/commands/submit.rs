@@ -238,12 +238,12 @@ fn drop_prompt(layout: &Layout, prompt: &PromptName, bytes: &[u8]) -> anyhow::Re
     let dest = layout.waiting_prompt(prompt);
     let tmp = layout.incoming_prompt(prompt, std::process::id());
     if let Some(dir) = dest.parent() {
-        fsio::create_dirs(dir)?;
+        fsio::create_dirs(layout.root(), dir)?;
     }
     // A temporary file with our pid can only be a crashed earlier run's.
     let _ = std::fs::remove_file(&tmp);
     fsio::create_new_synced(&tmp, bytes)?;
-    let renamed = fsio::rename_noreplace(&tmp, &dest);
+    let renamed = fsio::rename_noreplace(layout.root(), &tmp, &dest);
     if !matches!(renamed, Ok(Renamed::Done)) {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -20,8 +20,9 @@ pub struct DaemonLock {
 pub fn acquire(layout: &Layout) -> Result<DaemonLock, DaemonError> {
     let path = layout.daemon_lock();
     let Some(mut lock) = fsio::try_lock(&path)? else {
-        let pid = std::fs::read_to_string(&path)
+        let pid = fsio::read_capped(layout.root(), &path, 64)
             .ok()
+            .and_then(|(bytes, _)| String::from_utf8(bytes).ok())
             .and_then(|t| t.trim().parse().ok());
         return Err(DaemonError::AlreadyRunning { lock: path, pid });
     };

@@ -33,8 +33,12 @@ pub struct DaemonFile<'a> {
     pub phase: Phase,
     pub running: usize,
     pub queued: usize,
-    /// `inotify`, or `rescan` after the watch failed (then only rescans find prompts).
+    /// `inotify`; `rescan` after the watch failed (then only rescans find
+    /// prompts); `refused` while `inbox/` is not a real folder (nothing is
+    /// claimed).
     pub watch: &'static str,
+    /// Why the watch is not `inotify`.
+    pub watch_reason: Option<String>,
     /// Whether the root accepts writes (`condition`: `ok`, `full`,
     /// `read_only`), since when, and why it is believed.
     pub storage: &'a storage::Health,
@@ -53,6 +57,9 @@ pub struct Deferred {
     pub prompt: String,
     pub until: Timestamp,
 }
+
+/// The largest `daemon.json` a reader accepts.
+const MAX_BYTES: u64 = 1024 * 1024;
 
 /// How many queued jobs and deferred prompts `daemon.json` lists.
 pub const LISTED: usize = 50;
@@ -96,6 +103,8 @@ pub struct DaemonSeen {
     #[serde(default)]
     pub watch: Option<String>,
     #[serde(default)]
+    pub watch_reason: Option<String>,
+    #[serde(default)]
     pub storage: Option<storage::Health>,
     #[serde(default)]
     pub unsettled: usize,
@@ -110,12 +119,18 @@ pub struct DaemonSeen {
 /// next heartbeat replaces it).
 pub fn read(layout: &Layout) -> Result<Option<DaemonSeen>, String> {
     let path = layout.daemon_json();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
+    let text = match fsio::read_capped(layout.root(), &path, MAX_BYTES) {
+        Ok((_, true)) => {
+            return Err(format!(
+                "{} is larger than {MAX_BYTES} bytes",
+                path.display()
+            ));
+        }
+        Ok((bytes, false)) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+        Err(e) => return Err(e.to_string()),
     };
-    serde_json::from_str(&text)
+    serde_json::from_slice(&text)
         .map(Some)
         .map_err(|e| format!("{} is not a valid daemon state file: {e}", path.display()))
 }
@@ -126,7 +141,7 @@ pub fn read(layout: &Layout) -> Result<Option<DaemonSeen>, String> {
 pub fn set_aside_if_corrupt(layout: &Layout) {
     let Err(reason) = read(layout) else { return };
     let aside = layout.corrupt_daemon_json(Timestamp::now().epoch_ms());
-    match fsio::rename_noreplace(&layout.daemon_json(), &aside) {
+    match fsio::rename_noreplace(layout.root(), &layout.daemon_json(), &aside) {
         Ok(fsio::Renamed::Done) => {
             tracing::error!("{reason}; moved aside to {}", aside.display())
         }

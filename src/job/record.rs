@@ -7,12 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use super::{JobId, JobState};
 use crate::clock::Timestamp;
-use crate::error::{IoContext, JobError};
+use crate::error::JobError;
 use crate::events::EventLog;
 use crate::fsio;
 use crate::layout::{self, Layout, PromptName};
 
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// The largest `job.json` a reader accepts; a larger one is a bad record.
+pub const MAX_RECORD_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The job record. Fields are `null` until known. Unknown fields written by
 /// a newer version are kept and written back untouched.
@@ -142,9 +145,21 @@ impl JobRecord {
         }
     }
 
-    /// Read a record; a file that does not parse is an error naming it.
-    pub fn load(path: &Path) -> Result<Self, JobError> {
-        let bytes = std::fs::read(path).ctx("reading job record", path)?;
+    /// Read a record under `root` (opened safely, capped at
+    /// [`MAX_RECORD_BYTES`]). A file that does not parse, is too large, or
+    /// is not a regular file (a FIFO, a symlink) is `BadRecord` naming it;
+    /// a missing or unreadable one is an I/O error.
+    fn load(root: &Path, path: &Path) -> Result<Self, JobError> {
+        let bad = |reason: String| JobError::BadRecord {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = match fsio::read_capped(root, path, MAX_RECORD_BYTES) {
+            Ok((_, true)) => return Err(bad(format!("larger than {MAX_RECORD_BYTES} bytes"))),
+            Ok((bytes, false)) => bytes,
+            Err(e) if fsio::is_refusal(&e) => return Err(bad(e.source.to_string())),
+            Err(e) => return Err(e.into()),
+        };
         serde_json::from_slice(&bytes).map_err(|e| JobError::BadRecord {
             path: path.to_path_buf(),
             reason: e.to_string(),
@@ -157,7 +172,7 @@ impl JobRecord {
     /// fails is `BadRecord`, never used to build a path.
     pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, JobError> {
         let path = layout.job_json(id);
-        let rec = Self::load(&path)?;
+        let rec = Self::load(layout.root(), &path)?;
         rec.check(id)
             .map_err(|reason| JobError::BadRecord { path, reason })?;
         Ok(rec)
@@ -249,7 +264,7 @@ mod tests {
     fn sample(dir: &Path) -> (Layout, JobRecord) {
         let layout = Layout::new(dir);
         let id = JobId::generate();
-        fsio::create_dirs(&layout.run_dir(&id)).expect("run dir");
+        std::fs::create_dir_all(layout.run_dir(&id)).expect("run dir");
         let prompt = PromptName {
             project: "p".into(),
             name: "n".into(),
@@ -264,7 +279,7 @@ mod tests {
     fn transition_persists_and_stamps_times() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());
-        let mut ev = EventLog::open(&layout.events(&rec.job_id), true);
+        let mut ev = EventLog::open(layout.root(), &layout.events(&rec.job_id), true);
         rec.transition(&layout, &mut ev, JobState::Running, None, json!({}))
             .expect("start");
         rec.transition(
@@ -285,7 +300,7 @@ mod tests {
     fn invalid_transition_changes_nothing_on_disk() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());
-        let mut ev = EventLog::open(&layout.events(&rec.job_id), true);
+        let mut ev = EventLog::open(layout.root(), &layout.events(&rec.job_id), true);
         rec.transition(&layout, &mut ev, JobState::Succeeded, None, json!({}))
             .expect_err("queued -> succeeded");
         rec.save(&layout).expect("save");

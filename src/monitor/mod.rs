@@ -94,7 +94,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
             ),
         });
     }
-    let events = EventLog::open(&layout.events(&id), config.events_for(&rec));
+    let events = EventLog::open(layout.root(), &layout.events(&id), config.events_for(&rec));
     let (profile, missing) = match config.profile_of(&rec) {
         Ok(p) => (p.clone(), None),
         Err(why) => (config.default_profile().clone(), Some(why)),
@@ -158,7 +158,7 @@ impl Monitor<'_> {
         let log = self
             .rec
             .save(&self.layout)
-            .and_then(|()| Ok(fsio::open_append(&log_path)?));
+            .and_then(|()| Ok(fsio::open_append(self.layout.root(), &log_path)?));
         let log = match log {
             Ok(log) => log,
             Err(e) if storage::job_fault(&e).is_some() => {
@@ -326,7 +326,8 @@ impl Monitor<'_> {
         };
         paths.push((PathRelation::ExecutedOn, workdir.clone()));
         let list = self.layout.affected_list(&self.rec.job_id);
-        let Ok((bytes, _)) = fsio::read_capped_nofollow(&list, AFFECTED_MAX_BYTES) else {
+        let Ok((bytes, _)) = fsio::read_capped(self.layout.root(), &list, AFFECTED_MAX_BYTES)
+        else {
             return paths;
         };
         let base = std::path::Path::new(&workdir);

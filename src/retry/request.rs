@@ -102,7 +102,7 @@ pub fn put_back(
 ) -> Result<PutBack, IoError> {
     let waiting = layout.waiting_prompt(prompt);
     if let Some(dir) = waiting.parent() {
-        fsio::create_dirs(dir)?;
+        fsio::create_dirs(layout.root(), dir)?;
     }
     let unique = format!("{}-{}", std::process::id(), Timestamp::now().epoch_ms());
     let temp = layout.retry_temp(prompt, &unique);
@@ -118,7 +118,7 @@ pub fn put_back(
                 file: FileIdentity::of(&meta),
             };
             fsio::write_json_atomic(&layout.retry_request(prompt), &request)?;
-            fsio::rename_noreplace(&temp, &waiting).map(|r| (r, request))
+            fsio::rename_noreplace(layout.root(), &temp, &waiting).map(|r| (r, request))
         });
     match placed {
         Ok((Renamed::Done, _)) => Ok(PutBack::Done),
@@ -170,7 +170,7 @@ pub fn clear_if(layout: &Layout, prompt: &PromptName, request: &Request) {
 /// `prompt`'s request, if there is a readable one.
 fn read(layout: &Layout, prompt: &PromptName) -> Option<Request> {
     let path = layout.retry_request(prompt);
-    let bytes = match fsio::read_capped_nofollow(&path, MAX_REQUEST_BYTES) {
+    let bytes = match fsio::read_capped(layout.root(), &path, MAX_REQUEST_BYTES) {
         Ok((bytes, false)) => bytes,
         Ok((_, true)) => {
             tracing::warn!(path = %path.display(), "retry request too large; ignored");
@@ -260,7 +260,7 @@ mod tests {
     fn a_taken_name_is_never_replaced() {
         let (_d, layout, prompt) = setup();
         let waiting = layout.waiting_prompt(&prompt);
-        crate::fsio::create_dirs(waiting.parent().expect("dir")).expect("dir");
+        std::fs::create_dir_all(waiting.parent().expect("dir")).expect("dir");
         crate::fsio::create_new_synced(&waiting, b"already here").expect("drop");
         let r = put_back(&layout, &prompt, b"x", &JobId::generate(), 1, false).expect("put back");
         assert_eq!(r, PutBack::NameTaken);

@@ -32,5 +32,6 @@ mod routes;
 mod shutdown;
 mod storage;
 mod submit;
+mod untrusted;
 mod worktree_e2e;
 mod worktree_scripts;

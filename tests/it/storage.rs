@@ -15,12 +15,12 @@ use std::process::Command;
 use crate::support::*;
 
 /// A tmpfs mounted for the test; lazily unmounted on drop.
-struct Tmpfs(PathBuf);
+pub(crate) struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     /// `None` (the caller skips; the reason is printed) where mounting is
     /// not allowed.
-    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir)

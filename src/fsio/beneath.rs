@@ -1,0 +1,428 @@
+//! Safe opens under the root (DESIGN §13, "trust nothing under the root").
+//!
+//! Anything under the root may have been written by a careless or hostile
+//! job running with our uid: symlinks, FIFOs, devices, folders swapped or
+//! deleted under us. So every path under the root is opened here, and only
+//! here, one component at a time from the root's directory handle
+//! (`openat` with `O_NOFOLLOW | O_CLOEXEC`): a symlink anywhere below the
+//! root is refused, never followed. Files are opened `O_NONBLOCK`, so a
+//! FIFO or a device never blocks the open, and checked with `fstat` after
+//! the open: anything but the expected type (regular file or folder) is
+//! refused with an error naming the path and what was found there. Reads
+//! are capped by the caller's limit.
+//!
+//! The root itself is the operator's choice and is trusted (it may be a
+//! symlink); only what lies below it is not.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat2};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
+
+use super::{DIR_MODE, FILE_MODE, Renamed};
+use crate::error::IoError;
+
+/// What a caller expects to find at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    File,
+    Dir,
+}
+
+impl Expect {
+    fn noun(self) -> &'static str {
+        match self {
+            Expect::File => "a regular file",
+            Expect::Dir => "a folder",
+        }
+    }
+
+    fn matches(self, st: &FileStat) -> bool {
+        let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        match self {
+            Expect::File => kind == SFlag::S_IFREG,
+            Expect::Dir => kind == SFlag::S_IFDIR,
+        }
+    }
+}
+
+/// Open a regular file under `root` for reading (see the module doc).
+pub fn open_file(root: &Path, path: &Path) -> Result<File, IoError> {
+    open_leaf(root, path, Expect::File, OFlag::O_RDONLY).map(File::from)
+}
+
+/// Open a folder under `root` (a handle for `openat`, `fsync`, `fstat`).
+pub fn open_dir(root: &Path, path: &Path) -> Result<File, IoError> {
+    open_leaf(root, path, Expect::Dir, OFlag::O_RDONLY).map(File::from)
+}
+
+/// List a folder under `root`, opened as above: entries are read through
+/// the folder's handle (`/proc/self/fd`), so a folder swapped for a symlink
+/// after the check is never listed. Build entry paths as `dir.join(name)`:
+/// an entry's own `path()` names the handle. Entries' `metadata()` does
+/// not follow symlinks.
+pub fn read_dir(root: &Path, dir: &Path) -> Result<std::fs::ReadDir, IoError> {
+    use std::os::fd::AsRawFd;
+    let handle = open_dir(root, dir)?;
+    let via = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    // Without /proc, the checked path is listed instead: the claim itself
+    // still goes through handles, so nothing outside is ever claimed.
+    std::fs::read_dir(&via)
+        .or_else(|_| std::fs::read_dir(dir))
+        .map_err(|e| IoError::new("listing", dir, e))
+}
+
+/// Device and inode of a folder under `root` (opened as above).
+pub fn dir_identity(root: &Path, dir: &Path) -> Result<(u64, u64), IoError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = open_dir(root, dir)?
+        .metadata()
+        .map_err(|e| IoError::new("inspecting", dir, e))?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Open a regular file under `root` for reading and appending, creating it
+/// with [`FILE_MODE`] if missing. Its folders must exist.
+pub fn open_append(root: &Path, path: &Path) -> Result<File, IoError> {
+    let flags = OFlag::O_RDWR | OFlag::O_APPEND | OFlag::O_CREAT;
+    open_leaf(root, path, Expect::File, flags).map(File::from)
+}
+
+/// Read at most `limit` bytes of a regular file under `root`. Returns the
+/// bytes and whether the file was longer than `limit`.
+pub fn read_capped(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, bool), IoError> {
+    let file = open_file(root, path)?;
+    read_capped_from(file, path, limit)
+}
+
+/// Read at most `limit` bytes from an open file (`path` names it in errors).
+pub fn read_capped_from(
+    file: impl Read,
+    path: &Path,
+    limit: u64,
+) -> Result<(Vec<u8>, bool), IoError> {
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| IoError::new("reading", path, e))?;
+    let over = bytes.len() as u64 > limit;
+    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok((bytes, over))
+}
+
+/// Create `dir` and its missing parents under `root` with [`DIR_MODE`],
+/// one component at a time, refusing any component that is a symlink or
+/// not a folder.
+pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
+    let (mut cur, parts) = walk_start(root, dir)?;
+    for (i, part) in parts.iter().enumerate() {
+        let at = component_path(root, &parts[..=i]);
+        cur = match open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match mkdirat(cur.as_fd(), *part, Mode::from_bits_truncate(DIR_MODE)) {
+                    Ok(()) | Err(Errno::EEXIST) => {}
+                    Err(e) => return Err(IoError::new("creating directory", &at, e.into())),
+                }
+                open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at)?
+            }
+            other => other?,
+        };
+    }
+    Ok(())
+}
+
+/// Rename `from` to `to`, both under `root`, without ever replacing an
+/// existing `to` (`renameat2(RENAME_NOREPLACE)`), through handles on both
+/// folders opened as above: a symlinked folder on either side is refused,
+/// so nothing is ever moved through a link to outside the root. Both
+/// folders are fsynced after.
+pub fn rename_noreplace(root: &Path, from: &Path, to: &Path) -> Result<Renamed, IoError> {
+    let (from_dir, from_name) = split_parent(from)?;
+    let (to_dir, to_name) = split_parent(to)?;
+    let src = match open_dir(root, from_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Renamed::SourceGone),
+        Err(e) => return Err(e),
+    };
+    let dst = open_dir(root, to_dir)?;
+    match renameat2(
+        &src,
+        from_name,
+        &dst,
+        to_name,
+        RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => {}
+        Err(Errno::ENOENT) if fstatat(&src, from_name, AtFlags::AT_SYMLINK_NOFOLLOW).is_err() => {
+            return Ok(Renamed::SourceGone);
+        }
+        Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
+        // No fallback: link-then-unlink could delete a prompt renamed in
+        // between. A filesystem without RENAME_NOREPLACE is refused loudly.
+        Err(e @ (Errno::EINVAL | Errno::ENOSYS)) => {
+            let msg = format!(
+                "{e}: this filesystem does not support renameat2(RENAME_NOREPLACE); put the root on ext4, xfs, btrfs or tmpfs"
+            );
+            return Err(IoError::new("renaming", from, io::Error::other(msg)));
+        }
+        Err(e) => {
+            let msg = format!("{e} (to {})", to.display());
+            return Err(IoError::new(
+                "renaming",
+                from,
+                io::Error::new(io::Error::from(e).kind(), msg),
+            ));
+        }
+    }
+    dst.sync_all()
+        .map_err(|e| IoError::new("syncing directory", to_dir, e))?;
+    if from_dir != to_dir {
+        src.sync_all()
+            .map_err(|e| IoError::new("syncing directory", from_dir, e))?;
+    }
+    Ok(Renamed::Done)
+}
+
+/// Is this error a refusal by the safe open (a symlink, a FIFO, a device,
+/// a file where a folder was expected), as opposed to a missing file or an
+/// I/O failure?
+pub fn is_refusal(e: &IoError) -> bool {
+    e.source
+        .get_ref()
+        .is_some_and(|inner| inner.is::<Refused>())
+}
+
+/// The error inside an [`IoError`] for a path refused by type.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+struct Refused {
+    what: String,
+}
+
+fn split_parent(path: &Path) -> Result<(&Path, &OsStr), IoError> {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => Ok((dir, name)),
+        _ => Err(IoError::new(
+            "renaming",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, "has no parent folder"),
+        )),
+    }
+}
+
+/// Open the last component of `path` as `expect`, walking from `root`.
+fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<OwnedFd, IoError> {
+    let (mut cur, parts) = walk_start(root, path)?;
+    let Some((last, dirs)) = parts.split_last() else {
+        return if expect == Expect::Dir {
+            Ok(cur)
+        } else {
+            Err(refused(
+                path,
+                root,
+                "is the root folder, not a regular file",
+            ))
+        };
+    };
+    for (i, part) in dirs.iter().enumerate() {
+        let at = component_path(root, &parts[..=i]);
+        cur = open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, path, &at)?;
+    }
+    open_at(cur.as_fd(), last, expect, flags, path, path)
+}
+
+/// The root's handle and the plain components of `path` below it.
+fn walk_start<'p>(root: &Path, path: &'p Path) -> Result<(OwnedFd, Vec<&'p OsStr>), IoError> {
+    let rel = path.strip_prefix(root).map_err(|_| {
+        let msg = format!("is not under the root {}", root.display());
+        IoError::new(
+            "opening",
+            path,
+            io::Error::new(io::ErrorKind::InvalidInput, msg),
+        )
+    })?;
+    let mut parts = Vec::new();
+    for comp in rel.components() {
+        match comp {
+            Component::Normal(p) => parts.push(p),
+            Component::CurDir => {}
+            _ => {
+                let msg = "has a '..' or absolute component";
+                return Err(IoError::new(
+                    "opening",
+                    path,
+                    io::Error::new(io::ErrorKind::InvalidInput, msg),
+                ));
+            }
+        }
+    }
+    // The root is the operator's: it is opened normally (it may be a link).
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let root_fd = nix::fcntl::open(root, flags, Mode::empty())
+        .map_err(|e| IoError::new("opening root folder", root, e.into()))?;
+    Ok((root_fd, parts))
+}
+
+/// One `openat` of one component, then `fstat`: the type must be `expect`.
+/// `full` is the path the caller asked for, `at` the component opened.
+fn open_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    expect: Expect,
+    flags: OFlag,
+    full: &Path,
+    at: &Path,
+) -> Result<OwnedFd, IoError> {
+    let mut flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    if expect == Expect::Dir {
+        flags |= OFlag::O_DIRECTORY;
+    } else {
+        flags |= OFlag::O_NOCTTY;
+    }
+    let fd = match openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE)) {
+        Ok(fd) => fd,
+        // ELOOP: a symlink (O_NOFOLLOW); ENOTDIR: not a folder; ENXIO: a
+        // FIFO without a writer opened for writing, or a device without
+        // its driver. Say what is there.
+        Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENXIO | Errno::EWOULDBLOCK)) => {
+            return Err(match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => refused_stat(full, at, &st, expect),
+                Err(_) => IoError::new("opening", full, e.into()),
+            });
+        }
+        Err(e) => return Err(IoError::new("opening", full, e.into())),
+    };
+    let st = fstat(&fd).map_err(|e| IoError::new("inspecting", full, e.into()))?;
+    if !expect.matches(&st) {
+        return Err(refused_stat(full, at, &st, expect));
+    }
+    Ok(fd)
+}
+
+fn refused_stat(full: &Path, at: &Path, st: &FileStat, expect: Expect) -> IoError {
+    let what = format!("is {}, not {}", describe(st), expect.noun());
+    refused(full, at, &what)
+}
+
+fn refused(full: &Path, at: &Path, what: &str) -> IoError {
+    let what = if at == full {
+        format!("{what}; refused (nothing under the root is followed or waited on)")
+    } else {
+        format!(
+            "{} {what}; refused (nothing under the root is followed or waited on)",
+            at.display()
+        )
+    };
+    IoError::new("opening", full, io::Error::other(Refused { what }))
+}
+
+/// What kind of file a `stat` describes, in words.
+fn describe(st: &FileStat) -> &'static str {
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    match kind {
+        k if k == SFlag::S_IFLNK => "a symlink",
+        k if k == SFlag::S_IFIFO => "a FIFO",
+        k if k == SFlag::S_IFCHR => "a character device",
+        k if k == SFlag::S_IFBLK => "a block device",
+        k if k == SFlag::S_IFSOCK => "a socket",
+        k if k == SFlag::S_IFDIR => "a folder",
+        k if k == SFlag::S_IFREG => "a regular file",
+        _ => "of an unknown type",
+    }
+}
+
+fn component_path(root: &Path, parts: &[&OsStr]) -> std::path::PathBuf {
+    let mut p = root.to_path_buf();
+    p.extend(parts);
+    p
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("runs/a")).expect("dirs");
+        std::fs::write(root.join("runs/a/f"), "0123456789").expect("write");
+        (dir, root)
+    }
+
+    #[test]
+    fn reads_are_capped() {
+        let (_d, root) = fixture();
+        let f = root.join("runs/a/f");
+        assert_eq!(
+            read_capped(&root, &f, 4).expect("read"),
+            (b"0123".to_vec(), true)
+        );
+        assert!(!read_capped(&root, &f, 10).expect("read").1);
+    }
+
+    #[test]
+    fn symlinks_at_any_depth_are_refused_and_named() {
+        let (d, root) = fixture();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).expect("outside");
+        std::fs::write(outside.join("f"), "secret").expect("secret");
+        symlink(&outside, root.join("runs/b")).expect("dir link");
+        symlink(outside.join("f"), root.join("runs/a/l")).expect("file link");
+        let e = read_capped(&root, &root.join("runs/b/f"), 100).expect_err("dir link");
+        assert!(is_refusal(&e), "{e}");
+        assert!(e.to_string().contains("runs/b is a symlink"), "{e}");
+        let e = read_capped(&root, &root.join("runs/a/l"), 100).expect_err("file link");
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert!(create_dirs(&root, &root.join("runs/b/new")).is_err());
+        assert!(!outside.join("new").exists(), "nothing created outside");
+    }
+
+    #[test]
+    fn fifos_are_refused_without_blocking() {
+        let (_d, root) = fixture();
+        let fifo = root.join("runs/a/fifo");
+        nix::unistd::mkfifo(&fifo, Mode::S_IRWXU).expect("mkfifo");
+        let e = read_capped(&root, &fifo, 100).expect_err("fifo");
+        assert!(e.to_string().contains("is a FIFO"), "{e}");
+        let e = open_append(&root, &fifo).expect_err("fifo");
+        assert!(is_refusal(&e), "{e}");
+        let e = open_dir(&root, &fifo).expect_err("fifo as dir");
+        assert!(e.to_string().contains("is a FIFO, not a folder"), "{e}");
+    }
+
+    #[test]
+    fn missing_files_are_not_refusals() {
+        let (_d, root) = fixture();
+        let e = open_file(&root, &root.join("runs/a/nope")).expect_err("missing");
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(!is_refusal(&e));
+    }
+
+    #[test]
+    fn rename_goes_through_no_symlinked_folder() {
+        let (d, root) = fixture();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).expect("outside");
+        symlink(&outside, root.join("archive")).expect("link");
+        let from = root.join("runs/a/f");
+        assert!(rename_noreplace(&root, &from, &root.join("archive/f")).is_err());
+        assert!(from.exists(), "the file stays where it was");
+        create_dirs(&root, &root.join("runs/c")).expect("mkdir");
+        let to = root.join("runs/c/f");
+        assert_eq!(
+            rename_noreplace(&root, &from, &to).expect("rename"),
+            Renamed::Done
+        );
+        assert_eq!(
+            rename_noreplace(&root, &from, &to).expect("rename"),
+            Renamed::SourceGone
+        );
+    }
+}
