@@ -1,4 +1,5 @@
 #![allow(clippy::disallowed_methods)] // fixtures, written with plain std writes
+#![allow(clippy::disallowed_macros)] // a benchmark prints its figures plainly
 
 //! Ledger benchmark: figures against the DESIGN §12 targets, reported, never
 //! asserted (machines are noisy). Run with `cargo bench --bench ledger`.

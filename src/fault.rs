@@ -9,6 +9,10 @@
 //!
 //! Points: `daemon-tick` (the daemon loop's heartbeat tick);
 //! `monitor-exit` (a monitor whose job has ended, before it exits).
+//!
+//! Knobs: `JOBWARDEN_TEST_LOG_QUEUE=<n>` holds the stderr queue to `n`
+//! lines (`logging/queue.rs`), so that a test can overflow it with the
+//! few lines a daemon logs.
 
 /// Panic here if the test suite asked for it (debug builds only).
 #[inline]
@@ -43,4 +47,16 @@ pub fn pause(name: &str) {
     }
     #[cfg(not(debug_assertions))]
     let _ = name;
+}
+
+/// The stderr queue's capacity the test suite asked for (debug builds only).
+pub fn log_queue_capacity() -> Option<usize> {
+    #[cfg(debug_assertions)]
+    {
+        std::env::var("JOBWARDEN_TEST_LOG_QUEUE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    }
+    #[cfg(not(debug_assertions))]
+    None
 }

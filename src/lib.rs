@@ -19,7 +19,8 @@
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
 //! - [`clock`] — RFC 3339 millisecond timestamps.
-//! - [`logging`] — the stderr log: text or JSON, journald-friendly.
+//! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
+//!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.

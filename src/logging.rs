@@ -6,6 +6,14 @@
 //!
 //! Monitors log through the daemon's stderr in the same format: the daemon
 //! passes its `--log-format` on.
+//!
+//! A closed or full stderr (a log reader that exited or stalled) never
+//! stops or panics anyone: lines go through a bounded queue to one writer
+//! thread (`logging/queue.rs`, which says why), are dropped and counted
+//! when they cannot be written, and the count is logged once writes work
+//! again. The CLI's own messages on stderr take the same way ([`line`]).
+
+mod queue;
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;
@@ -45,7 +53,10 @@ pub fn init(format: LogFormat) {
     let journald = std::env::var_os("JOURNAL_STREAM").is_some();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(|| QueuedLine(Vec::new()))
+        // A line that cannot be written is counted by the queue; the
+        // subscriber's own report of it would go to stderr with a panic.
+        .log_internal_errors(false);
     match format {
         LogFormat::Json => builder.json().with_current_span(true).init(),
         LogFormat::Text => {
@@ -56,6 +67,41 @@ pub fn init(format: LogFormat) {
             } else {
                 builder.init();
             }
+        }
+    }
+}
+
+/// One message line for stderr (a newline is added), in order with the
+/// log, never blocking and never panicking: see the module doc.
+pub fn line(text: impl std::fmt::Display) {
+    queue::push(format!("{text}\n").into_bytes());
+}
+
+/// Waits until what this process queued for stderr is written (or the
+/// write is stuck on a reader that stopped reading): before it exits.
+pub fn flush() {
+    queue::flush();
+}
+
+/// One log event as the subscriber formats it, queued whole when the
+/// subscriber drops it.
+struct QueuedLine(Vec<u8>);
+
+impl std::io::Write for QueuedLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for QueuedLine {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            queue::push(std::mem::take(&mut self.0));
         }
     }
 }

@@ -58,14 +58,16 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
     }
     if marked.is_empty() {
         if args.all {
-            eprintln!("jobwarden: nothing aborted: every job had already ended");
+            crate::logging::line("jobwarden: nothing aborted: every job had already ended");
         }
         return Ok(ExitCode::from(EXIT_NO));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Mark each target, saying what was done; the jobs marked.
+/// Mark each target, saying what was done; the jobs marked. A stdout that
+/// fails (a reader that closed it) stops the saying, not the marking: the
+/// error is returned once every target is marked.
 fn mark_all(
     layout: &Layout,
     targets: &[JobId],
@@ -73,18 +75,26 @@ fn mark_all(
     out: &mut impl Write,
 ) -> anyhow::Result<Vec<JobId>> {
     let mut marked = Vec::new();
+    let mut said = Ok(());
     for id in targets {
-        match mark(layout, id, args.reason.as_deref(), args.all)? {
+        let text = match mark(layout, id, args.reason.as_deref(), args.all)? {
             Marking::Marked(text) => {
-                writeln!(out, "{text}").context("writing to stdout")?;
                 marked.push(id.clone());
+                text
             }
-            Marking::Ended(text) => writeln!(out, "{text}").context("writing to stdout")?,
-            Marking::Missing(text) => eprintln!("jobwarden: {text}"),
-            Marking::Skipped => {}
+            Marking::Ended(text) => text,
+            Marking::Missing(text) => {
+                crate::logging::line(format_args!("jobwarden: {text}"));
+                continue;
+            }
+            Marking::Skipped => continue,
+        };
+        if said.is_ok() {
+            said = writeln!(out, "{text}");
         }
     }
-    out.flush().context("writing to stdout")?;
+    said.and_then(|()| out.flush())
+        .context("writing to stdout")?;
     Ok(marked)
 }
 
@@ -112,12 +122,12 @@ fn resolve_all(
                     2
                 };
                 worst = worst.max(code);
-                eprintln!("jobwarden: {e:#}");
+                crate::logging::line(format_args!("jobwarden: {e:#}"));
             }
         }
     }
     if worst > 0 {
-        eprintln!("jobwarden: no job was aborted (no marker written)");
+        crate::logging::line("jobwarden: no job was aborted (no marker written)");
         return Ok(Err(ExitCode::from(worst)));
     }
     Ok(Ok(ids))
@@ -196,7 +206,9 @@ fn wait_for(layout: &Layout, mut pending: Vec<JobId>, out: &mut impl Write) -> a
                     out.flush().context("writing to stdout")?;
                 }
                 Ok(_) => still.push(id),
-                Err(e) => eprintln!("jobwarden: {id}: {e}; no longer waiting for it"),
+                Err(e) => crate::logging::line(format_args!(
+                    "jobwarden: {id}: {e}; no longer waiting for it"
+                )),
             }
         }
         pending = still;
@@ -215,8 +227,8 @@ fn warn_if_nobody_ends_queued(layout: &Layout, ids: &[JobId]) {
         .any(|id| JobRecord::load_job(layout, id).is_ok_and(|r| r.state == JobState::Queued));
     let daemon_gone = matches!(crate::procfs::flock_holder(&layout.daemon_lock()), Ok(None));
     if queued && daemon_gone {
-        eprintln!(
+        crate::logging::line(format_args!(
             "jobwarden: no daemon is running: queued jobs end when it starts (`jobwarden daemon`)"
-        );
+        ));
     }
 }

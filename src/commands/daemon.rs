@@ -39,12 +39,18 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
 /// restarts it; it never lives on with a dead task. Running jobs continue
 /// under their monitors and are re-adopted by the next start.
 fn stop_on_panic() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        default(info);
+    std::panic::set_hook(Box::new(|info| {
+        // Reported through the log, not the default hook's direct write to
+        // stderr: a full stderr must not keep the daemon from exiting.
+        let backtrace = std::backtrace::Backtrace::capture();
+        let backtrace = match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
+            _ => String::new(),
+        };
         tracing::error!(
-            "a daemon task panicked ({info}); stopping so that the service manager restarts the daemon; running jobs continue under their monitors"
+            "a daemon task panicked ({info}); stopping so that the service manager restarts the daemon; running jobs continue under their monitors{backtrace}"
         );
+        crate::logging::flush();
         std::process::exit(EXIT_PANIC);
     }));
 }

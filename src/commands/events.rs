@@ -60,7 +60,7 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
         (true, true) => print_json(&SummaryJson::new(&id, counts, Summary::of(&shown)))?,
     }
     if !args.json {
-        eprintln!("{}", counts.footer());
+        crate::logging::line(counts.footer());
     }
     Ok(if shown.is_empty() {
         ExitCode::from(EXIT_NO)

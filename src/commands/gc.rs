@@ -3,8 +3,12 @@
 //! every path that would go) or as the JSON report. Exits 0 even when some
 //! items failed: those are logged on stderr and counted in `errors`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
+use anyhow::Context;
+
+use super::output::print_json;
 use crate::cli::{GcArgs, GlobalArgs};
 use crate::gc::{self, GcReport};
 use crate::ledger::Ledger;
@@ -22,35 +26,39 @@ pub fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<ExitCode> {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
-        print_human(&report);
+        print_human(&report).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_human(r: &GcReport) {
+fn print_human(r: &GcReport) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     if r.dry_run {
         for dir in &r.run_dirs {
-            println!("would remove run folder {}", dir.display());
+            writeln!(out, "would remove run folder {}", dir.display())?;
         }
         for prompt in &r.archived_prompts {
-            println!("would remove archived prompt {}", prompt.display());
+            writeln!(out, "would remove archived prompt {}", prompt.display())?;
         }
     }
     let verb = if r.dry_run { "would remove" } else { "removed" };
-    println!(
+    writeln!(
+        out,
         "{verb} {} run folder(s), {} archived prompt(s), {} artifact row(s)",
         r.runs_removed, r.prompts_removed, r.artifacts_removed
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "kept {} finished job(s); left alone {} unfinished and {} unreadable",
         r.runs_kept, r.runs_active, r.runs_skipped
-    );
+    )?;
     if r.errors > 0 {
-        eprintln!(
+        crate::logging::line(format_args!(
             "jobwarden: gc: {} item(s) failed (see the log above)",
             r.errors
-        );
+        ));
     }
+    Ok(())
 }

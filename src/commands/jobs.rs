@@ -15,7 +15,7 @@ use crate::ledger::{IndexedJob, JobFilter, short_id};
 
 use super::args::parse_since;
 use super::output::{
-    fit, fmt_ago, fmt_duration, found, paint_state, print_json, prompt_label, timestamp,
+    fit, fmt_ago, fmt_duration, found, paint_state, print_json, print_line, prompt_label, timestamp,
 };
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
@@ -51,7 +51,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         let view: Vec<JobJson> = rows.iter().map(JobJson::from).collect();
         print_json(&view)?;
     } else if rows.is_empty() {
-        println!("no jobs matched");
+        print_line("no jobs matched")?;
     } else {
         print_table(&rows)?;
     }

@@ -77,10 +77,10 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     }
     if log.is_none() {
         let state = JobRecord::load_job(&layout, &id).map(|r| r.state.to_string());
-        eprintln!(
+        crate::logging::line(format_args!(
             "job {id} has no output yet ({}); -f waits for it",
             state.unwrap_or_else(|_| "no record".into())
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -134,7 +134,10 @@ fn copy_new(file: &mut File, pos: u64, out: &mut impl Write, path: &Path) -> any
         .with_context(|| format!("inspecting {}", path.display()))?
         .len();
     let pos = if len < pos {
-        eprintln!("jobwarden: {} shrank; printing it again", path.display());
+        crate::logging::line(format_args!(
+            "jobwarden: {} shrank; printing it again",
+            path.display()
+        ));
         0
     } else {
         pos
@@ -184,7 +187,7 @@ fn follow(
             if let Some(file) = log.as_mut() {
                 copy_new(file, pos, out, &path)?;
             }
-            eprintln!("job {id} {}", final_state(&rec));
+            crate::logging::line(format_args!("job {id} {}", final_state(&rec)));
             return Ok(ExitCode::SUCCESS);
         }
         wake.wait();

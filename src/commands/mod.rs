@@ -1,7 +1,11 @@
 //! One file per subcommand. This is the CLI edge: it reads the process
 //! environment, installs signal handlers, prints, and maps results to exit
 //! codes (0 success, 1 a clean "no", 2 error). Output formatting lives here
-//! only.
+//! only. Stdout is written with `writeln!` and `?`, so that a reader that
+//! closed it (`| head`) ends the command quietly
+//! ([`output::quiet_on_closed_pipe`]); messages for stderr go through
+//! [`crate::logging::line`]. `println!` and `eprintln!` panic on a closed
+//! pipe: `clippy.toml` rules them out.
 
 mod abort;
 mod args;
@@ -44,13 +48,15 @@ pub fn main() -> ExitCode {
     use clap::Parser;
     let cli = Cli::parse();
     crate::logging::init(cli.global.log_format);
-    match run(cli) {
+    let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jobwarden: {}", describe(&e));
+            crate::logging::line(format_args!("jobwarden: {}", describe(&e)));
             ExitCode::from(2)
         }
-    }
+    };
+    crate::logging::flush();
+    code
 }
 
 /// The error and its causes, joined with `: `, leaving out a cause whose
@@ -76,7 +82,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // ends any command quietly, not as an error.
     match output::quiet_on_closed_pipe(dispatch(cli)) {
         Err(e) if e.downcast_ref::<No>().is_some() => {
-            eprintln!("jobwarden: {e}");
+            crate::logging::line(format_args!("jobwarden: {e}"));
             Ok(ExitCode::from(EXIT_NO))
         }
         other => other,

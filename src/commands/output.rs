@@ -21,6 +21,12 @@ pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     writeln!(out).context("writing to stdout")
 }
 
+/// One line on stdout; a closed pipe is an error, not a panic (never
+/// `println!`, which panics on it).
+pub fn print_line(text: impl std::fmt::Display) -> anyhow::Result<()> {
+    writeln!(std::io::stdout().lock(), "{text}").context("writing to stdout")
+}
+
 /// Did `e` come from writing to a pipe whose reader has gone (`| head`)?
 pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
     use std::io::ErrorKind::BrokenPipe;

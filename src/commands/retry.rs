@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 use super::No;
-use super::output::prompt_label;
+use super::output::{print_line, prompt_label};
 use crate::cli::{GlobalArgs, RetryArgs};
 use crate::fsio;
 use crate::job::JobRecord;
@@ -51,7 +51,10 @@ pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
     } else {
         ""
     };
-    println!("{label} put back for attempt {}{when}", rec.attempt + 1);
+    print_line(format_args!(
+        "{label} put back for attempt {}{when}",
+        rec.attempt + 1
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 

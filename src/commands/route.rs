@@ -17,6 +17,7 @@ use crate::layout::{self, InboxEntry};
 use crate::monitor::spawn;
 
 use super::output::print_json;
+use std::io::Write;
 
 /// The id shown in place of the one a real claim would mint.
 const EXAMPLE_ID: &str = "JOB_ID";
@@ -152,21 +153,23 @@ fn show(s: &Shown, json: bool) -> anyhow::Result<()> {
     if json {
         return print_json(s);
     }
-    println!("prompt    {}", s.prompt);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "prompt    {}", s.prompt)?;
     if let Some(reason) = &s.rejected {
-        println!("rejected  {reason}");
+        writeln!(out, "rejected  {reason}")?;
         return Ok(());
     }
     match &s.route {
-        Some(r) => println!("route     #{} (match = {:?})", r.number, r.pattern),
-        None => println!("route     none matches: the default profile applies"),
+        Some(r) => writeln!(out, "route     #{} (match = {:?})", r.number, r.pattern)?,
+        None => writeln!(out, "route     none matches: the default profile applies")?,
     }
-    println!("profile   {}", s.profile.as_deref().unwrap_or("default"));
+    let profile = s.profile.as_deref().unwrap_or("default");
+    writeln!(out, "profile   {profile}")?;
     for (k, v) in &s.captures {
-        println!("capture   {{{k}}} = {v}");
+        writeln!(out, "capture   {{{k}}} = {v}")?;
     }
     if let Some(w) = &s.workdir {
-        println!("workdir   {w}");
+        writeln!(out, "workdir   {w}")?;
     }
     for st in &s.stages {
         let argv = st
@@ -175,7 +178,7 @@ fn show(s: &Shown, json: bool) -> anyhow::Result<()> {
             .map(|a| shell_quote(a))
             .collect::<Vec<_>>()
             .join(" ");
-        println!("{:<9} {argv}  (timeout {})", st.stage, st.timeout);
+        writeln!(out, "{:<9} {argv}  (timeout {})", st.stage, st.timeout)?;
     }
     Ok(())
 }

@@ -271,10 +271,10 @@ fn print_id(id: &JobId) -> anyhow::Result<()> {
 /// Say on stderr when no daemon runs on the root: the prompt waits.
 fn warn_if_no_daemon(layout: &Layout) {
     if let Ok(None) = crate::procfs::flock_holder(&layout.daemon_lock()) {
-        eprintln!(
+        crate::logging::line(format_args!(
             "jobwarden: no daemon is running on {}; the prompt waits in the inbox until one starts (jobwarden daemon)",
             layout.root().display()
-        );
+        ));
     }
 }
 
@@ -303,8 +303,10 @@ struct End {
 /// Print the end and turn it into the exit status.
 fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::Result<ExitCode> {
     match &rec.state_reason {
-        Some(reason) => eprintln!("job {}: {} ({reason})", rec.job_id, rec.state),
-        None => eprintln!("job {}: {}", rec.job_id, rec.state),
+        Some(reason) => {
+            crate::logging::line(format_args!("job {}: {} ({reason})", rec.job_id, rec.state))
+        }
+        None => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
     }
     if json {
         submitted.end = Some(End {
@@ -360,17 +362,17 @@ impl Follower<'_> {
             if rec.disposition.as_deref() != Some("requeued") {
                 return poll(|| self.settled(&rec.job_id));
             }
-            eprintln!(
+            crate::logging::line(format_args!(
                 "jobwarden: job {} {}; its prompt was requeued, waiting for attempt {}",
                 rec.job_id,
                 rec.state,
                 rec.attempt + 1
-            );
+            ));
             id = poll(|| self.next_job(&rec))?;
-            eprintln!(
+            crate::logging::line(format_args!(
                 "jobwarden: now following job {id} (attempt {})",
                 rec.attempt + 1
-            );
+            ));
         }
     }
 

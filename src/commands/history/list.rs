@@ -15,7 +15,7 @@ use crate::cli::{GlobalArgs, HistoryListArgs};
 use crate::clock::Timestamp;
 pub(super) use crate::commands::args::parse_since;
 pub(super) use crate::commands::output::{
-    fit, fmt_ago, fmt_duration, found, print_json, prompt_label, timestamp,
+    fit, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label, timestamp,
 };
 use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
@@ -33,7 +33,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCo
         let view: Vec<ExecutionJson<'_>> = rows.iter().map(ExecutionJson::from).collect();
         print_json(&view)?;
     } else if rows.is_empty() {
-        println!("no executions matched");
+        print_line("no executions matched")?;
     } else {
         print_table(&rows)?;
     }

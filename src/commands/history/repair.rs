@@ -5,18 +5,19 @@
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, RepairArgs};
+use crate::commands::output::{print_json, print_line};
 use crate::ledger::backfill;
 
 pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let (_, layout, mut ledger) = super::open(global)?;
     let report = backfill::run(&layout, &mut ledger);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        print_json(&report)?;
     } else {
-        println!(
+        print_line(format_args!(
             "{} finished jobs checked, {} rows backfilled, {} failed; {} jobs indexed, {} stale index rows dropped",
             report.checked, report.inserted, report.failed, report.indexed, report.unindexed
-        );
+        ))?;
     }
     Ok(ExitCode::from(if report.failed > 0 { 2 } else { 0 }))
 }

@@ -20,10 +20,10 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
     let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
     let (_, layout, ledger) = super::open(global)?;
     let Some(execution) = ledger.execution(id.as_str())? else {
-        eprintln!(
+        crate::logging::line(format_args!(
             "jobwarden: no execution {id} in the ledger {}",
             layout.ledger().display()
-        );
+        ));
         return Ok(ExitCode::from(EXIT_NO));
     };
     let shown = Shown {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::list::{ExecutionJson, found, header, print_json, table_row};
+use super::list::{ExecutionJson, found, header, print_json, print_line, table_row};
 use crate::cli::{GlobalArgs, WhoTouchedArgs};
 use crate::clock::Timestamp;
 use crate::ledger::history::{StoredPath, Touch};
@@ -24,7 +24,9 @@ pub fn run(global: &GlobalArgs, args: &WhoTouchedArgs) -> anyhow::Result<ExitCod
         let view: Vec<TouchJson<'_>> = touches.iter().map(TouchJson::from).collect();
         print_json(&view)?;
     } else if touches.is_empty() {
-        println!("no recorded execution ran on or affected {path}");
+        print_line(format_args!(
+            "no recorded execution ran on or affected {path}"
+        ))?;
     } else {
         print_human(&touches).context("writing to stdout")?;
     }

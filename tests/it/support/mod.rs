@@ -873,11 +873,29 @@ impl Daemon {
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let stderr_path = sb.base.join(format!("daemon-{n}.stderr.log"));
         let err = fs::File::create(&stderr_path).expect("create daemon stderr file");
+        Self::spawn_to(sb, bin, env, err.into(), stderr_path)
+    }
+
+    /// Spawns a daemon (RUST_LOG=debug) whose stderr is `stderr` (a pipe
+    /// the test holds, say), without waiting for anything. Its
+    /// [`Daemon::stderr`] is then empty: the test reads the pipe itself.
+    pub fn spawn_with_stderr(sb: &Sandbox, env: &[(&str, &str)], stderr: Stdio) -> Daemon {
+        let nowhere = sb.base.join("daemon-stderr-is-a-pipe");
+        Self::spawn_to(sb, Path::new(BIN), env, stderr, nowhere)
+    }
+
+    fn spawn_to(
+        sb: &Sandbox,
+        bin: &Path,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+        stderr_path: PathBuf,
+    ) -> Daemon {
         let mut cmd = sb.command_of(bin, &["daemon"]);
         cmd.env("RUST_LOG", "debug")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(err);
+            .stderr(stderr);
         let child = cmd.spawn().expect("spawn jobwarden daemon");
         let pid = child.id() as i32;
         Daemon {
