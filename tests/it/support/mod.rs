@@ -16,6 +16,8 @@
 
 #![allow(dead_code)] // not every test module uses every helper
 
+pub mod cgroup;
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -870,6 +872,25 @@ impl Daemon {
     }
 
     fn spawn_of(sb: &Sandbox, bin: &Path, env: &[(&str, &str)]) -> Daemon {
+        Self::spawn_cmd(sb, bin, env, |_| {})
+    }
+
+    /// Spawns a daemon whose command `adjust` may change first (e.g. to
+    /// start it in a cgroup).
+    pub fn spawn_with(
+        sb: &Sandbox,
+        env: &[(&str, &str)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        Self::spawn_cmd(sb, Path::new(BIN), env, adjust)
+    }
+
+    fn spawn_cmd(
+        sb: &Sandbox,
+        bin: &Path,
+        env: &[(&str, &str)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let stderr_path = sb.base.join(format!("daemon-{n}.stderr.log"));
         let err = fs::File::create(&stderr_path).expect("create daemon stderr file");
@@ -878,6 +899,7 @@ impl Daemon {
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(err);
+        adjust(&mut cmd);
         let child = cmd.spawn().expect("spawn jobwarden daemon");
         let pid = child.id() as i32;
         Daemon {
