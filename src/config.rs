@@ -10,9 +10,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::GlobalArgs;
 
+mod limits;
 mod route;
 mod template;
 
+pub use limits::{Limits, ShownLimits};
 pub use route::{Route, RoutePattern};
 pub use template::{Template, Vars, vars};
 
@@ -150,6 +152,8 @@ pub struct Profile {
     /// commit, push and open a pull request; its last non-empty stdout line
     /// is the job's `result_ref`.
     pub publish: Option<Phase>,
+    /// Resource limits on the job's processes (and its cgroup).
+    pub limits: Limits,
 }
 
 /// A `prepare` or `publish` command.
@@ -267,6 +271,7 @@ struct RawProfile {
     rate_limit: Option<RawRateLimit>,
     prepare: Option<RawPhase>,
     publish: Option<RawPhase>,
+    limits: Option<limits::RawLimits>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -613,6 +618,7 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             .clone()
             .or_else(|| base.rate_limit.clone())
             .unwrap_or_default();
+        let limits = p.limits.clone().or_else(|| base.limits.clone());
         Ok(Profile {
             name: name.to_owned(),
             command,
@@ -638,6 +644,7 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             rate_limit: self.rate_limit(&key("rate_limit"), rate_limit)?,
             prepare,
             publish,
+            limits: self.limits(&key("limits"), limits.unwrap_or_default())?,
         })
     }
 
@@ -778,6 +785,8 @@ struct ShownProfile<'a> {
     prepare: Option<ShownPhase<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     publish: Option<ShownPhase<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limits: Option<ShownLimits>,
 }
 
 #[derive(Serialize)]
@@ -841,6 +850,7 @@ impl Config {
                             command: ph.command.iter().map(Template::source).collect(),
                             timeout: dur(ph.timeout),
                         }),
+                        limits: p.limits.any().then(|| p.limits.shown()),
                     };
                     (n.as_str(), shown)
                 })

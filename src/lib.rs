@@ -14,7 +14,7 @@
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing).
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
-//!   `config/template.rs`: placeholders.
+//!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
@@ -33,6 +33,7 @@
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
+//!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order.
@@ -44,10 +45,12 @@
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
-//! - [`procfs`] — process facts from `/proc` (start times, lock holders).
+//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
+//! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
+pub mod cgroup;
 pub mod claim;
 pub mod cli;
 pub mod clock;

@@ -78,6 +78,11 @@ pub struct JobRecord {
     /// Settings the prompt's front matter overrode for this job.
     #[serde(default)]
     pub overrides: Overrides,
+    /// What holds the job's processes: `cgroup` (its own cgroup v2, killed
+    /// as one) or `process-tree` (the monitor's descendants); null until
+    /// the monitor starts it.
+    #[serde(default)]
+    pub containment: Option<String>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -141,6 +146,7 @@ impl JobRecord {
             captures: Default::default(),
             priority: 0,
             overrides: Overrides::default(),
+            containment: None,
             extra: serde_json::Map::new(),
         }
     }

@@ -7,13 +7,16 @@
 //! `ABORT` and each one's timeout, records the outcome, archives the prompt
 //! and exits.
 //!
-//! Abort and timeout escalate the same way: SIGTERM to the group,
-//! `abort_grace`, then SIGKILL to the group. The leader is observed exiting
-//! with `waitid(WNOWAIT)` and reaped only after its group has been killed,
-//! so its pgid cannot have been recycled when we signal it: stragglers
-//! (grandchildren) die with the job instead of being orphaned.
+//! Abort and timeout escalate the same way: SIGTERM to the group and to
+//! every other process the job started, `abort_grace`, then SIGKILL. The
+//! leader is observed exiting with `waitid(WNOWAIT)` and reaped only after
+//! its group has been killed, so its pgid cannot have been recycled when we
+//! signal it. Then whatever the command left is killed, its cgroup at once
+//! or each of the monitor's descendants (`contain.rs`), after every
+//! command, however it ended: nothing a job started outlives it.
 
 mod abort_watch;
+mod contain;
 mod output;
 pub mod spawn;
 mod stages;
@@ -37,6 +40,7 @@ use crate::terminal::{Ending, Finisher};
 use crate::{abort, fsio, procfs, storage};
 
 use abort_watch::AbortWatch;
+use contain::Containment;
 use output::{LogSink, SharedSink};
 use spawn::Stage;
 use stages::{StageEnd, Stop};
@@ -107,6 +111,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         events,
         heartbeat_failing: false,
         artifacts: Vec::new(),
+        containment: Containment::ProcessTree,
     };
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, why);
@@ -126,6 +131,8 @@ struct Monitor<'a> {
     /// The output tails of each of the job's commands that ran, for the
     /// ledger.
     artifacts: Vec<Artifact>,
+    /// What holds the job's processes (chosen when it starts).
+    containment: Containment,
 }
 
 impl Monitor<'_> {
@@ -171,7 +178,10 @@ impl Monitor<'_> {
         // Stamped before the first fork, so the recorded run time covers
         // all of it (the `preparing`/`running` transitions keep it).
         self.rec.started_at = Some(Timestamp::now());
-        let ending = match self.stages(plan, &sink, &mut abort_watch).await {
+        self.contain();
+        let ending = self.stages(plan, &sink, &mut abort_watch).await;
+        self.release_containment();
+        let ending = match ending {
             Ok(ending) | Err(Stop::End(ending)) => ending,
             Err(Stop::Fatal(e)) => return Err(e),
         };
@@ -203,9 +213,10 @@ impl Monitor<'_> {
         }
     }
 
-    /// Run one of the job's commands to its end: its process group's exit
-    /// observed, the group killed, the leader reaped, its output drained.
-    /// The same supervision for every stage, each with its own `timeout`.
+    /// Run one of the job's commands to its end: its leader's exit
+    /// observed, the group killed, the leader reaped, everything else it
+    /// started killed, its output drained. The same supervision for every
+    /// stage, each with its own `timeout`.
     async fn supervise(
         &mut self,
         mut child: std::process::Child,
@@ -221,16 +232,20 @@ impl Monitor<'_> {
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.
         let _ = killpg(pid, Signal::SIGKILL);
+        // Unreaped, the leader still shows the CPU time it used.
+        let cpu_used = procfs::cpu_time(pid.as_raw());
         let _ = waitpid(pid, None);
         let took = began.elapsed();
+        self.kill_leftovers().await;
         self.drain(pumps).await;
-        reap_orphans();
         self.sync_log_fields(sink);
         StageEnd {
             status,
             early,
             took,
             result_ref: None,
+            cpu_used,
+            oom_kills: 0,
         }
     }
 
@@ -376,7 +391,7 @@ impl Monitor<'_> {
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
                 () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
-                    self.signal_group(pid, Signal::SIGKILL, sink);
+                    self.signal_all(pid, Signal::SIGKILL, sink);
                     kill_at = None;
                 }
                 _ = heartbeat.tick() => {
@@ -416,21 +431,10 @@ impl Monitor<'_> {
         self.terminate(pid, sink)
     }
 
-    /// SIGTERM to the group; returns when to escalate to SIGKILL.
+    /// SIGTERM to the job's processes; returns when to escalate to SIGKILL.
     fn terminate(&mut self, pid: Pid, sink: &SharedSink) -> Instant {
-        self.signal_group(pid, Signal::SIGTERM, sink);
+        self.signal_all(pid, Signal::SIGTERM, sink);
         Instant::now() + self.config.abort_grace
-    }
-
-    /// Signal the job's group, and say so in its log and events.
-    fn signal_group(&mut self, pgid: Pid, sig: Signal, sink: &SharedSink) {
-        let result = killpg(pgid, sig);
-        output::lock(sink).note(&format!("sent {} to the job's process group", sig.as_str()));
-        self.events.append(
-            "signal",
-            json!({"name": sig.as_str(), "pgid": pgid.as_raw(), "ok": result.is_ok()}),
-        );
-        tracing::info!(job = %self.rec.job_id, signal = sig.as_str(), "signalled the job's process group");
     }
 
     fn heartbeat(&mut self, sink: &SharedSink) {
@@ -465,13 +469,13 @@ impl Monitor<'_> {
     }
 
     /// Wait for the pipes to close; give up on output held open by a process
-    /// that escaped the job's group.
+    /// that could not be killed.
     async fn drain(&mut self, pumps: [Option<tokio::task::JoinHandle<()>>; 2]) {
         for pump in pumps.into_iter().flatten() {
             let abort = pump.abort_handle();
             if tokio::time::timeout(DRAIN_LIMIT, pump).await.is_err() {
                 abort.abort();
-                tracing::warn!(job = %self.rec.job_id, "output still held open by a process outside the job's group; stopped reading it");
+                tracing::warn!(job = %self.rec.job_id, "output still held open by a process that survived the kill; stopped reading it");
             }
         }
     }

@@ -9,15 +9,20 @@
 //! Everything that can be wrong with the plan (program not found, workdir
 //! missing) is found here, before the fork, so the job's `state_reason`
 //! names it plainly.
+//!
+//! Between fork and exec the child confines itself ([`Confinement`]): it
+//! joins the job's cgroup if there is one and sets the profile's rlimits,
+//! with async-signal-safe calls only (`write`, `getrlimit`, `setrlimit`).
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::os::fd::RawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::config::{Profile, PromptVia, Route, Vars};
+use crate::config::{Limits, Profile, PromptVia, Route, Vars};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 
@@ -26,6 +31,74 @@ const ENV_ALLOWLIST: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SHELL",
 ];
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// How long past its CPU time limit a process that handles SIGXCPU may go
+/// on before the kernel sends SIGKILL (the hard limit).
+pub const CPU_HARD_GRACE_SECS: u64 = 5;
+
+/// What the child applies to itself before it runs the program.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Confinement {
+    pub limits: Limits,
+    /// The job's cgroup's `cgroup.procs`, open for writing.
+    pub cgroup_procs: Option<RawFd>,
+}
+
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+impl Confinement {
+    /// `(resource, soft, hard)` of each rlimit to set, computed before the
+    /// fork (the child must not allocate).
+    fn rlimits(&self) -> [Option<(Resource, u64, u64)>; 4] {
+        let l = &self.limits;
+        let cpu = l.cpu_time.map(|d| d.as_secs());
+        [
+            l.memory.map(|m| (libc::RLIMIT_DATA, m, m)),
+            cpu.map(|s| (libc::RLIMIT_CPU, s, s + CPU_HARD_GRACE_SECS)),
+            l.open_files.map(|n| (libc::RLIMIT_NOFILE, n, n)),
+            l.processes.map(|n| (libc::RLIMIT_NPROC, n, n)),
+        ]
+    }
+}
+
+/// In the child: join the cgroup, then lower each rlimit (never above the
+/// hard limit already in force, which only privilege could raise).
+///
+/// # Safety
+/// Called between fork and exec: only async-signal-safe system calls.
+unsafe fn confine(
+    cgroup_procs: Option<RawFd>,
+    rlimits: &[Option<(Resource, u64, u64)>; 4],
+) -> std::io::Result<()> {
+    if let Some(fd) = cgroup_procs {
+        // SAFETY: writes two bytes from a static buffer to an open fd.
+        if unsafe { libc::write(fd, b"0\n".as_ptr().cast(), 2) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    for &(resource, soft, hard) in rlimits.iter().flatten() {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit read and write a local struct.
+        if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let max = hard.min(cur.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: soft.min(max),
+            rlim_max: max,
+        };
+        if unsafe { libc::setrlimit(resource, &new) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
 
 /// Which of a job's commands a plan is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,12 +351,13 @@ fn executable(path: &Path) -> Option<bool> {
 }
 
 /// Start the plan: its own process group (pgid = pid), stdout and stderr
-/// piped for the log, and SIGKILL to the leader if the monitor dies.
+/// piped for the log, SIGKILL to the leader if the monitor dies, confined
+/// as `confinement` says.
 ///
 /// Must be called from the monitor's main thread: the parent-death signal
 /// fires when the *thread* that forked exits, and the monitor's runtime is
 /// single-threaded so that this thread lives as long as the monitor.
-pub fn spawn(plan: &Plan) -> Result<Child, String> {
+pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Child, String> {
     let stdin = match &plan.stdin {
         Some(p) => File::open(p)
             .map(Stdio::from)
@@ -301,7 +375,10 @@ pub fn spawn(plan: &Plan) -> Result<Child, String> {
         .stderr(Stdio::piped())
         .process_group(0);
     let monitor = std::process::id();
-    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+    let rlimits = confinement.rlimits();
+    let cgroup_procs = confinement.cgroup_procs;
+    // SAFETY: only async-signal-safe calls (prctl, getppid, write,
+    // getrlimit, setrlimit) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
@@ -311,7 +388,7 @@ pub fn spawn(plan: &Plan) -> Result<Child, String> {
             if libc::getppid() as u32 != monitor {
                 return Err(std::io::Error::other("monitor exited during spawn"));
             }
-            Ok(())
+            confine(cgroup_procs, &rlimits)
         });
     }
     cmd.spawn()

@@ -59,6 +59,10 @@ pub(super) struct StageEnd {
     pub(super) took: Duration,
     /// Publish's last non-empty stdout line.
     pub(super) result_ref: Option<String>,
+    /// CPU time the leader used, read before it was reaped.
+    pub(super) cpu_used: Option<Duration>,
+    /// Processes of the job the OOM killer killed while it ran (cgroup only).
+    pub(super) oom_kills: u64,
 }
 
 impl Monitor<'_> {
@@ -119,6 +123,7 @@ impl Monitor<'_> {
         abort_watch: &mut AbortWatch,
     ) -> Result<StageEnd, Stop> {
         let timeout = self.stage_timeout(stage);
+        let oom_before = self.oom_kills();
         let child = match self.begin(stage, planned, timeout, sink) {
             Ok(child) => child,
             Err(stop) => {
@@ -133,6 +138,7 @@ impl Monitor<'_> {
         let mut end = self
             .supervise(child, timeout, tail_cap, sink, abort_watch)
             .await;
+        end.oom_kills = self.oom_kills().saturating_sub(oom_before);
         self.record_exit(stage, &end, sink);
         let stdout = self.keep_tails(stage, sink, PHASE_TAIL_MIN);
         if stage == Stage::Publish {
@@ -197,7 +203,8 @@ impl Monitor<'_> {
     /// process's pid and deadline. A process that no record shows is never
     /// left running.
     fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Child, Stop> {
-        let child = spawn::spawn(plan).map_err(|reason| self.start_failed(stage, reason))?;
+        let child = spawn::spawn(plan, &self.confinement())
+            .map_err(|reason| self.start_failed(stage, reason))?;
         let pid = child.id() as i32;
         let to = state_of(stage);
         self.rec.pid = Some(pid);
@@ -336,15 +343,14 @@ impl Monitor<'_> {
                 };
                 (JobState::TimedOut, Some(reason))
             }
-            None => self.verdict_on_exit(stage, &end.status),
+            None => self.verdict_on_exit(stage, end),
         }
     }
 
-    fn verdict_on_exit(
-        &mut self,
-        stage: Stage,
-        status: &nix::Result<WaitStatus>,
-    ) -> (JobState, Option<String>) {
+    /// What a command that ended by itself (or was killed by the kernel)
+    /// means; a limit of the profile that ended it is named.
+    fn verdict_on_exit(&mut self, stage: Stage, end: &StageEnd) -> (JobState, Option<String>) {
+        let status = &end.status;
         let who = match stage {
             Stage::Run => "the command",
             Stage::Prepare | Stage::Publish => stage.as_str(),
@@ -358,6 +364,9 @@ impl Monitor<'_> {
             Ok(other) => format!("{who} ended in an unexpected way: {other:?}"),
             Err(e) => format!("waiting for {who} failed: {e}"),
         };
+        // keep_tails pushed this command's stderr tail last.
+        let stderr = self.artifacts.last().map_or("", |a| a.text.as_str());
+        let reason = self.limit_reason(stage, end, stderr).unwrap_or(reason);
         self.rec.failure_stage = Some(stage.as_str().into());
         (JobState::Failed, Some(reason))
     }

@@ -343,3 +343,48 @@ fn abort_command_on_a_finished_job_changes_nothing() {
         "terminal states have no way out"
     );
 }
+
+/// Abort and timeout end every process the job started, also those that
+/// left its process group (`setpgrp`) or session (`setsid`) and whose
+/// parent exited.
+#[test]
+fn abort_and_timeout_kill_processes_that_left_the_job_s_group_or_session() {
+    use crate::limits::{SETPGRP_ESCAPEE, SETSID_ESCAPEE, wait_escapee_gone};
+    for (what, escape) in [("setsid", SETSID_ESCAPEE), ("setpgrp", SETPGRP_ESCAPEE)] {
+        for ending in ["abort", "timeout"] {
+            let sb = Sandbox::new();
+            let script = sb.script(
+                "detach",
+                &format!("{escape}\necho ready\nwhile :; do sleep 0.1; done"),
+            );
+            let mut cfg = ConfigToml::new(&["/bin/sh", &script]);
+            if ending == "timeout" {
+                cfg = cfg.profile("timeout", "\"3s\"");
+            }
+            sb.configure(&cfg);
+            let _d = Daemon::start(&sb);
+            sb.drop_prompt("proj", "detach", "detach\n");
+            let job = sb.wait_state("proj", "detach", "running", secs(15));
+            let escapee = wait_pid_file(&sb.out().join("escapee.pid"), secs(10));
+            assert!(pid_alive(escapee), "{what}: the escapee runs");
+            if ending == "abort" {
+                fs::write(job.dir.join("ABORT"), "stop\n").expect("write ABORT");
+            }
+            let done = sb.wait_id(&job.id, "the job to end", secs(20), |j| j.is_terminal());
+            let expected = if ending == "abort" {
+                "aborted"
+            } else {
+                "timed_out"
+            };
+            assert_eq!(done.state(), expected, "{what}/{ending}: {:#}", done.record);
+            wait_escapee_gone(&sb, &format!("{what}/{ending}"));
+            let signals = signal_events(&done);
+            assert!(
+                signals
+                    .iter()
+                    .any(|s| s.contains("SIGTERM") && !s.contains("\"others\":0")),
+                "{what}/{ending}: SIGTERM reached the escapee too: {signals:?}"
+            );
+        }
+    }
+}

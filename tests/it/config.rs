@@ -159,6 +159,39 @@ fn config_check_rejects_every_invalid_fixture() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Limits are validated, inherited as a table, and shown as they were
+/// meant (sizes and durations in human units), in a config that checks.
+#[test]
+fn config_show_prints_profile_limits_which_check_again() {
+    let sb = Sandbox::new();
+    sb.write_config(
+        "[profiles.default]\ncommand = [\"true\"]\nlimits = { memory = \"2048MiB\", cpu_time = \"1500ms\", open_files = 1024 }\n\n[profiles.other]\ncommand = [\"true\"]\n",
+    );
+    let out = sb.run(&["config", "show"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let shown: toml::Value = toml::from_str(&out.stdout).expect("show prints TOML");
+    for profile in ["default", "other"] {
+        let limits = &shown["profiles"][profile]["limits"];
+        assert_eq!(
+            limits["memory"].as_str(),
+            Some("2GiB"),
+            "{profile}: {limits}"
+        );
+        assert_eq!(
+            limits["cpu_time"].as_str(),
+            Some("2s"),
+            "rounded up: {limits}"
+        );
+        assert_eq!(limits["open_files"].as_integer(), Some(1024), "{limits}");
+        assert!(
+            limits.get("processes").is_none(),
+            "unset stays unset: {limits}"
+        );
+    }
+    let again = check(&sb, &out.stdout);
+    assert_eq!(again.code(), 0, "{again:?}");
+}
+
 #[test]
 fn config_check_accepts_the_valid_fixture() {
     let sb = Sandbox::new();

@@ -26,6 +26,7 @@ mod inspect;
 mod install;
 mod ledger;
 mod lifecycle;
+mod limits;
 mod notify;
 mod phases;
 mod pipes;

@@ -16,6 +16,8 @@
 
 #![allow(dead_code)] // not every test module uses every helper
 
+pub mod cgroup;
+
 use std::fs;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -870,10 +872,29 @@ impl Daemon {
     }
 
     fn spawn_of(sb: &Sandbox, bin: &Path, env: &[(&str, &str)]) -> Daemon {
+        Self::spawn_cmd(sb, bin, env, |_| {})
+    }
+
+    /// Spawns a daemon whose command `adjust` may change first (e.g. to
+    /// start it in a cgroup).
+    pub fn spawn_with(
+        sb: &Sandbox,
+        env: &[(&str, &str)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        Self::spawn_cmd(sb, Path::new(BIN), env, adjust)
+    }
+
+    fn spawn_cmd(
+        sb: &Sandbox,
+        bin: &Path,
+        env: &[(&str, &str)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Daemon {
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let stderr_path = sb.base.join(format!("daemon-{n}.stderr.log"));
         let err = fs::File::create(&stderr_path).expect("create daemon stderr file");
-        Self::spawn_to(sb, bin, env, err.into(), stderr_path)
+        Self::spawn_to(sb, bin, env, err.into(), stderr_path, adjust)
     }
 
     /// Spawns a daemon (RUST_LOG=debug) whose stderr is `stderr` (a pipe
@@ -881,7 +902,7 @@ impl Daemon {
     /// [`Daemon::stderr`] is then empty: the test reads the pipe itself.
     pub fn spawn_with_stderr(sb: &Sandbox, env: &[(&str, &str)], stderr: Stdio) -> Daemon {
         let nowhere = sb.base.join("daemon-stderr-is-a-pipe");
-        Self::spawn_to(sb, Path::new(BIN), env, stderr, nowhere)
+        Self::spawn_to(sb, Path::new(BIN), env, stderr, nowhere, |_| {})
     }
 
     fn spawn_to(
@@ -890,12 +911,14 @@ impl Daemon {
         env: &[(&str, &str)],
         stderr: Stdio,
         stderr_path: PathBuf,
+        adjust: impl FnOnce(&mut Command),
     ) -> Daemon {
         let mut cmd = sb.command_of(bin, &["daemon"]);
         cmd.env("RUST_LOG", "debug")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(stderr);
+        adjust(&mut cmd);
         let child = cmd.spawn().expect("spawn jobwarden daemon");
         let pid = child.id() as i32;
         Daemon {
