@@ -60,6 +60,24 @@ impl EventLog {
         log
     }
 
+    /// Reopen the file if its path no longer names the file this handle
+    /// appends to (a job removed or replaced it), carrying `seq` on.
+    pub fn reopen_if_replaced(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(file) = self.file.as_ref() else {
+            return;
+        };
+        let same = match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        };
+        if !same {
+            let next = self.next_seq;
+            *self = EventLog::open(&self.path, true);
+            self.next_seq = self.next_seq.max(next);
+        }
+    }
+
     /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.
     pub fn append(&mut self, op: &str, fields: Value) {
         let Some(file) = self.file.as_mut() else {

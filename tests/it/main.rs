@@ -31,5 +31,6 @@ mod routes;
 mod shutdown;
 mod storage;
 mod submit;
+mod witness;
 mod worktree_e2e;
 mod worktree_scripts;
