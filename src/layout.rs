@@ -132,8 +132,10 @@ impl Layout {
         Ok(true)
     }
 
-    /// Held (flock) by the job's monitor for its whole life: a held lock
-    /// means a live monitor, whatever pids have been recycled since.
+    /// Held (flock) by the job's monitor for its whole life, by its open
+    /// descriptor: its holders are candidates for the job's monitor, proven
+    /// from `/proc` before anyone is trusted (see `procfs`). Its presence
+    /// says that some monitor took the job.
     pub fn monitor_lock(&self, id: &JobId) -> PathBuf {
         self.run_dir(id).join("monitor.lock")
     }
