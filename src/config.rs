@@ -580,7 +580,7 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             .workdir
             .clone()
             .or_else(|| base.workdir.clone())
-            .unwrap_or_else(|| "{run_dir}".into());
+            .unwrap_or_else(|| "{job_workdir}".into());
         let workdir = Template::parse_open(&workdir_text)
             .map_err(|e| (self.err)(format!("{}: {e}", key("workdir"))))?;
         if workdir.uses("workdir") {

@@ -146,8 +146,8 @@ enum Slot {
     /// Started by this daemon; its exit arrives through `monitors`.
     Child,
     /// Supervised by a monitor this daemon did not start (found at start,
-    /// or a duplicate start refused): checked by its monitor lock each tick.
-    Adopted,
+    /// or a duplicate start refused): this proven process, checked each tick.
+    Adopted(crate::procfs::Proc),
 }
 
 struct Daemon {
@@ -163,6 +163,9 @@ struct Daemon {
     priorities: HashMap<JobId, i32>,
     running: HashMap<JobId, Slot>,
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
+    /// Waits for killed orphaned process groups of interrupted jobs to be
+    /// gone (true) or to outlive the wait (false); the job ends after.
+    clearing: JoinSet<(recover::Clearing, bool)>,
     /// Prompts whose `.running.md` name is held by an earlier job of the
     /// same prompt: retried when that job ends.
     blocked: HashMap<PromptName, PathBuf>,
@@ -215,6 +218,7 @@ impl Daemon {
             priorities: HashMap::new(),
             running: HashMap::new(),
             monitors: JoinSet::new(),
+            clearing: JoinSet::new(),
             blocked: HashMap::new(),
             claims: HashMap::new(),
             settling: DelayQueue::new(),
@@ -256,6 +260,7 @@ impl Daemon {
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
                 },
                 Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
+                Some(joined) = self.clearing.join_next() => self.on_group_cleared(joined)?,
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
                     self.on_settled(expired.into_inner());
                 }
@@ -606,9 +611,12 @@ impl Daemon {
         };
         tracing::debug!(job = %id, status = %how, "monitor exited");
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_ALREADY_SUPERVISED)) {
-            // Another monitor holds the job: keep the slot and watch its lock.
-            self.running.insert(id, Slot::Adopted);
-            return Ok(());
+            // Another monitor holds the job: keep the slot and watch that
+            // monitor, once proven.
+            if let recover::Monitor::Alive(p) = recover::monitor_state(&self.layout, &id) {
+                self.running.insert(id, Slot::Adopted(p));
+                return Ok(());
+            }
         }
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
             // Nothing of the job ran: it keeps its place at the head.
@@ -653,14 +661,21 @@ impl Daemon {
             Ok(mut rec) if !rec.state.is_terminal() => {
                 let why = format!("its monitor exited ({how}) before the job ended");
                 self.release_claim(&rec.prompt_name(), id);
-                recover::interrupt(
+                let clearing = recover::interrupt(
                     &self.layout,
                     &self.config,
                     self.ledger.as_mut(),
                     &mut rec,
                     &why,
+                    true,
                 );
-                self.unblock(&rec.prompt_name());
+                match clearing {
+                    Some(clearing) => {
+                        self.wait_for_group(clearing);
+                        return true;
+                    }
+                    None => self.unblock(&rec.prompt_name()),
+                }
             }
             Ok(mut rec) => {
                 tracing::info!(job = %id, state = %rec.state, "job ended");
@@ -684,6 +699,54 @@ impl Daemon {
             }
         }
         JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
+    }
+
+    /// Wait, off the loop, for the killed orphaned group of an interrupted
+    /// job to be gone; [`Daemon::on_group_cleared`] then ends the job.
+    fn wait_for_group(&mut self, clearing: recover::Clearing) {
+        tracing::info!(job = %clearing.id, "waiting for what is left of its process group to exit");
+        self.clearing.spawn_blocking(move || {
+            let gone = clearing.wait_gone(recover::ORPHAN_EXIT_LIMIT);
+            (clearing, gone)
+        });
+    }
+
+    /// The orphaned group of an interrupted job is gone (or outlived the
+    /// wait): end the job, requeued if it is gone and the policy says so.
+    fn on_group_cleared(
+        &mut self,
+        joined: Result<(recover::Clearing, bool), tokio::task::JoinError>,
+    ) -> Result<(), DaemonError> {
+        let (clearing, gone) = joined.map_err(|e| DaemonError::TaskDied {
+            task: "orphaned group wait",
+            reason: e.to_string(),
+        })?;
+        let id = clearing.id;
+        let _span = tracing::info_span!("job", id = %id).entered();
+        self.refresh_ledger();
+        match JobRecord::load_job(&self.layout, &id) {
+            Ok(mut rec) if !rec.state.is_terminal() => {
+                if !gone {
+                    tracing::warn!(job = %id, "its process group was still there after {}", humantime::format_duration(recover::ORPHAN_EXIT_LIMIT));
+                }
+                let why = "its monitor died before the job ended";
+                let ledger = self.ledger.as_mut();
+                // Not waiting again: a group still there keeps it archived.
+                recover::interrupt(&self.layout, &self.config, ledger, &mut rec, why, false);
+                self.unblock(&rec.prompt_name());
+                let ended =
+                    JobRecord::load_job(&self.layout, &id).is_ok_and(|r| r.state.is_terminal());
+                if !ended {
+                    tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
+                    self.unsettled.insert(id.clone(), why.to_owned());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(job = %id, "after its process group was killed: {e}"),
+        }
+        drop(_span);
+        self.dispatch();
+        Ok(())
     }
 
     /// Retry recording the ends that failed for lack of storage.
@@ -807,10 +870,7 @@ impl Daemon {
         let gone: Vec<JobId> = self
             .running
             .iter()
-            .filter(|(id, slot)| {
-                matches!(slot, Slot::Adopted)
-                    && recover::monitor_state(&self.layout, id) != recover::Monitor::Alive
-            })
+            .filter(|(_, slot)| matches!(slot, Slot::Adopted(p) if !p.is_alive()))
             .map(|(id, _)| id.clone())
             .collect();
         for id in gone {
@@ -972,9 +1032,12 @@ impl Daemon {
     }
 
     fn take_recovered(&mut self, recovered: Recovered) {
-        for id in recovered.adopted {
-            tracing::info!(job = %id, "re-adopted a running job");
-            self.running.insert(id, Slot::Adopted);
+        for (id, monitor) in recovered.adopted {
+            tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
+            self.running.insert(id, Slot::Adopted(monitor));
+        }
+        for clearing in recovered.clearing {
+            self.wait_for_group(clearing);
         }
         for (id, priority) in recovered.queued {
             self.enqueue(id, priority);

@@ -24,6 +24,7 @@ const TAIL_BYTES: u64 = 64 * 1024;
 /// An append handle on one job's events.
 #[derive(Debug)]
 pub struct EventLog {
+    root: PathBuf,
     path: PathBuf,
     file: Option<File>,
     next_seq: u64,
@@ -38,6 +39,7 @@ impl EventLog {
     /// waited on: events are off for this writer, with a warning.
     pub fn open(root: &Path, path: &Path, enabled: bool) -> Self {
         let mut log = EventLog {
+            root: root.to_path_buf(),
             path: path.to_path_buf(),
             file: None,
             next_seq: 1,
@@ -61,6 +63,24 @@ impl EventLog {
             Err(e) => tracing::warn!("events disabled for this job: {e}"),
         }
         log
+    }
+
+    /// Reopen the file if its path no longer names the file this handle
+    /// appends to (a job removed or replaced it), carrying `seq` on.
+    pub fn reopen_if_replaced(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(file) = self.file.as_ref() else {
+            return;
+        };
+        let same = match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        };
+        if !same {
+            let next = self.next_seq;
+            *self = EventLog::open(&self.root, &self.path, true);
+            self.next_seq = self.next_seq.max(next);
+        }
     }
 
     /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.

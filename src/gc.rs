@@ -137,7 +137,10 @@ fn judge(layout: &Layout, id: JobId, report: &mut GcReport) -> Option<Finished> 
 fn is_finished(layout: &Layout, rec: &JobRecord) -> bool {
     rec.state.is_terminal()
         && archive_settled(layout, rec)
-        && recover::monitor_state(layout, &rec.job_id) != Monitor::Alive
+        && !matches!(
+            recover::monitor_state_of(layout, &rec.job_id, Some(rec)),
+            Monitor::Alive(_)
+        )
 }
 
 /// Whoever ends a job writes the terminal record, then moves the prompt to

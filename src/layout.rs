@@ -132,10 +132,19 @@ impl Layout {
         Ok(true)
     }
 
-    /// Held (flock) by the job's monitor for its whole life: a held lock
-    /// means a live monitor, whatever pids have been recycled since.
+    /// Held (flock) by the job's monitor for its whole life, by its open
+    /// descriptor: its holders are candidates for the job's monitor, proven
+    /// from `/proc` before anyone is trusted (see `procfs`). Its presence
+    /// says that some monitor took the job.
     pub fn monitor_lock(&self, id: &JobId) -> PathBuf {
         self.run_dir(id).join("monitor.lock")
+    }
+
+    /// The job's own working folder, the default workdir: inside its run
+    /// folder but apart from the monitor's lock and records, so that a job
+    /// that empties its workdir destroys nothing of the monitor's.
+    pub fn job_workdir(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join(WORK_DIR)
     }
 
     /// Paths the job says it changed, one per line (written by the job).
@@ -264,6 +273,7 @@ const ABORT_FILE: &str = "ABORT";
 const PROMPT_COPY_FILE: &str = "prompt.md";
 const BODY_FILE: &str = "body.md";
 const EVENTS_FILE: &str = "events.jsonl";
+const WORK_DIR: &str = "work";
 
 /// A prompt's identity: its inbox folder (`project`, "" at the top) and its
 /// name without suffix. The ledger key of a prompt.

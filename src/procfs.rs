@@ -1,11 +1,108 @@
-//! Facts about processes read from `/proc`: a process's start time, which
-//! with its pid identifies it for good (a recycled pid has another start).
+//! Facts about processes read from `/proc`, and the one way to prove that a
+//! process is ours before anything is decided or signalled because of it.
+//!
+//! A pid read from a file proves nothing: a job can write any file under
+//! the root, and pids are recycled. What the kernel says about a process
+//! can be trusted:
+//!
+//! - a **monitor** is proven by [`prove_monitor`]: alive (not a zombie), the
+//!   start time its record names (when it names one), a session leader (the
+//!   daemon starts every monitor with `setsid`), running this program (the
+//!   same executable file as ours, or the one the monitor recorded when it
+//!   started, so an upgraded binary replaced by rename is still known), and
+//!   a command line `… --root <root> … monitor <job_id>`;
+//! - a **job's process group**, once its monitor is gone, by [`job_group`]:
+//!   its members are in the monitor's session and were started with
+//!   `JOBWARDEN_JOB_ID=<job_id>` in their environment. The kernel hands
+//!   neither a group's id nor a session's id to anyone else while a member
+//!   lives, so one proven member makes the group ours.
+//!
+//! A process's start time with its pid identifies it for good: a recycled
+//! pid has another start.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// One process for good: its pid and its start time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: i32,
+    /// Clock ticks since boot (`/proc/<pid>/stat` field 22).
+    pub start_time: u64,
+}
+
+impl Proc {
+    /// Is this very process still alive (not exited, not a zombie)?
+    pub fn is_alive(self) -> bool {
+        stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.is_live())
+    }
+}
+
+/// The identity of an executable file: its device and inode. A binary
+/// replaced by rename keeps running from its old inode, which this names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExeId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// The executable `pid` runs, by identity (`/proc/<pid>/exe`, which leads
+/// to the file even once it was deleted or replaced).
+pub fn exe_id(pid: i32) -> Option<ExeId> {
+    let meta = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some(ExeId {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}
+
+/// The executable this process runs.
+pub fn own_exe() -> Option<ExeId> {
+    exe_id(std::process::id() as i32)
+}
+
+/// What `/proc/<pid>/stat` says, as far as proofs need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    state: char,
+    pgrp: i32,
+    session: i32,
+    start_time: u64,
+}
+
+impl Stat {
+    fn is_live(self) -> bool {
+        !matches!(self.state, 'Z' | 'X')
+    }
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    if pid <= 0 {
+        return None;
+    }
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn parse_stat(stat: &str) -> Option<Stat> {
+    // The command name (field 2) is in parentheses and may hold spaces or
+    // parentheses itself; fields after the last ')' are plain. `f[0]` is
+    // field 3 (state).
+    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        session: f.get(3)?.parse().ok()?,
+        start_time: f.get(19)?.parse().ok()?,
+    })
+}
 
 /// Start time of `pid` in clock ticks since boot (`/proc/<pid>/stat` field
 /// 22), or `None` if there is no such process.
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&stat)
+    stat(pid).map(|s| s.start_time)
 }
 
 /// Is the process `pid` alive and the same one that started at `start`?
@@ -15,14 +112,195 @@ pub fn is_same_process(pid: i32, start: u64) -> bool {
 
 /// Is `pid` a live (not zombie) process?
 pub fn is_running(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    stat(pid).is_some_and(Stat::is_live)
+}
+
+/// What a job's record says about its monitor, and what it must be.
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorOf<'a> {
+    /// The root the monitor was started for (`--root`).
+    pub root: &'a Path,
+    pub job_id: &'a str,
+    /// The start time the record names, if it could be read.
+    pub start_time: Option<u64>,
+    /// The executable the monitor recorded when it started, if known.
+    pub exe: Option<ExeId>,
+}
+
+/// Prove that `pid` is the monitor of `of.job_id` under `of.root` (see the
+/// module's documentation). The error says which check failed.
+pub fn prove_monitor(pid: i32, of: &MonitorOf<'_>) -> Result<Proc, String> {
+    let s = stat(pid).ok_or_else(|| format!("no process {pid}"))?;
+    if !s.is_live() {
+        return Err(format!("process {pid} has exited"));
+    }
+    if of.start_time.is_some_and(|t| t != s.start_time) {
+        return Err(format!("process {pid} is not the one that started then"));
+    }
+    if s.session != pid {
+        return Err(format!("process {pid} does not lead its own session"));
+    }
+    if !runs_this_program(pid, of.exe) {
+        return Err(format!("process {pid} does not run this program"));
+    }
+    let argv = cmdline(pid).ok_or_else(|| format!("process {pid}'s command line is unreadable"))?;
+    if !is_monitor_argv(&argv, of.root, of.job_id) {
+        return Err(format!(
+            "process {pid} is not the monitor of job {}",
+            of.job_id
+        ));
+    }
+    Ok(Proc {
+        pid,
+        start_time: s.start_time,
+    })
+}
+
+/// A live process that looks like a monitor of some job under a root: its
+/// command line says so and it leads its own session. Found by
+/// [`monitor_candidates`]; whether it runs this program is in `ours`.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub proc: Proc,
+    pub job_id: String,
+    /// It runs our executable (or, upgraded by rename, the one at our path).
+    pub ours: bool,
+    pub exe: Option<ExeId>,
+}
+
+/// Every live process whose command line is a monitor's under `root`,
+/// leading its own session: one pass over `/proc`, whatever the number of
+/// jobs on disk. A candidate not running our executable is proven only by
+/// the executable its job's record names ([`Candidate::exe`]).
+pub fn monitor_candidates(root: &Path) -> Vec<Candidate> {
+    let mut found = Vec::new();
+    for pid in all_pids() {
+        let Some(argv) = cmdline(pid) else { continue };
+        let Some(id) = argv.last().and_then(|id| std::str::from_utf8(id).ok()) else {
+            continue;
+        };
+        if !is_monitor_argv(&argv, root, id) {
+            continue;
+        }
+        let Some(s) = stat(pid).filter(|s| s.is_live() && s.session == pid) else {
+            continue;
+        };
+        found.push(Candidate {
+            proc: Proc {
+                pid,
+                start_time: s.start_time,
+            },
+            job_id: id.to_owned(),
+            ours: runs_this_program(pid, None),
+            exe: exe_id(pid),
+        });
+    }
+    found
+}
+
+/// Does `pid` run this program: the same file as ours, the one recorded,
+/// or (an upgrade by rename) a deleted file that was at our path?
+fn runs_this_program(pid: i32, recorded: Option<ExeId>) -> bool {
+    let Some(theirs) = exe_id(pid) else {
         return false;
     };
-    // Field 3, the state, follows the command name's closing parenthesis.
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    !matches!(state, Some("Z" | "X") | None)
+    if Some(theirs) == own_exe() || Some(theirs) == recorded {
+        return true;
+    }
+    let (Ok(link), Ok(ours)) = (
+        std::fs::read_link(format!("/proc/{pid}/exe")),
+        std::fs::read_link("/proc/self/exe"),
+    ) else {
+        return false;
+    };
+    let link = link.as_os_str().as_bytes();
+    link.strip_suffix(b" (deleted)") == Some(ours.as_os_str().as_bytes())
+}
+
+/// The arguments of `pid` (`/proc/<pid>/cmdline`), split at NULs.
+fn cmdline(pid: i32) -> Option<Vec<Vec<u8>>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let raw = raw.strip_suffix(b"\0").unwrap_or(&raw);
+    Some(raw.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
+}
+
+/// Is `argv` the daemon's monitor command line for `job_id` under `root`:
+/// `… --root <root> … monitor <job_id>`?
+fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
+    let [.., sub, id] = argv else {
+        return false;
+    };
+    if sub.as_slice() != b"monitor" || id.as_slice() != job_id.as_bytes() {
+        return false;
+    }
+    argv.windows(2).any(|w| {
+        w[0].as_slice() == b"--root"
+            && same_path(Path::new(std::ffi::OsStr::from_bytes(&w[1])), root)
+    })
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// The live members of a dead monitor's job's process group, as far as
+/// they can be proven.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Group {
+    /// Members proven to be the job's.
+    pub ours: Vec<i32>,
+    /// Members that cannot be proven to be the job's.
+    pub others: Vec<i32>,
+}
+
+impl Group {
+    /// No live member is left.
+    pub fn is_empty(&self) -> bool {
+        self.ours.is_empty() && self.others.is_empty()
+    }
+}
+
+/// The live members of process group `pgid`, sorted into the job's own
+/// (in the session `session` of its monitor, and started with
+/// `JOBWARDEN_JOB_ID=<job_id>`) and the rest. One pass over `/proc`.
+pub fn job_group(pgid: i32, session: i32, job_id: &str) -> Group {
+    let mut group = Group::default();
+    if pgid <= 1 {
+        return group;
+    }
+    let marker = [b"JOBWARDEN_JOB_ID=".as_slice(), job_id.as_bytes()].concat();
+    for pid in all_pids() {
+        let Some(s) = stat(pid).filter(|s| s.pgrp == pgid && s.is_live()) else {
+            continue;
+        };
+        let proven = s.session == session && session > 1 && environ_has(pid, &marker);
+        if proven {
+            group.ours.push(pid);
+        } else {
+            group.others.push(pid);
+        }
+    }
+    group
+}
+
+/// Was `pid` started with exactly the entry `entry` in its environment?
+fn environ_has(pid: i32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == entry))
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The pid holding an `flock` on `path`, read from `/proc/locks` without
@@ -76,14 +354,6 @@ fn parse_flock_holders(locks: &str, dev_ino: &str) -> Vec<i32> {
             }
         })
         .collect()
-}
-
-fn parse_start_time(stat: &str) -> Option<u64> {
-    // The command name (field 2) is in parentheses and may hold spaces or
-    // parentheses itself; fields after the last ')' are plain.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // `rest` starts at field 3 (state); field 22 is the 20th from there.
-    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 // ---------------------------------------------------------------------------
@@ -196,9 +466,85 @@ mod tests {
     }
 
     #[test]
+    fn a_monitor_command_line_names_its_root_and_job() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
+        let root = Path::new("/srv/jw");
+        let good = argv(&[
+            "jobwarden",
+            "--log-format",
+            "text",
+            "--root",
+            "/srv/jw",
+            "monitor",
+            "j1",
+        ]);
+        assert!(is_monitor_argv(&good, root, "j1"));
+        assert!(!is_monitor_argv(&good, root, "j2"));
+        assert!(!is_monitor_argv(&good, Path::new("/srv/other"), "j1"));
+        assert!(!is_monitor_argv(
+            &argv(&["sleep", "monitor", "j1"]),
+            root,
+            "j1"
+        ));
+        assert!(!is_monitor_argv(&argv(&["j1"]), root, "j1"));
+    }
+
+    #[test]
+    fn a_plain_process_is_not_a_monitor() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let of = MonitorOf {
+            root: Path::new("/"),
+            job_id: "j1",
+            start_time: start_time(pid),
+            exe: exe_id(pid),
+        };
+        assert!(prove_monitor(pid, &of).is_err());
+        let me = std::process::id() as i32;
+        assert!(prove_monitor(me, &of).is_err());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_group_member_is_the_jobs_only_with_its_session_and_job_id() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("JOBWARDEN_JOB_ID", "j1")
+            .process_group(0)
+            .spawn()
+            .expect("sleep");
+        let pid = child.id() as i32;
+        let session = stat(std::process::id() as i32).expect("own stat").session;
+        wait_for(|| environ_has(pid, b"JOBWARDEN_JOB_ID=j1"));
+        assert_eq!(job_group(pid, session, "j1").ours, vec![pid]);
+        assert_eq!(job_group(pid, session, "j2").others, vec![pid]);
+        assert_eq!(job_group(pid, session + 1, "j1").others, vec![pid]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(job_group(pid, session, "j1").is_empty());
+    }
+
+    /// The environment of a child is its own once it has exec'd.
+    fn wait_for(cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !cond() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
     fn parses_names_with_parentheses() {
-        let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_start_time(stat), Some(987654));
+        let stat = "42 (a) b (c)) S 1 40 41 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        let s = parse_stat(stat).expect("parses");
+        assert_eq!(
+            (s.state, s.pgrp, s.session, s.start_time),
+            ('S', 40, 41, 987654)
+        );
     }
 
     #[test]

@@ -1,20 +1,36 @@
 //! Startup reconciliation: distrust the disk, then put every job found in
 //! `runs/` back where it belongs before anything new is claimed.
 //!
-//! - a job whose monitor still runs (it holds the job's monitor lock, which
-//!   no recycled pid can fake) is adopted and keeps its slot;
+//! - a job whose monitor still runs (proven from `/proc`, see
+//!   `recover/liveness.rs`) is adopted and keeps its slot, whatever its
+//!   record says: garbage, terminal or missing, the monitor rewrites it at
+//!   its next write;
+//! - an attempt the ledger holds an end for never runs again: a record
+//!   that says otherwise is restored to that end (the ledger is a second
+//!   witness) and its prompt goes where an ended job's prompt goes;
 //! - a `queued` record that no monitor ever took (no `monitor.lock` file)
 //!   goes back on the queue, oldest claim first;
-//! - any other non-terminal record lost its monitor: `interrupted`;
+//! - any other non-terminal record lost its monitor: `interrupted`, once
+//!   what is left of its process group is proven the job's, killed and
+//!   gone (waited for off the daemon's loop: see [`Clearing`]);
 //! - a terminal record whose prompt was not yet archived gets the move
 //!   finished (a crash between the two steps of `terminal::finish`);
 //! - a record that does not parse or fails its checks is moved aside as
 //!   `job.json.corrupt-<ms>` and reported, never silently reset;
 //! - a `*.running.md` that no live record holds (a crash inside a claim) is
-//!   renamed back to `*.prompt.md`, so it is claimed again: never stranded.
+//!   renamed back to `*.prompt.md`, so it is claimed again: never stranded,
+//!   unless a live monitor's record is unusable (its prompt is unknown):
+//!   then that waits for the next start.
+
+mod liveness;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+
+pub use liveness::{
+    Clearing, LiveMonitors, Monitor, ORPHAN_EXIT_LIMIT, Orphans, clear_orphaned_group,
+    live_monitor, monitor_state, monitor_state_of,
+};
 
 use crate::clock::Timestamp;
 use crate::config::Config;
@@ -25,6 +41,7 @@ use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, InboxEntry, Layout, RUNNING_SUFFIX};
 use crate::ledger::Ledger;
+use crate::procfs::Proc;
 use crate::terminal::{Ending, Finisher};
 
 /// What the daemon must take over.
@@ -32,8 +49,11 @@ use crate::terminal::{Ending, Finisher};
 pub struct Recovered {
     /// Queued jobs with their priorities, in claim order.
     pub queued: Vec<(JobId, i32)>,
-    /// Jobs whose monitor still runs.
-    pub adopted: Vec<JobId>,
+    /// Jobs whose monitor still runs, with that monitor.
+    pub adopted: Vec<(JobId, Proc)>,
+    /// Interrupted jobs whose orphaned process group was killed and is
+    /// still exiting: ended once it is gone.
+    pub clearing: Vec<Clearing>,
 }
 
 pub fn reconcile(
@@ -47,8 +67,30 @@ pub fn reconcile(
     let mut held: HashSet<PathBuf> = HashSet::new();
     let mut ended: HashMap<PathBuf, JobRecord> = HashMap::new();
     let mut foreign = 0;
-    for id in run_ids(layout) {
-        let Some(mut rec) = load_or_set_aside(layout, &id) else {
+    let live = LiveMonitors::scan(layout);
+    let ids = run_ids(layout);
+    // A live monitor whose run folder is gone altogether (the job removed
+    // it; the monitor puts it back at its next write): its prompt is unknown.
+    let mut unknown_claims = live.ids().any(|l| {
+        JobId::parse(l).is_ok_and(|id| std::fs::symlink_metadata(layout.job_json(&id)).is_err())
+    });
+    for id in ids {
+        let loaded = JobRecord::load_job(layout, &id);
+        if let Some(monitor) = live.of(&id, loaded.as_ref().ok()) {
+            match &loaded {
+                Ok(rec) => {
+                    held.insert(layout.running_prompt(&rec.prompt_name()));
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, pid = monitor.pid, "its record is unusable ({e}), but its monitor runs: adopted, and the monitor writes the record again");
+                    unknown_claims = true;
+                }
+            }
+            adopt(layout, config, &id, loaded.ok().as_ref(), monitor);
+            out.adopted.push((id, monitor));
+            continue;
+        }
+        let Some(mut rec) = set_aside_if_bad(layout, &id, loaded) else {
             continue;
         };
         if rec.host != host {
@@ -57,29 +99,26 @@ pub fn reconcile(
             held.insert(layout.running_prompt(&rec.prompt_name()));
             continue;
         }
+        if !rec.state.is_terminal() {
+            witnessed_end(layout, config, ledger.as_deref(), &mut rec);
+        }
         if rec.state.is_terminal() {
             keep_newest(&mut ended, layout.running_prompt(&rec.prompt_name()), rec);
             continue;
         }
         held.insert(layout.running_prompt(&rec.prompt_name()));
-        match monitor_state(layout, &id) {
-            Monitor::Alive => {
-                let fields = serde_json::json!({"monitor_pid": rec.monitor_pid});
-                EventLog::open(layout.root(), &layout.events(&id), config.events_for(&rec))
-                    .append("adopted", fields);
-                out.adopted.push(id);
-            }
-            Monitor::NeverStarted if rec.state == JobState::Queued => {
+        let lock_taken = std::fs::symlink_metadata(layout.monitor_lock(&id)).is_ok();
+        match rec.state {
+            JobState::Queued if !lock_taken => {
                 restore_prompt_copy(layout, &rec);
                 queued.push((rec.created_at, id, rec.priority));
             }
-            _ => interrupt(
-                layout,
-                config,
-                ledger.as_deref_mut(),
-                &mut rec,
-                "its monitor was gone when the daemon started",
-            ),
+            _ => {
+                let why = "its monitor was gone when the daemon started";
+                let ledger = ledger.as_deref_mut();
+                out.clearing
+                    .extend(interrupt(layout, config, ledger, &mut rec, why, true));
+            }
         }
     }
     // A claimed prompt that no live job holds, whose newest job ended: that
@@ -96,10 +135,17 @@ pub fn reconcile(
             "unfinished jobs recorded by another host were left alone"
         );
     }
-    requeue_orphans(layout, &held);
+    requeue_orphans(layout, &held, unknown_claims);
     queued.sort();
     out.queued = queued.into_iter().map(|(_, id, p)| (id, p)).collect();
     out
+}
+
+/// Note in its events that a restarted daemon took over job `id`'s slot.
+fn adopt(layout: &Layout, config: &Config, id: &JobId, rec: Option<&JobRecord>, monitor: Proc) {
+    let enabled = rec.is_none_or(|r| config.events_for(r));
+    let fields = serde_json::json!({"monitor_pid": monitor.pid});
+    EventLog::open(layout.root(), &layout.events(id), enabled).append("adopted", fields);
 }
 
 fn run_ids(layout: &Layout) -> Vec<JobId> {
@@ -112,9 +158,13 @@ fn run_ids(layout: &Layout) -> Vec<JobId> {
     })
 }
 
-/// Load a record; a corrupt one is moved aside and reported.
-fn load_or_set_aside(layout: &Layout, id: &JobId) -> Option<JobRecord> {
-    match JobRecord::load_job(layout, id) {
+/// The loaded record; a corrupt one is moved aside and reported.
+fn set_aside_if_bad(
+    layout: &Layout,
+    id: &JobId,
+    loaded: Result<JobRecord, JobError>,
+) -> Option<JobRecord> {
+    match loaded {
         Ok(rec) => Some(rec),
         Err(JobError::BadRecord { path, reason }) => {
             let aside = layout.corrupt_record(id, Timestamp::now().epoch_ms());
@@ -137,39 +187,80 @@ fn load_or_set_aside(layout: &Layout, id: &JobId) -> Option<JobRecord> {
     }
 }
 
-/// What became of a job's monitor, judged by its lock file: created by the
-/// monitor as it starts and locked for its whole life, so no recycled pid
-/// can be mistaken for it.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Monitor {
-    /// No monitor ever took the job.
-    NeverStarted,
-    Alive,
-    /// A monitor took the job and is gone.
-    Gone,
-}
-
-pub fn monitor_state(layout: &Layout, id: &JobId) -> Monitor {
-    let lock = layout.monitor_lock(id);
-    if std::fs::symlink_metadata(&lock).is_err() {
-        return Monitor::NeverStarted;
-    }
-    // Taking the lock to test it releases it at once.
-    match fsio::try_lock(&lock) {
-        Ok(None) => Monitor::Alive,
-        _ => Monitor::Gone,
+/// The ledger is a second witness: an attempt it holds an end for has
+/// ended, whatever its record says now (edited back, written over by the
+/// job). Restore the record to that end, its prompt bound for the archive;
+/// true if it was restored. The caller then treats it as any ended job.
+pub fn witnessed_end(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&Ledger>,
+    rec: &mut JobRecord,
+) -> bool {
+    let Some(ledger) = ledger else {
+        return false;
+    };
+    let row = match ledger.ended(rec.job_id.as_str()) {
+        Ok(Some(row)) => row,
+        Ok(None) => return false,
+        Err(e) => {
+            tracing::warn!(job = %rec.job_id, "{e}; its record is trusted as it is");
+            return false;
+        }
+    };
+    let to = row.outcome.state();
+    tracing::warn!(job = %rec.job_id, record = %rec.state, ledger = %row.outcome, "its record says it has not ended, but the ledger holds its end: it is not run again; its record is restored to {to}");
+    rec.outcome = Some(row.outcome.as_str().to_owned());
+    rec.exit_code = row.exit_code;
+    rec.signal = row.signal;
+    rec.failure_stage = row.failure_stage;
+    rec.result_ref = row.result_ref;
+    crate::terminal::route(layout, rec, to, false);
+    let finished =
+        Timestamp::from(std::time::UNIX_EPOCH + std::time::Duration::from_millis(row.finished_at));
+    let mut events = EventLog::open(
+        layout.root(),
+        &layout.events(&rec.job_id),
+        config.events_for(rec),
+    );
+    match rec.restore_end(layout, &mut events, to, row.error_message, finished) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(job = %rec.job_id, "restoring its record: {e}");
+            // Whatever is on disk, this attempt must not start again.
+            rec.state = to;
+            true
+        }
     }
 }
 
 /// End a job whose monitor is gone as `interrupted` (requeued at once,
-/// up to `max_interrupts` in a row).
+/// up to `max_interrupts` in a row), unless the ledger already holds its
+/// end. If its orphaned process group was killed and is still exiting, and
+/// `may_wait`, nothing is ended yet: the returned [`Clearing`] is waited
+/// for (off the daemon's loop), then this is called again without
+/// `may_wait`. A group still there then means no other attempt starts.
 pub fn interrupt(
     layout: &Layout,
     config: &Config,
     ledger: Option<&mut Ledger>,
     rec: &mut JobRecord,
     why: &str,
-) {
+    may_wait: bool,
+) -> Option<Clearing> {
+    if witnessed_end(layout, config, ledger.as_deref(), rec) {
+        finish_move(layout, rec);
+        return None;
+    }
+    let may_requeue = match clear_orphaned_group(rec) {
+        Orphans::Gone => true,
+        Orphans::Killed(clearing) if may_wait => return Some(clearing),
+        Orphans::Killed(_) => {
+            tracing::warn!(job = %rec.job_id, "its process group outlived the wait for it; no other attempt starts");
+            false
+        }
+        Orphans::Unproven => false,
+    };
     tracing::warn!(job = %rec.job_id, "{why}");
     let mut events = EventLog::open(
         layout.root(),
@@ -182,33 +273,11 @@ pub fn interrupt(
         ledger,
     };
     let mut ending = Ending::new(JobState::Interrupted, Some(why.to_owned()));
-    ending.may_requeue = clear_orphaned_group(rec);
+    ending.may_requeue = may_requeue;
     if let Err(e) = finisher.finish(rec, &mut events, ending) {
         tracing::error!(job = %rec.job_id, "{e}");
     }
-}
-
-/// Kill what is left of a dead monitor's job. The leader got SIGKILL with
-/// its monitor (parent-death signal), but its group may live on. While any
-/// member lives, the kernel does not hand the group's id to anyone else, so
-/// with the leader gone the members are ours. Returns false if something
-/// may still run that cannot be told apart from a stranger (the leader's
-/// pid is in use): then no new attempt may start.
-fn clear_orphaned_group(rec: &JobRecord) -> bool {
-    use nix::sys::signal::{Signal, killpg};
-    use nix::unistd::Pid;
-    let Some(pgid) = rec.pgid.filter(|&p| p > 1).map(Pid::from_raw) else {
-        return true;
-    };
-    if killpg(pgid, None).is_err() {
-        return true;
-    }
-    if crate::procfs::is_running(pgid.as_raw()) {
-        tracing::warn!(job = %rec.job_id, pgid = pgid.as_raw(), "its process group may still run; not starting another attempt");
-        return false;
-    }
-    tracing::warn!(job = %rec.job_id, pgid = pgid.as_raw(), "killing what is left of its process group");
-    killpg(pgid, Signal::SIGKILL).is_ok() || killpg(pgid, None).is_err()
+    None
 }
 
 /// A queued job whose `prompt.md` is missing (lost with a crash, or
@@ -313,10 +382,19 @@ fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
 
 /// Rename every `*.running.md` that no record holds back to `*.prompt.md`
 /// (or, if a newer drop took that name, to a `.recovered-<ms>` sibling).
-fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>) {
+/// Not while a live monitor's prompt is unknown (`unknown_claims`): it may
+/// be one of them.
+fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>, unknown_claims: bool) {
     let inbox = layout.inbox();
     for found in inbox::scan_suffix(layout.root(), &inbox, RUNNING_SUFFIX) {
         if held.contains(&found.path) {
+            continue;
+        }
+        if unknown_claims {
+            tracing::warn!(
+                "claimed prompt {} has no readable job, but a live monitor's record is unusable: left claimed until the next start",
+                found.path.display()
+            );
             continue;
         }
         let Some(prompt) = orphan_prompt(&inbox, &found.path) else {

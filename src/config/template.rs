@@ -36,6 +36,7 @@ impl Template {
         "name",
         "attempt",
         "root",
+        "job_workdir",
         "workdir",
     ];
     /// Placeholders available to `workdir` (everything but itself).
@@ -47,6 +48,7 @@ impl Template {
         "name",
         "attempt",
         "root",
+        "job_workdir",
     ];
 
     pub fn parse(source: &str, known: &[&str]) -> Result<Self, String> {

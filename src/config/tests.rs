@@ -67,7 +67,7 @@ fn empty_text_is_the_built_in_default() {
     let p = c.default_profile();
     assert_eq!(p.timeout, Duration::from_secs(2 * 3600));
     assert_eq!(p.command[0].source(), "sh");
-    assert_eq!(p.workdir.source(), "{run_dir}");
+    assert_eq!(p.workdir.source(), "{job_workdir}");
 }
 
 #[test]

@@ -47,6 +47,10 @@ pub struct JobRecord {
     /// The monitor's start time in clock ticks since boot (`/proc/<pid>/stat`
     /// field 22): with the pid, it tells a live monitor from a recycled pid.
     pub monitor_start_time: Option<u64>,
+    /// The executable the monitor runs (device and inode of its file), so
+    /// that a monitor of a binary since upgraded is still recognised.
+    #[serde(default)]
+    pub monitor_exe: Option<crate::procfs::ExeId>,
     pub pid: Option<i32>,
     pub pgid: Option<i32>,
     pub exit_code: Option<i32>,
@@ -127,6 +131,7 @@ impl JobRecord {
             workdir: None,
             monitor_pid: None,
             monitor_start_time: None,
+            monitor_exe: None,
             pid: None,
             pgid: None,
             exit_code: None,
@@ -242,12 +247,43 @@ impl JobRecord {
         fields: serde_json::Value,
     ) -> Result<(), JobError> {
         self.state.check_transition(to)?;
+        self.apply(layout, events, to, reason, fields, Timestamp::now())
+    }
+
+    /// Restore a record that is not terminal to the end `to` that a second
+    /// witness (the ledger) holds for its attempt, finished at `finished`:
+    /// the record lied (edited, or written back by the job). Checked by
+    /// [`JobState::check_restore`]; persisted like a transition, its `state`
+    /// event marked `"restored": true`.
+    pub fn restore_end(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        to: JobState,
+        reason: Option<String>,
+        finished: Timestamp,
+    ) -> Result<(), JobError> {
+        self.state.check_restore(to)?;
+        let fields = serde_json::json!({"restored": true});
+        self.apply(layout, events, to, reason, fields, finished)
+    }
+
+    /// Move to `to` (already checked): the `state` event, the times the
+    /// move implies, the record written.
+    fn apply(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        to: JobState,
+        reason: Option<String>,
+        fields: serde_json::Value,
+        now: Timestamp,
+    ) -> Result<(), JobError> {
         let mut event = serde_json::json!({"from": self.state, "to": to});
         if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
             obj.extend(extra);
         }
         events.append("state", event);
-        let now = Timestamp::now();
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
             self.started_at = Some(now);
         }

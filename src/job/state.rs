@@ -57,6 +57,10 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
     ),
 ];
 
+/// The terminal states: where a record found lying may be restored to
+/// (see [`JobState::check_restore`]).
+const TERMINAL: &[JobState] = &[Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected];
+
 /// An attempt to move a job where the table does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid job state transition {from} -> {to}; valid targets from {from}: {}", valid_list(.valid))]
@@ -124,6 +128,25 @@ impl JobState {
         if valid.contains(&to) {
             Ok(())
         } else {
+            Err(InvalidTransition {
+                from: self,
+                to,
+                valid,
+            })
+        }
+    }
+}
+
+impl JobState {
+    /// May a record in this state be restored to `to`, the end a second
+    /// witness (the ledger) holds for its attempt? Only a record that is
+    /// not terminal, and only to a terminal state: an attempt that ended
+    /// never runs again, and a terminal record is never changed.
+    pub fn check_restore(self, to: JobState) -> Result<(), InvalidTransition> {
+        if !self.is_terminal() && to.is_terminal() {
+            Ok(())
+        } else {
+            let valid = if self.is_terminal() { &[] } else { TERMINAL };
             Err(InvalidTransition {
                 from: self,
                 to,
@@ -202,6 +225,14 @@ mod tests {
             .expect_err("terminal")
             .to_string();
         assert!(msg.contains("terminal"), "{msg}");
+    }
+
+    #[test]
+    fn only_an_unended_record_is_restored_and_only_to_an_end() {
+        assert!(Running.check_restore(Succeeded).is_ok());
+        assert!(Queued.check_restore(Succeeded).is_ok());
+        assert!(Running.check_restore(Queued).is_err());
+        assert!(Failed.check_restore(Succeeded).is_err());
     }
 
     #[test]

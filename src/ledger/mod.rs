@@ -28,7 +28,7 @@ pub use execution::{Artifact, Execution, PathRelation, Source};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
-pub use query::{Cooldowns, LastRun};
+pub use query::{Cooldowns, Ended, LastRun};
 
 /// How long a writer waits for another writer's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

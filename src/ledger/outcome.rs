@@ -55,6 +55,18 @@ impl Outcome {
         })
     }
 
+    /// The terminal state a job with this outcome ended in.
+    pub fn state(self) -> JobState {
+        match self {
+            Outcome::Success => JobState::Succeeded,
+            Outcome::Failure | Outcome::RateLimited => JobState::Failed,
+            Outcome::Timeout => JobState::TimedOut,
+            Outcome::Aborted => JobState::Aborted,
+            Outcome::Interrupted => JobState::Interrupted,
+            Outcome::Rejected => JobState::Rejected,
+        }
+    }
+
     /// Does this outcome defer the prompt's next claim?
     pub fn causes_cooldown(self) -> bool {
         matches!(

@@ -44,7 +44,57 @@ pub struct Cooldowns {
     pub rate_limited: Duration,
 }
 
+/// How an execution ended, as its ledger row says: the second witness of
+/// a job's end besides its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub outcome: Outcome,
+    /// Epoch ms.
+    pub finished_at: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub failure_stage: Option<String>,
+    pub error_message: Option<String>,
+    pub result_ref: Option<String>,
+}
+
 impl Ledger {
+    /// The end the ledger holds for execution `id`, if it holds one.
+    pub fn ended(&self, id: &str) -> Result<Option<Ended>, LedgerError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT outcome, finished_at, exit_code, signal, failure_stage, error_message, result_ref
+                 FROM executions WHERE id = ?1 ORDER BY rowid DESC LIMIT 1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        Ended {
+                            outcome: Outcome::Interrupted,
+                            finished_at: 0,
+                            exit_code: r.get(2)?,
+                            signal: r.get(3)?,
+                            failure_stage: r.get(4)?,
+                            error_message: r.get(5)?,
+                            result_ref: r.get(6)?,
+                        },
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((outcome, finished_at, mut ended)) = row else {
+            return Ok(None);
+        };
+        ended.outcome = outcome
+            .parse()
+            .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+        ended.finished_at = finished_at.max(0) as u64;
+        Ok(Some(ended))
+    }
+
     /// The newest execution of `(project, name)` that ran or was meant to
     /// (a `rejected` drop ran nothing and decides nothing), if any. An outcome this
     /// build does not know (written by a newer one) is reported as an error.

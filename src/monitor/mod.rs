@@ -18,6 +18,7 @@
 mod abort_watch;
 mod contain;
 mod output;
+mod restore;
 pub mod spawn;
 mod stages;
 
@@ -85,7 +86,7 @@ enum EarlyEnd {
 pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, JobError> {
     become_subreaper();
     let lock_path = layout.monitor_lock(&id);
-    let Some(_lock) = fsio::try_lock(&lock_path)? else {
+    let Some(lock) = fsio::try_lock(&lock_path)? else {
         return Ok(Outcome::AlreadySupervised);
     };
     let rec = JobRecord::load_job(&layout, &id)?;
@@ -112,6 +113,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         heartbeat_failing: false,
         artifacts: Vec::new(),
         containment: Containment::ProcessTree,
+        locks: vec![lock],
     };
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, why);
@@ -133,6 +135,10 @@ struct Monitor<'a> {
     artifacts: Vec<Artifact>,
     /// What holds the job's processes (chosen when it starts).
     containment: Containment,
+    /// The job's monitor lock, held by its descriptor for the monitor's
+    /// whole life, whatever becomes of the file; then the locks on every
+    /// `monitor.lock` put back after the job removed or replaced it.
+    locks: Vec<nix::fcntl::Flock<std::fs::File>>,
 }
 
 impl Monitor<'_> {
@@ -141,6 +147,7 @@ impl Monitor<'_> {
         let me = std::process::id() as i32;
         self.rec.monitor_pid = Some(me);
         self.rec.monitor_start_time = procfs::start_time(me);
+        self.rec.monitor_exe = procfs::own_exe();
         self.rec.log_path = Some(
             self.layout
                 .relative(&self.layout.job_log(&id))
@@ -153,6 +160,14 @@ impl Monitor<'_> {
             self.events
                 .append("abort_requested", json!({"while": "queued"}));
             return self.end(JobState::Aborted, Some(abort::reason(&self.layout, &id)));
+        }
+        if let Err(e) = fsio::create_dirs(self.layout.root(), &self.layout.job_workdir(&id)) {
+            if storage::fault_of(&e.source).is_some() {
+                tracing::warn!(job = %id, "{e}; the job stays queued");
+                return Ok(Outcome::NoStorage(e.to_string()));
+            }
+            let stop = self.start_failed(self.first_stage(), e.to_string());
+            return self.stopped(stop);
         }
         let plan = match self.plan(self.first_stage()) {
             Ok(plan) => plan,
@@ -438,6 +453,7 @@ impl Monitor<'_> {
     }
 
     fn heartbeat(&mut self, sink: &SharedSink) {
+        self.restore_records();
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());
         // Fail-soft: a missed heartbeat shows as a stale one; the job goes
@@ -517,6 +533,7 @@ impl Monitor<'_> {
     }
 
     fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
+        self.restore_records();
         let mut ledger = Ledger::open(&self.layout.ledger())
             .map_err(|e| tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled"))
             .ok();

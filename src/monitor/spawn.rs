@@ -165,6 +165,7 @@ pub fn vars(job: &Job<'_>) -> (Vars, PathBuf) {
         ("name", rec.name.clone()),
         ("attempt", rec.attempt.to_string()),
         ("root", layout.root().display().to_string()),
+        ("job_workdir", layout.job_workdir(id).display().to_string()),
     ]));
     let template = job
         .route

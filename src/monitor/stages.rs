@@ -216,12 +216,19 @@ impl Monitor<'_> {
             Stage::Run => "started",
             Stage::Publish => "publish_started",
         };
+        self.restore_records();
         self.events
             .append(op, json!({"pid": pid, "argv": plan.recorded_argv}));
-        if let Err(e) = self
+        let mut recorded = self
             .rec
-            .transition(&self.layout, &mut self.events, to, None, json!({}))
-        {
+            .transition(&self.layout, &mut self.events, to, None, json!({}));
+        if recorded.is_err() && self.rec.state == to {
+            // Only the write failed: the job, already running, may have
+            // removed the run folder. Put it back and write once more.
+            self.restore_records();
+            recorded = self.rec.save(&self.layout);
+        }
+        if let Err(e) = recorded {
             // Kill the group while its leader is unreaped, then fail.
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(pid), None);

@@ -45,6 +45,7 @@ fn job_environment_is_clean_but_carries_job_variables() {
     assert_eq!(env.get("JOBWARDEN_JOB_ID"), Some(&job.id), "{log}");
     let run_dir = sb.run_dir(&job.id).to_string_lossy().into_owned();
     assert_eq!(env.get("JOBWARDEN_RUN_DIR"), Some(&run_dir), "{log}");
+    let work_dir = format!("{run_dir}/work");
     assert_eq!(
         env.get("JOBWARDEN_ATTEMPT").map(String::as_str),
         Some("1"),
@@ -69,7 +70,7 @@ fn job_environment_is_clean_but_carries_job_variables() {
     for (key, value) in [
         ("GIT_TERMINAL_PROMPT", "0"),
         ("JOBWARDEN_PHASE", "run"),
-        ("JOBWARDEN_WORKDIR", run_dir.as_str()),
+        ("JOBWARDEN_WORKDIR", work_dir.as_str()),
         ("JOBWARDEN_NAME", "show-env"),
     ] {
         assert_eq!(
@@ -81,7 +82,7 @@ fn job_environment_is_clean_but_carries_job_variables() {
 }
 
 #[test]
-fn workdir_defaults_to_the_run_dir() {
+fn workdir_defaults_to_the_jobs_own_folder_inside_the_run_dir() {
     let sb = Sandbox::new();
     let script = sb.script("pwd", "pwd -P");
     sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
@@ -89,7 +90,11 @@ fn workdir_defaults_to_the_run_dir() {
     sb.drop_prompt("proj", "where", "where am I\n");
     let job = sb.wait_done("proj", "where", secs(15));
     assert_eq!(job.state(), "succeeded", "{:#}", job.record);
-    let expected = sb.run_dir(&job.id).canonicalize().expect("run dir");
+    let expected = sb
+        .run_dir(&job.id)
+        .join("work")
+        .canonicalize()
+        .expect("work dir");
     assert_eq!(job.log().trim(), expected.to_string_lossy());
 }
 

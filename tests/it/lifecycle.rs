@@ -146,7 +146,11 @@ fn placeholders_are_substituted_in_the_command() {
     assert_eq!(args[3], "1");
     assert_eq!(args[4], run_dir);
     assert_eq!(args[5], sb.root.to_string_lossy());
-    assert_eq!(args[6], run_dir, "workdir defaults to the run dir");
+    assert_eq!(
+        args[6],
+        format!("{run_dir}/work"),
+        "workdir defaults to the job's own folder in its run dir"
+    );
     assert!(
         !args[7].is_empty() && !args[7].contains('{'),
         "prompt_file substituted: {:?}",

@@ -37,5 +37,6 @@ mod shutdown;
 mod storage;
 mod submit;
 mod untrusted;
+mod witness;
 mod worktree_e2e;
 mod worktree_scripts;
