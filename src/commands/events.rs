@@ -76,17 +76,17 @@ fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result
     match events::read_counted(root, path) {
         Ok(read) => {
             if read.cut {
-                eprintln!(
+                crate::logging::line(format_args!(
                     "warning: {} is larger than {}; only its start is shown",
                     path.display(),
                     super::output::fmt_bytes(events::MAX_READ_BYTES)
-                );
+                ));
             }
             Ok(read)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ReadEvents::default()),
         Err(e) if crate::fsio::is_refusal(&e) => {
-            eprintln!("warning: {e}");
+            crate::logging::line(format_args!("warning: {e}"));
             Ok(ReadEvents::default())
         }
         Err(e) => Err(e.into()),

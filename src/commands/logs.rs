@@ -59,7 +59,7 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         // Not a regular file: nothing to print. `-f` still follows the
         // job to its end; without it the refusal is the answer.
         Err(e) if args.follow && fsio::is_refusal(&e) => {
-            eprintln!("warning: {e}");
+            crate::logging::line(format_args!("warning: {e}"));
             None
         }
         other => other?,
@@ -168,7 +168,7 @@ fn follow(
                 Ok(opened) => *log = opened,
                 Err(e) => {
                     // Said once; the job is still followed to its end.
-                    eprintln!("warning: {e}");
+                    crate::logging::line(format_args!("warning: {e}"));
                     refused = true;
                 }
             }

@@ -145,7 +145,7 @@ fn log_tail(root: &Path, path: &Path) -> Vec<String> {
     let bytes = match read() {
         Ok(bytes) => bytes,
         Err(e) if fsio::is_refusal(&e) => {
-            eprintln!("warning: {e}");
+            crate::logging::line(format_args!("warning: {e}"));
             return Vec::new();
         }
         Err(_) => return Vec::new(),
