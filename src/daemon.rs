@@ -296,6 +296,11 @@ impl Daemon {
                     "{} was {how}; re-establishing the watch",
                     self.layout.inbox().display()
                 );
+                // Drop the dead watch whatever the folder there now looks
+                // like: a folder made again at once may get the inode back.
+                if let Some(w) = self.watcher.as_mut() {
+                    w.pause();
+                }
                 self.rescan();
             }
             Signal::Lost(why) => {

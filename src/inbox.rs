@@ -189,6 +189,22 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
     }
 }
 
+/// Say once per process that a folder in the inbox is a symlink and is
+/// never followed (a rescan meets it again every `rescan_interval`).
+fn warn_symlinked_folder(path: &Path) {
+    static WARNED: std::sync::Mutex<Option<HashSet<PathBuf>>> = std::sync::Mutex::new(None);
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned
+        .get_or_insert_with(HashSet::new)
+        .insert(path.to_path_buf())
+    {
+        tracing::warn!(
+            "{} is a symlink to a folder: never followed, nothing in it is claimed; put a real folder there",
+            path.display()
+        );
+    }
+}
+
 fn is_symlink(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
@@ -240,6 +256,8 @@ pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
             let path = d.join(&name);
             if meta.is_dir() {
                 stack.push(path);
+            } else if meta.file_type().is_symlink() && path.is_dir() {
+                warn_symlinked_folder(&path);
             } else if name.as_encoded_bytes().ends_with(suffix.as_bytes()) {
                 let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 found.push(Found { path, mtime });
