@@ -23,6 +23,7 @@ mod history;
 mod inspect;
 mod install;
 mod ledger;
+mod ledger_damage;
 mod lifecycle;
 mod notify;
 mod phases;
