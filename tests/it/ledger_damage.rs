@@ -187,3 +187,51 @@ fn ledger_damaged_while_the_daemon_runs_is_noticed_and_repaired() {
         "{ids:?}"
     );
 }
+
+#[test]
+fn ledger_with_a_corrupt_index_page_is_found_by_the_daemon_check_and_repaired() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["true"]));
+    fs::create_dir_all(&sb.root).expect("root");
+    for i in 0..3 {
+        let out = sb.run(&["history", "record", "proj", &format!("ext-{i}"), "success"]);
+        assert_eq!(out.code(), 0, "{}", out.stderr);
+    }
+    // One index page overwritten: the file opens, only a full read sees it.
+    let db = sb.root.join("ledger.db");
+    let root: i64 = rusqlite::Connection::open(&db)
+        .expect("open")
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'executions_by_finished'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("root page");
+    let mut bytes = fs::read(&db).expect("read");
+    let at = (root as usize - 1) * 4096;
+    bytes[at..at + 4096].fill(0xa5);
+    fs::write(&db, &bytes).expect("corrupt a page");
+
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "one", "x\n");
+    let one = sb.wait_done("proj", "one", secs(20));
+    assert_eq!(one.state(), "succeeded", "{:#}", one.record);
+    let condition = wait_until("status to report the damage", secs(20), || {
+        let s = status_json(&sb);
+        (s["ledger"]["ok"] == Value::Bool(false)).then(|| s["ledger"].clone())
+    });
+    assert!(
+        condition["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("jobwarden history repair")),
+        "{condition}"
+    );
+    let repair = sb.run(&["history", "repair"]);
+    assert_eq!(repair.code(), 0, "{repair:?}");
+    assert_eq!(moved_aside(&sb).len(), 1);
+    let ids = history_ids(&sb).expect("history list after the repair");
+    assert!(ids.contains(&one.id), "{ids:?}");
+    wait_until("status to report the ledger ok", secs(20), || {
+        (status_json(&sb)["ledger"]["ok"] == Value::Bool(true)).then_some(())
+    });
+}
