@@ -89,7 +89,7 @@ fn damaged_ledger_never_stops_jobs_and_repair_rebuilds_it(damage: fn(&Sandbox)) 
     let ledger = sb.root.join("ledger.db");
     let original = fs::read(&ledger).expect("read damaged ledger");
 
-    let _d = Daemon::start(&sb);
+    let d = Daemon::start(&sb);
     sb.drop_prompt("proj", "one", "first\n");
     let one = sb.wait_done("proj", "one", secs(20));
     assert_eq!(one.state(), "succeeded", "{:#}", one.record);
@@ -102,6 +102,19 @@ fn damaged_ledger_never_stops_jobs_and_repair_rebuilds_it(damage: fn(&Sandbox)) 
     assert!(error.contains(&ledger.display().to_string()), "{error}");
     let fix = condition["fix"].as_str().expect("fix");
     assert!(fix.contains("jobwarden history repair"), "{fix}");
+    sb.drop_prompt("proj", "more", "again\n");
+    sb.wait_done("proj", "more", secs(20));
+    let log = d.stderr();
+    // Monitors mention it only at debug level (which this log shows).
+    let reported = log
+        .lines()
+        .filter(|l| l.contains("is damaged") && !l.contains("DEBUG"))
+        .count();
+    assert_eq!(
+        reported, 1,
+        "the damage is logged once, naming the file and the fix:\n{log}"
+    );
+    assert!(log.contains("jobwarden history repair"), "{log}");
     let human = sb.run(&["status"]);
     assert!(
         human.stdout.contains("DAMAGED") && human.stdout.contains("history repair"),
