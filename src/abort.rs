@@ -13,7 +13,7 @@ use crate::job::JobId;
 use crate::layout::Layout;
 
 /// Longest reason kept from a marker.
-const MAX_REASON: usize = 200;
+pub(crate) const MAX_REASON: usize = 200;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Marker {
@@ -56,7 +56,7 @@ pub fn reason(layout: &Layout, id: &JobId) -> String {
     }
 }
 
-fn marker_reason(bytes: &[u8]) -> Option<String> {
+pub(crate) fn marker_reason(bytes: &[u8]) -> Option<String> {
     let from_json = serde_json::from_slice::<Marker>(bytes)
         .ok()
         .map(|m| m.reason);

@@ -11,6 +11,7 @@
 //! owner of the queue needs no locks.
 
 mod inbox_watch;
+mod ledger_state;
 mod lock;
 pub mod notify;
 pub mod state_file;
@@ -56,24 +57,30 @@ pub async fn run(
     prepare_root(&layout)?;
     let _lock = lock::acquire(&layout)?;
     check_same_filesystem(&layout)?;
-    // The ledger drives cooldowns and retries: without it the daemon would
-    // misjudge both, so failing to open it stops the start, naming the file.
-    let mut ledger = Ledger::open(&layout.ledger())?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.notifier = notifier;
+    // The ledger drives cooldowns and retries. A damaged one does not stop
+    // jobs (see `daemon/ledger_state.rs`); one that cannot be opened for
+    // another reason stops the start, naming the file.
+    let mut ledger = daemon.open_ledger_at_start()?;
     daemon.write_state(Phase::Starting);
     // Rows lost to failed inserts come back before recovery and claims
     // consult them (interrupt counts, cooldowns, attempt numbers).
-    backfill::run(&daemon.layout, &mut ledger);
+    if let Some(ledger) = ledger.as_mut() {
+        backfill::run(&daemon.layout, ledger);
+    }
     let recovered = recover::reconcile(
         &daemon.layout,
         &daemon.config,
         &daemon.host,
-        Some(&mut ledger),
+        ledger.as_mut(),
     );
-    daemon.ledger = Some(ledger);
-    daemon.ledger_identity = file_identity(&daemon.layout.ledger());
+    if ledger.is_some() {
+        daemon.ledger = ledger;
+        daemon.ledger_identity = file_identity(&daemon.layout.ledger());
+    }
+    daemon.start_quick_check();
     let signals = daemon.start_watching();
     daemon.take_recovered(recovered);
     daemon.rescan();
@@ -180,9 +187,13 @@ struct Daemon {
     /// Prompts in cooldown: until when (epoch ms), and where they wait.
     deferred: HashMap<PromptName, (u64, PathBuf)>,
     cooling: DelayQueue<PathBuf>,
+    /// None while `ledger.db` is damaged (`ledger_condition` says why).
     ledger: Option<Ledger>,
-    /// Device and inode of the `ledger.db` held open.
+    /// Device and inode of the `ledger.db` held open (or found damaged).
     ledger_identity: Option<(u64, u64)>,
+    ledger_condition: crate::ledger::health::Condition,
+    /// The start's `PRAGMA quick_check`, until its verdict is taken.
+    quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
     gc_running: Arc<AtomicBool>,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
@@ -227,6 +238,8 @@ impl Daemon {
             cooling: DelayQueue::new(),
             ledger: None,
             ledger_identity: None,
+            ledger_condition: crate::ledger::health::Condition::ok(),
+            quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             stopping: false,
             idle_sender: None,
@@ -397,10 +410,19 @@ impl Daemon {
         path: &Path,
     ) -> Option<(Prior, Option<retry::request::Request>)> {
         self.refresh_ledger();
-        let ledger = self.ledger.as_ref()?;
-        let last = match ledger.last_run(&prompt.project, &prompt.name) {
-            Ok(last) => last,
-            Err(e) => {
+        let asked = self
+            .ledger
+            .as_ref()
+            .map(|l| l.last_run(&prompt.project, &prompt.name));
+        let last = match asked {
+            // A damaged ledger: claimed without history (see `ledger_state`).
+            None => None,
+            Some(Ok(last)) => last,
+            Some(Err(e)) if e.is_damaged() => {
+                self.ledger_failed(&e);
+                None
+            }
+            Some(Err(e)) => {
                 // Claiming blind could skip a cooldown or restart the attempt
                 // count: wait a heartbeat and ask again.
                 tracing::warn!(%prompt, "{e}; retrying shortly");
@@ -473,10 +495,13 @@ impl Daemon {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
                 self.claims.insert(rec.prompt_name(), rec.job_id.clone());
-                if let Some(ledger) = self.ledger.as_mut() {
-                    if let Err(e) = ledger.index_job(&rec) {
-                        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+                let indexed = self.ledger.as_mut().map(|l| l.index_job(&rec));
+                match indexed {
+                    Some(Err(e)) if e.is_damaged() => self.ledger_failed(&e),
+                    Some(Err(e)) => {
+                        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start")
                     }
+                    _ => {}
                 }
                 self.enqueue(rec.job_id, rec.priority);
                 drop(_span);
@@ -496,6 +521,12 @@ impl Daemon {
                 {
                     tracing::info!(%prompt, "an earlier job of this prompt still holds it; the new drop waits for it");
                 }
+            }
+            Err(JobError::Ledger(e)) if e.is_damaged() => {
+                // Asked whether the job id is taken: without the ledger,
+                // the run folders answer. Claim again at once.
+                self.ledger_failed(&e);
+                self.consider(path);
             }
             Err(e) => {
                 if let Some(condition) = storage::job_fault(&e) {
@@ -691,10 +722,12 @@ impl Daemon {
                 if self.release_claim(&rec.prompt_name(), id) {
                     recover::finish_move(&self.layout, &mut rec);
                 }
-                if let Some(ledger) = self.ledger.as_mut() {
-                    if let Err(e) = backfill::ensure_row(&self.layout, ledger, &rec) {
-                        tracing::warn!(job = %id, "{e}");
-                    }
+                let row = self
+                    .ledger
+                    .as_mut()
+                    .map(|l| backfill::ensure_row(&self.layout, l, &rec));
+                if let Some(Err(e)) = row {
+                    self.ledger_failed(&e);
                 }
                 self.unblock(&rec.prompt_name());
             }
@@ -858,6 +891,11 @@ impl Daemon {
     /// jobs, and the liveness of adopted monitors.
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
+        self.poll_quick_check();
+        if !self.ledger_condition.ok {
+            // A repair replaces the file: notice it without waiting for a claim.
+            self.refresh_ledger();
+        }
         let change = self.storage.probe(self.layout.root());
         self.storage_changed(change);
         if !self.unsettled.is_empty() && self.storage.is_ok() {
@@ -992,27 +1030,6 @@ impl Daemon {
         }
     }
 
-    /// Reopen the ledger if `ledger.db` is no longer the file we hold open
-    /// (an operator replaced it, e.g. with a repaired copy): decisions must
-    /// read the same history the monitors write.
-    fn refresh_ledger(&mut self) {
-        let path = self.layout.ledger();
-        let current = file_identity(&path);
-        if current.is_some() && current == self.ledger_identity {
-            return;
-        }
-        match Ledger::open(&path) {
-            Ok(ledger) => {
-                if self.ledger_identity.is_some() {
-                    tracing::warn!("{} was replaced; reopened it", path.display());
-                }
-                self.ledger = Some(ledger);
-                self.ledger_identity = file_identity(&path);
-            }
-            Err(e) => tracing::error!("{e}"),
-        }
-    }
-
     /// Retention, off the loop's thread and on its own ledger connection
     /// (WAL lets it write beside us); never two at once.
     fn collect_garbage(&mut self) {
@@ -1079,6 +1096,7 @@ impl Daemon {
             watch: watch.as_str(),
             watch_reason,
             storage: &self.storage,
+            ledger: &self.ledger_condition,
             unsettled: self.unsettled.len(),
             queue: self
                 .queue

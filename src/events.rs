@@ -150,7 +150,7 @@ fn read_tail(f: &mut File) -> Vec<u8> {
 }
 
 /// The `seq` of the last parseable line. Malformed lines are skipped.
-fn last_seq(tail: &[u8]) -> Option<u64> {
+pub(crate) fn last_seq(tail: &[u8]) -> Option<u64> {
     tail.split(|&b| b == b'\n')
         .rev()
         .filter_map(|line| serde_json::from_slice::<Value>(line).ok())

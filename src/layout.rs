@@ -58,6 +58,13 @@ impl Layout {
         self.root.join("ledger.db")
     }
 
+    /// Where a damaged `ledger.db` is moved aside (never deleted):
+    /// `ledger.db.corrupt-<ms>`. Its `-wal` and `-shm` go beside it under
+    /// that name ([`sqlite_sidecars`]), so the three still open together.
+    pub fn corrupt_ledger(&self, stamp: u64) -> PathBuf {
+        self.root.join(format!("ledger.db.corrupt-{stamp}"))
+    }
+
     /// The folders the daemon creates at start.
     pub fn skeleton(&self) -> [PathBuf; 3] {
         [self.inbox(), self.runs(), self.archive()]
@@ -303,6 +310,16 @@ pub enum InboxEntry {
     InvalidName { display: String, reason: String },
     /// Anything else: other suffixes, dotfiles, hidden folders, `.running.md`.
     Ignored,
+}
+
+/// The files SQLite keeps beside database `db` (its write-ahead log and
+/// shared-memory index): `<db>-wal`, `<db>-shm`.
+pub fn sqlite_sidecars(db: &Path) -> [PathBuf; 2] {
+    ["-wal", "-shm"].map(|suffix| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    })
 }
 
 /// Classify an absolute path under `inbox`.

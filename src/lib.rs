@@ -28,7 +28,8 @@
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
-//!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`).
+//!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
+//!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
@@ -41,12 +42,15 @@
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
-//!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`.
+//!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
+//!   `health.rs` (what a damaged file is; the condition `status` shows),
+//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
+//! - `props.rs` (tests only) — property tests for every parser of outside input.
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
@@ -71,6 +75,8 @@ pub mod logging;
 pub mod lookup;
 pub mod monitor;
 pub mod procfs;
+#[cfg(test)]
+mod props;
 pub mod recover;
 pub mod retry;
 pub mod storage;

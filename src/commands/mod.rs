@@ -113,7 +113,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 /// never creates a root by mistake.
 /// On a root that cannot be written (read-only, full), the ledger is read
 /// as an immutable snapshot instead.
-fn open_ledger(layout: &Layout) -> anyhow::Result<Option<Ledger>> {
+fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerError> {
     let path = layout.ledger();
     if !path.exists() {
         return Ok(None);
@@ -125,7 +125,7 @@ fn open_ledger(layout: &Layout) -> anyhow::Result<Option<Ledger>> {
                 tracing::debug!("{e}; reading a snapshot instead");
                 Ok(Some(snapshot))
             }
-            Err(_) => Err(e.into()),
+            Err(_) => Err(e),
         },
     }
 }

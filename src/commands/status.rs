@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
-use crate::ledger::{IndexedJob, Ledger, short_id};
+use crate::ledger::{IndexedJob, Ledger, LedgerError, health, short_id};
 use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
@@ -41,8 +41,14 @@ const LISTED: usize = 20;
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
-    let ledger = super::open_ledger(&layout)?;
-    let status = Status::gather(&config, &layout, ledger.as_ref())?;
+    // A damaged ledger is an answer too: `ledger` says what is wrong.
+    let (ledger, damage) = match super::open_ledger(&layout) {
+        Ok(ledger) => (ledger, None),
+        Err(e) if e.is_damaged() => (None, Some(e)),
+        Err(e) => return Err(e.into()),
+    };
+    let mut status = Status::gather(&config, &layout, ledger.as_ref())?;
+    status.set_ledger(damage.as_ref());
     if args.json {
         print_json(&status)?;
     } else {
@@ -57,6 +63,9 @@ pub struct Status {
     version: &'static str,
     daemon: DaemonView,
     storage: StorageView,
+    /// Whether `ledger.db` is usable: damage this command found opening it,
+    /// or that the live daemon reported (its start's full check).
+    ledger: health::Condition,
     /// `never_run`, `active` (something runs or is queued), `needs_attention`
     /// (nothing does, but some prompt's last run failed, timed out or was
     /// rate limited) or `all_done`.
@@ -70,6 +79,9 @@ pub struct Status {
     recent: Vec<JobJson>,
     #[serde(skip)]
     recent_rows: Vec<IndexedJob>,
+    /// What the live daemon said of the ledger (taken by `set_ledger`).
+    #[serde(skip)]
+    live_ledger: Option<health::Condition>,
     needs_attention: Vec<AttentionView>,
 }
 
@@ -173,6 +185,7 @@ impl Status {
             version: env!("CARGO_PKG_VERSION"),
             daemon,
             storage,
+            ledger: health::Condition::ok(),
             overall_state: "never_run",
             counts: JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
             running: Vec::new(),
@@ -180,12 +193,37 @@ impl Status {
             deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
             recent: Vec::new(),
             recent_rows: Vec::new(),
+            live_ledger: live.and_then(|s| s.ledger.clone()),
             needs_attention: Vec::new(),
         };
         if let Some(ledger) = ledger {
             status.add_jobs(config, layout, ledger, live)?;
         }
         Ok(status)
+    }
+
+    /// The ledger's condition: damage found here wins, then the live
+    /// daemon's report. Without the job index a damaged ledger would read
+    /// as `never_run`: the state is `active` while the daemon holds jobs,
+    /// else `needs_attention`.
+    fn set_ledger(&mut self, damage: Option<&LedgerError>) {
+        let reported = self
+            .live_ledger
+            .take()
+            .filter(|c| !c.ok && self.daemon.alive);
+        self.ledger = match (damage, reported) {
+            (Some(e), _) => health::Condition::of(e),
+            (None, Some(c)) => c,
+            (None, None) => return,
+        };
+        let held = self.daemon.running.unwrap_or(0) + self.daemon.queued.unwrap_or(0);
+        if self.overall_state != "active" {
+            self.overall_state = if held > 0 {
+                "active"
+            } else {
+                "needs_attention"
+            };
+        }
     }
 
     fn add_jobs(
@@ -404,6 +442,13 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     line("daemon", &daemon)?;
     line("root", &format!("{} (jobwarden {})", s.root, s.version))?;
     line("storage", &storage)?;
+    match (&s.ledger.error, &s.ledger.fix) {
+        (Some(error), fix) if !s.ledger.ok => {
+            line("ledger", &format!("{}: {error}", alarm("DAMAGED")))?;
+            line("", &format!("fix: {}", fix.as_deref().unwrap_or("")))?;
+        }
+        _ => line("ledger", "ok")?,
+    }
     if let Some(p) = &d.problem {
         line("warning", p)?;
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::fsio;
 use crate::layout::Layout;
-use crate::storage;
+use crate::{ledger, storage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -42,6 +42,9 @@ pub struct DaemonFile<'a> {
     /// Whether the root accepts writes (`condition`: `ok`, `full`,
     /// `read_only`), since when, and why it is believed.
     pub storage: &'a storage::Health,
+    /// Whether `ledger.db` is usable (`ok`), and if not what is wrong with
+    /// it and what to do.
+    pub ledger: &'a ledger::health::Condition,
     /// Jobs whose monitor is gone and whose end waits to be recorded.
     pub unsettled: usize,
     /// The first queued jobs, in the order they will start.
@@ -106,6 +109,8 @@ pub struct DaemonSeen {
     pub watch_reason: Option<String>,
     #[serde(default)]
     pub storage: Option<storage::Health>,
+    #[serde(default)]
+    pub ledger: Option<ledger::health::Condition>,
     #[serde(default)]
     pub unsettled: usize,
     #[serde(default)]

@@ -12,11 +12,13 @@
 
 pub mod backfill;
 mod execution;
+pub mod health;
 pub mod history;
 mod jobs;
 mod migrations;
 mod outcome;
 mod query;
+pub mod repair;
 mod retention;
 
 use std::path::{Path, PathBuf};
@@ -33,13 +35,52 @@ pub use query::{Cooldowns, Ended, LastRun};
 /// How long a writer waits for another writer's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A ledger failure, naming the database file.
-#[derive(Debug, thiserror::Error)]
-#[error("ledger {}: {source}", .path.display())]
+/// A ledger failure, naming the database file (and, when the file itself
+/// is damaged, what to do about it).
+#[derive(Debug)]
 pub struct LedgerError {
     pub path: PathBuf,
-    #[source]
     pub source: rusqlite::Error,
+}
+
+impl std::fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.what())?;
+        if self.is_damaged() {
+            write!(f, "; {}", health::REPAIR_FIX)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LedgerError {
+    /// None for damage: the message already says all SQLite said, and ends
+    /// with the fix.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        (!self.is_damaged()).then_some(&self.source as _)
+    }
+}
+
+impl LedgerError {
+    /// Is the database file itself damaged (see [`health`])?
+    pub fn is_damaged(&self) -> bool {
+        health::is_damage(&self.source)
+    }
+
+    /// What went wrong, naming the file.
+    pub fn what(&self) -> String {
+        let damaged = if self.is_damaged() { " is damaged" } else { "" };
+        format!("ledger {}{damaged}: {}", self.path.display(), self.source)
+    }
+
+    /// What to do about it.
+    pub fn fix(&self) -> &'static str {
+        if self.is_damaged() {
+            health::REPAIR_FIX
+        } else {
+            "check that the file can be read and written, and that the disk has space"
+        }
+    }
 }
 
 /// An open ledger.
@@ -79,6 +120,9 @@ impl Ledger {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        // Judge the file before writing anything to it: a damaged one is
+        // moved aside by `history repair` exactly as it was found.
+        let found = health::check_before_migrating(&conn).map_err(err)?;
         // WAL: readers never block the writer nor each other. NORMAL sync is
         // durable across process crashes; job.json remains the source of
         // truth a lost row is backfilled from after a power cut.
@@ -91,7 +135,8 @@ impl Ledger {
         // 512 KiB of page cache per connection (SQLite's default is 2 MiB):
         // the queries walk indexes, and the daemon and monitors stay small.
         conn.pragma_update(None, "cache_size", -512).map_err(err)?;
-        match migrations::migrate(&mut conn).map_err(err)? {
+        let migrated = migrations::migrate(&mut conn).map_err(health::migration_error);
+        match migrated.map_err(err)? {
             migrations::MigrateOutcome::Current => {}
             migrations::MigrateOutcome::TooNew(v) => {
                 let msg = format!(
@@ -100,6 +145,9 @@ impl Ledger {
                 );
                 return Err(err(rusqlite::Error::InvalidParameterName(msg)));
             }
+        }
+        if found < migrations::LATEST {
+            health::check_schema(&conn).map_err(err)?;
         }
         Ok(Ledger {
             conn,
@@ -133,10 +181,22 @@ impl Ledger {
             );
             return Err(err(rusqlite::Error::InvalidParameterName(msg)));
         }
+        health::check_schema(&conn).map_err(err)?;
         Ok(Ledger {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Read every page (`PRAGMA quick_check`): damage an open does not see
+    /// (a truncated file, a corrupt index). O(size of the file).
+    pub fn quick_check(&self) -> Result<(), LedgerError> {
+        health::quick_check(&self.conn).map_err(|e| self.err(e))
+    }
+
+    /// The file this ledger was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     fn err(&self, source: rusqlite::Error) -> LedgerError {

@@ -540,3 +540,79 @@ fn migrating_a_v3_ledger_with_rows_gives_exact_stats() {
     assert_kept_stats_match_a_recount(&l.conn);
     assert_lifetime_stats_are_exact(&l);
 }
+
+/// A ledger file of `rows` executions, closed (checkpointed).
+fn ledger_with_rows(path: &std::path::Path, rows: u64) {
+    let mut l = Ledger::open(path).expect("open");
+    for i in 0..rows {
+        l.record(
+            &execution("p", &format!("n{i}"), Outcome::Success, i + 1),
+            &[],
+            &[],
+        )
+        .expect("record");
+    }
+}
+
+#[test]
+fn foreign_tables_at_our_schema_version_are_damage_and_left_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    let conn = Connection::open(&path).expect("open");
+    conn.execute_batch(&format!(
+        "CREATE TABLE executions (note TEXT); PRAGMA user_version = {SCHEMA_VERSION};"
+    ))
+    .expect("foreign schema");
+    drop(conn);
+    let before = std::fs::read(&path).expect("read");
+    let e = Ledger::open(&path).err().expect("refused");
+    assert!(e.is_damaged(), "{e}");
+    assert!(e.to_string().contains("history repair"), "{e}");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        before,
+        "judged before written"
+    );
+}
+
+#[test]
+fn garbage_is_damage_and_a_busy_lock_is_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    crate::fsio::write_atomic(&path, &[0x5a; 10_000]).expect("write");
+    let e = Ledger::open(&path).err().expect("refused");
+    assert!(e.is_damaged(), "{e}");
+    let busy = LedgerError {
+        path,
+        source: rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            None,
+        ),
+    };
+    assert!(!busy.is_damaged());
+    assert!(!busy.to_string().contains("history repair"));
+}
+
+#[test]
+fn quick_check_finds_a_corrupt_page_that_opening_does_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    ledger_with_rows(&path, 300);
+    let page_size: usize = 4096;
+    let root: i64 = Connection::open(&path)
+        .expect("open")
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'executions_by_finished'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("index root page");
+    let mut bytes = std::fs::read(&path).expect("read");
+    let at = (root as usize - 1) * page_size;
+    bytes[at..at + page_size].fill(0xa5);
+    crate::fsio::write_atomic(&path, &bytes).expect("corrupt the page");
+    let l = Ledger::open(&path).expect("opens: the schema is intact");
+    let e = l.quick_check().expect_err("quick_check finds it");
+    assert!(e.is_damaged(), "{e}");
+    assert!(e.to_string().contains("quick_check"), "{e}");
+}

@@ -213,9 +213,29 @@ impl Monitor<'_> {
     /// Put the record's new state in the job index (fail-soft: a stale
     /// row is refreshed at the next daemon start, and job.json wins).
     fn index(&self) {
-        let indexed = Ledger::open(&self.layout.ledger()).and_then(|mut l| l.index_job(&self.rec));
-        if let Err(e) = indexed {
+        let Some(mut ledger) = self.open_ledger() else {
+            return;
+        };
+        if let Err(e) = ledger.index_job(&self.rec) {
             tracing::warn!(job = %self.rec.job_id, "{e}; the job index is refreshed at the next start");
+        }
+    }
+
+    /// The ledger, opened for one write (so a replaced file is never
+    /// written through a stale handle). Fail-soft: the row is backfilled
+    /// from `job.json`. Damage is the daemon's to report, once, so a
+    /// monitor only mentions it at debug level.
+    fn open_ledger(&self) -> Option<Ledger> {
+        match Ledger::open(&self.layout.ledger()) {
+            Ok(ledger) => Some(ledger),
+            Err(e) if e.is_damaged() => {
+                tracing::debug!(job = %self.rec.job_id, "{e}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled from job.json");
+                None
+            }
         }
     }
 
@@ -534,9 +554,7 @@ impl Monitor<'_> {
 
     fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
         self.restore_records();
-        let mut ledger = Ledger::open(&self.layout.ledger())
-            .map_err(|e| tracing::warn!(job = %self.rec.job_id, "{e}; the row will be backfilled"))
-            .ok();
+        let mut ledger = self.open_ledger();
         let mut finisher = Finisher {
             layout: &self.layout,
             config: self.config,

@@ -25,6 +25,7 @@ mod history;
 mod inspect;
 mod install;
 mod ledger;
+mod ledger_damage;
 mod lifecycle;
 mod limits;
 mod notify;

@@ -34,13 +34,25 @@ pub fn run(global: &GlobalArgs, cmd: &HistoryCommand) -> anyhow::Result<ExitCode
 /// The config, the layout and the open ledger of the selected root.
 pub(super) fn open(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledger)> {
     let (config, layout) = super::load(global)?;
-    // A mistyped root must not read as "no history, eligible": only a root
-    // that exists gets a ledger (created empty if it has none yet).
+    ensure_root(&layout)?;
+    let ledger = Ledger::open(&layout.ledger())?;
+    Ok((config, layout, ledger))
+}
+
+/// The layout of the selected root, which must exist.
+pub(super) fn existing_root(global: &GlobalArgs) -> anyhow::Result<Layout> {
+    let (_, layout) = super::load(global)?;
+    ensure_root(&layout)?;
+    Ok(layout)
+}
+
+/// A mistyped root must not read as "no history, eligible": only a root
+/// that exists gets a ledger (created empty if it has none yet).
+fn ensure_root(layout: &Layout) -> anyhow::Result<()> {
     anyhow::ensure!(
         layout.root().is_dir(),
         "no jobwarden root at {} (check --root, JOBWARDEN_HOME or the config's root)",
         layout.root().display()
     );
-    let ledger = Ledger::open(&layout.ledger())?;
-    Ok((config, layout, ledger))
+    Ok(())
 }

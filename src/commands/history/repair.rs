@@ -1,23 +1,37 @@
-//! `jobwarden history repair`: backfill ledger rows missing for finished
-//! jobs, from their `job.json`, and rebuild the job index from `runs/`
-//! (idempotent; the daemon does it at start).
+//! `jobwarden history repair`: a damaged ledger is moved aside (never
+//! deleted) and rebuilt; in every case, ledger rows missing for finished
+//! jobs are backfilled from their `job.json` and the job index is rebuilt
+//! from `runs/` (idempotent; the daemon backfills at start too). See
+//! [`crate::ledger::repair`].
 
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, RepairArgs};
 use crate::commands::output::{print_json, print_line};
-use crate::ledger::backfill;
+use crate::ledger::repair;
 
 pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout, mut ledger) = super::open(global)?;
-    let report = backfill::run(&layout, &mut ledger);
+    let layout = super::existing_root(global)?;
+    let done = repair::repair(&layout)?;
     if args.json {
-        print_json(&report)?;
+        print_json(&done)?;
     } else {
-        print_line(format_args!(
-            "{} finished jobs checked, {} rows backfilled, {} failed; {} jobs indexed, {} stale index rows dropped",
-            report.checked, report.inserted, report.failed, report.indexed, report.unindexed
-        ))?;
+        print_human(&done)?;
     }
-    Ok(ExitCode::from(if report.failed > 0 { 2 } else { 0 }))
+    Ok(ExitCode::from(if done.backfill.failed > 0 { 2 } else { 0 }))
+}
+
+fn print_human(done: &repair::Repaired) -> anyhow::Result<()> {
+    if let Some(damage) = &done.damage {
+        print_line(damage)?;
+        for path in &done.moved_aside {
+            print_line(format_args!("moved aside: {}", path.display()))?;
+        }
+        print_line("created a new ledger; rebuilding it from the run folders")?;
+    }
+    let report = &done.backfill;
+    print_line(format_args!(
+        "{} finished jobs checked, {} rows backfilled, {} failed; {} jobs indexed, {} stale index rows dropped",
+        report.checked, report.inserted, report.failed, report.indexed, report.unindexed
+    ))
 }
