@@ -641,12 +641,7 @@ impl Daemon {
                 // A monitor killed between its terminal record and the
                 // prompt's move leaves it claimed, and maybe its row unwritten:
                 // finish both. (No other job can hold this prompt's claim.)
-                recover::finish_move(&self.layout, &mut rec);
-                if let Some(ledger) = self.ledger.as_mut() {
-                    if let Err(e) = backfill::ensure_row(&self.layout, ledger, &rec) {
-                        tracing::warn!(job = %id, "{e}");
-                    }
-                }
+                crate::terminal::resume(&self.layout, &self.config, self.ledger.as_mut(), &mut rec);
                 self.unblock(&rec.prompt_name());
             }
             Err(e) => {

@@ -48,7 +48,7 @@ pub fn reconcile(
     let mut ended: HashMap<PathBuf, JobRecord> = HashMap::new();
     let mut foreign = 0;
     for id in run_ids(layout) {
-        let Some(mut rec) = load_or_set_aside(layout, &id) else {
+        let Some(rec) = load_or_set_aside(layout, &id) else {
             continue;
         };
         if rec.host != host {
@@ -73,19 +73,38 @@ pub fn reconcile(
                 restore_prompt_copy(layout, &rec);
                 queued.push((rec.created_at, id, rec.priority));
             }
-            _ => interrupt(
-                layout,
-                config,
-                ledger.as_deref_mut(),
-                &mut rec,
-                "its monitor was gone when the daemon started",
-            ),
+            _ => {
+                // Read again: its monitor may have ended the job between the
+                // first read and our look at its lock, and its last word wins.
+                let mut rec = JobRecord::load_job(layout, &id).unwrap_or(rec);
+                if rec.state.is_terminal() {
+                    let running = layout.running_prompt(&rec.prompt_name());
+                    held.remove(&running);
+                    keep_newest(&mut ended, running, rec);
+                    continue;
+                }
+                interrupt(
+                    layout,
+                    config,
+                    ledger.as_deref_mut(),
+                    &mut rec,
+                    "its monitor was gone when the daemon started",
+                );
+            }
         }
     }
     // A claimed prompt that no live job holds, whose newest job ended: that
-    // job's monitor died before moving it. Finish the move it recorded.
+    // job's finisher stopped before moving it. A monitor that still runs is
+    // finishing it now (its daemon died in between): it is adopted and left
+    // to finish. Otherwise the finish is completed as the record says.
     for (running, mut rec) in ended {
-        if running.exists() && !held.contains(&running) && !finish_move(layout, &mut rec) {
+        if !running.exists() || held.contains(&running) {
+            continue;
+        }
+        if monitor_state(layout, &rec.job_id) == Monitor::Alive {
+            out.adopted.push(rec.job_id.clone());
+            held.insert(running);
+        } else if !crate::terminal::resume(layout, config, ledger.as_deref_mut(), &mut rec) {
             // Never requeue a prompt whose job ended but could not be moved.
             held.insert(running);
         }
@@ -255,54 +274,6 @@ fn keep_newest(ended: &mut HashMap<PathBuf, JobRecord>, running: PathBuf, rec: J
     if ended.get(&running).is_none_or(newer) {
         ended.insert(running, rec);
     }
-}
-
-/// Finish the move a terminal record names for its still-claimed prompt:
-/// back to the inbox (requeued; archived instead if a new drop took the
-/// name) or to the archive. Returns false if the prompt stays claimed.
-///
-/// Only for the newest job of a prompt, and only while no other job holds
-/// the claim: the caller guarantees it.
-pub fn finish_move(layout: &Layout, rec: &mut JobRecord) -> bool {
-    let held = layout.running_prompt(&rec.prompt_name());
-    let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
-        return false;
-    };
-    if dest == held || !held.exists() {
-        return dest != held;
-    }
-    match move_once(&held, &dest) {
-        Ok(Renamed::Done) => {
-            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", dest.display());
-            true
-        }
-        Ok(Renamed::TargetExists) if rec.archive_path.is_none() => {
-            archive_instead(layout, rec, &held)
-        }
-        Ok(other) => {
-            tracing::warn!(job = %rec.job_id, "moving {} to {} not finished: {other:?}", held.display(), dest.display());
-            false
-        }
-        Err(e) => {
-            tracing::error!(job = %rec.job_id, "{e}");
-            false
-        }
-    }
-}
-
-fn move_once(held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError> {
-    dest.parent().map_or(Ok(()), fsio::create_dirs)?;
-    fsio::rename_noreplace(held, dest)
-}
-
-/// A requeue whose name a new drop took: archive the ended attempt's prompt.
-fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
-    let archive = crate::terminal::route(layout, rec, rec.state, false);
-    if let Err(e) = rec.save(layout) {
-        tracing::error!(job = %rec.job_id, "{e}");
-        return false;
-    }
-    matches!(move_once(held, &archive), Ok(Renamed::Done))
 }
 
 /// Rename every `*.running.md` that no record holds back to `*.prompt.md`

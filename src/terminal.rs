@@ -134,6 +134,7 @@ impl Finisher<'_> {
         }
     }
 
+    /// Move the claimed prompt `held` to where the record says.
     fn move_prompt(
         &self,
         rec: &mut JobRecord,
@@ -141,54 +142,195 @@ impl Finisher<'_> {
         held: &Path,
         dest: &Path,
     ) -> Result<(), JobError> {
-        if let Some(dir) = dest.parent() {
-            fsio::create_dirs(dir)?;
+        place(self.layout, rec, events, held, dest)
+    }
+}
+
+/// Move an ended job's claimed prompt `held` to `dest`, where its record
+/// says it goes, never replacing a file. Every step may be run again after
+/// a crash or by a second finisher, and ends with the record naming where
+/// the prompt really is:
+///
+/// - a requeue whose name a new drop took: archived instead;
+/// - an archive name taken by a file that is not this job's (a leftover,
+///   or planted): the next free `<name>.<job_id>.<n>.md`;
+/// - the prompt already moved (a finish that was cut short after its move,
+///   or another finisher that went first): found at `dest` or elsewhere in
+///   the archive by its digest, and recorded there.
+fn place(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    held: &Path,
+    dest: &Path,
+) -> Result<(), JobError> {
+    if let Some(dir) = dest.parent() {
+        fsio::create_dirs(dir)?;
+    }
+    let requeue = rec.archive_path.is_none();
+    match fsio::rename_noreplace(held, dest)? {
+        Renamed::Done => {
+            announce(rec, events);
+            Ok(())
         }
-        let requeue = rec.archive_path.is_none();
-        match fsio::rename_noreplace(held, dest)? {
-            Renamed::Done => {
-                let op = if requeue { "requeued" } else { "archived" };
-                events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
+        Renamed::TargetExists => {
+            // A requeue whose name a new drop took: that drop is the next
+            // run, and this attempt's prompt is archived. An archive name
+            // that is taken: the next free one.
+            let next = if requeue {
+                route(layout, rec, rec.state, false)
+            } else {
+                free_archive_name(layout, rec, dest)
+            };
+            rec.save(layout)?;
+            place(layout, rec, events, held, &next)
+        }
+        Renamed::SourceGone => match already_placed(layout, rec, dest) {
+            Some(found) => {
+                if found != dest {
+                    record_place(layout, rec, &found);
+                    rec.save(layout)?;
+                }
+                tracing::info!(job = %rec.job_id, "its prompt was already moved to {}", found.display());
+                announce(rec, events);
                 Ok(())
             }
-            Renamed::TargetExists if requeue => {
-                // A new drop of the same prompt took the name meanwhile: it
-                // is the next run; this attempt's prompt is archived.
-                let outcome = rec
-                    .outcome
-                    .as_deref()
-                    .and_then(|o| o.parse().ok())
-                    .unwrap_or(Outcome::Failure);
-                self.plan(rec, rec.state, outcome, false);
-                rec.save(self.layout)?;
-                let archive = self
-                    .layout
-                    .resolve(rec.inbox_path.as_deref().unwrap_or_default());
-                self.move_prompt(rec, events, held, &archive)
-            }
-            other => self.not_moved(rec, events, held, other),
+            None => not_moved(layout, rec, events, held),
+        },
+    }
+}
+
+fn announce(rec: &JobRecord, events: &mut EventLog) {
+    let op = if rec.archive_path.is_none() {
+        "requeued"
+    } else {
+        "archived"
+    };
+    events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
+}
+
+/// The first archive name of `rec`'s prompt after `taken` that no file
+/// holds yet (a rename that still finds one taken simply asks again).
+fn free_archive_name(layout: &Layout, rec: &mut JobRecord, taken: &Path) -> PathBuf {
+    tracing::warn!(job = %rec.job_id, "{} already exists and is not this job's prompt; archiving under another name", taken.display());
+    let prompt = rec.prompt_name();
+    let free = (1..)
+        .map(|n| layout.archived_prompt_alt(rec.state, &prompt, &rec.job_id, n))
+        .find(|p| std::fs::symlink_metadata(p).is_err() && p.as_path() != taken)
+        .unwrap_or_else(|| taken.to_path_buf());
+    record_place(layout, rec, &free);
+    free
+}
+
+/// Say in the record that the prompt is archived at `path`.
+fn record_place(layout: &Layout, rec: &mut JobRecord, path: &Path) {
+    let rel = rel(layout, path);
+    rec.disposition = Some("archived".to_owned());
+    rec.archive_path = Some(rel.clone());
+    rec.inbox_path = Some(rel);
+    rec.extra.remove("archive_error");
+}
+
+/// Where an ended job's prompt already is, when its claimed file is gone:
+/// `dest` itself, or any of its archive names, holding the bytes it
+/// claimed (any, for an old record without a digest).
+pub fn already_placed(layout: &Layout, rec: &JobRecord, dest: &Path) -> Option<PathBuf> {
+    let archived = layout.archived_prompt_candidates(&rec.prompt_name(), &rec.job_id);
+    std::iter::once(dest.to_path_buf())
+        .chain(archived)
+        .find(|p| holds_claimed_bytes(rec, p))
+}
+
+/// Does `path` hold the bytes `rec` claimed?
+fn holds_claimed_bytes(rec: &JobRecord, path: &Path) -> bool {
+    use sha2::{Digest, Sha256};
+    let Ok((bytes, false)) = fsio::read_capped_nofollow(path, MAX_PROMPT_READ) else {
+        return false;
+    };
+    match rec.prompt_sha256.as_deref() {
+        Some(digest) => crate::claim::hex(&Sha256::digest(&bytes)) == digest,
+        None => true,
+    }
+}
+
+/// Longest prompt read to compare digests; larger ones were never claimed.
+const MAX_PROMPT_READ: u64 = 1 << 30;
+
+/// The record named a move that did not happen and the prompt is nowhere
+/// to be found: say so in it.
+fn not_moved(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    held: &Path,
+) -> Result<(), JobError> {
+    let why = "the prompt file was gone when the job ended";
+    tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
+    rec.archive_path = None;
+    rec.inbox_path = None;
+    rec.extra.insert("archive_error".into(), json!(why));
+    rec.save(layout)?;
+    events.append("archive_failed", json!({"reason": why}));
+    Ok(())
+}
+
+/// Complete the end of a job whose finisher stopped half-way (a crash, a
+/// kill): the ledger row from the record if it is missing, then the
+/// prompt's move where the record says, resolving what [`place`] resolves.
+/// Returns false if the prompt stays claimed by this job.
+///
+/// A claimed file that a newer job of the prompt holds (per the job index:
+/// the requeued prompt was claimed again), or a prompt already found where
+/// the record says, is left alone: only this job's own unfinished move is
+/// made. The caller guarantees that nothing else is finishing the job (its
+/// monitor is gone).
+pub fn resume(
+    layout: &Layout,
+    config: &Config,
+    mut ledger: Option<&mut Ledger>,
+    rec: &mut JobRecord,
+) -> bool {
+    if let Some(ledger) = ledger.as_deref_mut() {
+        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
+            tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled later");
         }
     }
+    let held = layout.running_prompt(&rec.prompt_name());
+    let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
+        return false;
+    };
+    if dest == held || std::fs::symlink_metadata(&held).is_err() {
+        return dest != held;
+    }
+    if newer_job_holds_claim(ledger.as_deref(), rec) {
+        return true;
+    }
+    if rec.archive_path.is_some() && holds_claimed_bytes(rec, &dest) {
+        return true; // Moved already: what is claimed now is not this job's.
+    }
+    let mut events = EventLog::open(&layout.events(&rec.job_id), config.events_for(rec));
+    match place(layout, rec, &mut events, &held, &dest) {
+        Ok(()) => {
+            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", rec.inbox_path.as_deref().unwrap_or("?"));
+            true
+        }
+        Err(e) => {
+            tracing::error!(job = %rec.job_id, "finishing the move of {}: {e}", held.display());
+            false
+        }
+    }
+}
 
-    /// The record named a move that did not happen: say so in it.
-    fn not_moved(
-        &self,
-        rec: &mut JobRecord,
-        events: &mut EventLog,
-        held: &Path,
-        outcome: Renamed,
-    ) -> Result<(), JobError> {
-        let why = match outcome {
-            Renamed::SourceGone => "the prompt file was gone when the job ended",
-            _ => "a file of that name already existed",
-        };
-        tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
-        rec.archive_path = None;
-        rec.inbox_path = None;
-        rec.extra.insert("archive_error".into(), json!(why));
-        rec.save(self.layout)?;
-        events.append("archive_failed", json!({"reason": why}));
-        Ok(())
+/// Does the job index know a job of `rec`'s prompt claimed after it?
+fn newer_job_holds_claim(ledger: Option<&Ledger>, rec: &JobRecord) -> bool {
+    let newest = ledger.map(|l| l.newest_job_of(&rec.project, &rec.name));
+    match newest {
+        Some(Ok(Some(job))) => job.id != rec.job_id.as_str(),
+        Some(Err(e)) => {
+            tracing::warn!(job = %rec.job_id, "{e}; its claimed prompt is left as it is");
+            true
+        }
+        _ => false,
     }
 }
 

@@ -26,6 +26,7 @@ mod ledger;
 mod lifecycle;
 mod notify;
 mod phases;
+mod races;
 mod recovery;
 mod routes;
 mod shutdown;
