@@ -54,6 +54,12 @@ impl Layout {
         self.root.join("daemon.lock")
     }
 
+    /// Locked (flock) by a retention pass for its whole length: the
+    /// daemon's and `jobwarden gc`'s passes take turns.
+    pub fn gc_lock(&self) -> PathBuf {
+        self.root.join("gc.lock")
+    }
+
     pub fn ledger(&self) -> PathBuf {
         self.root.join("ledger.db")
     }

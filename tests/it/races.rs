@@ -32,6 +32,21 @@ fn at_once(sb: &Sandbox, n: usize, args: &[&str]) -> Vec<CliOutput> {
     })
 }
 
+/// Every row of the ledger's `executions`, as `history list --json` gives them.
+fn history_rows(sb: &Sandbox) -> Vec<Value> {
+    let out = sb.run(&["history", "list", "--json", "--limit", "100000"]);
+    assert!(out.code() <= 1, "{out:?}");
+    serde_json::from_str::<Vec<Value>>(&out.stdout).unwrap_or_default()
+}
+
+/// The ids of those rows.
+fn execution_ids(sb: &Sandbox) -> Vec<String> {
+    history_rows(sb)
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
 /// Starts a daemon right after another was killed. A monitor the killed
 /// daemon was forking holds its lock until it execs, so the first tries may
 /// find the root locked: try again until one starts.
@@ -233,9 +248,9 @@ fn twenty_concurrent_retries_of_one_job_put_it_back_once() {
 
 // -- abort -------------------------------------------------------------------------
 
-/// Waits for `$OUT/release-<name>`.
+/// Waits for `$OUT/release-<name>` or `$OUT/release-all`.
 const GATED: &str = r#"echo "$1" >> "$OUT/ran"
-while [ ! -e "$OUT/release-$1" ]; do sleep 0.05; done"#;
+while [ ! -e "$OUT/release-$1" ] && [ ! -e "$OUT/release-all" ]; do sleep 0.05; done"#;
 
 #[test]
 fn concurrent_aborts_of_one_job_request_it_once() {
@@ -276,4 +291,143 @@ fn concurrent_aborts_of_one_job_request_it_once() {
     let again = sb.run(&["abort", &job.id]);
     assert_eq!(again.code(), 1, "{again:?}");
     assert!(again.stdout.contains("already ended"), "{again:?}");
+}
+
+// -- gc and history repair racing the daemon ----------------------------------------
+
+/// Runs `args` over and over on `threads` threads until `done()`; every run.
+fn while_running(
+    sb: &Sandbox,
+    threads: usize,
+    args: &[&str],
+    done: impl Fn() -> bool + Sync,
+) -> Vec<CliOutput> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut outs = Vec::new();
+                    while !done() {
+                        outs.push(sb.run(args));
+                    }
+                    outs
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("CLI thread"))
+            .collect()
+    })
+}
+
+/// Drops `n` prompts `<prefix>-<i>` in `proj`, one every few milliseconds.
+fn drop_many(sb: &Sandbox, prefix: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let name = format!("{prefix}-{i}");
+            sb.drop_prompt("proj", &name, format!("{name}\n"));
+            std::thread::sleep(millis(5));
+            name
+        })
+        .collect()
+}
+
+fn all_ran_once(sb: &Sandbox, names: &[String]) -> bool {
+    names.iter().all(|n| ran_count(sb, n) >= 1) && settled_in_inbox(sb)
+}
+
+#[test]
+fn gc_while_jobs_finish_loses_nothing_and_reports_no_error() {
+    let sb = Sandbox::new();
+    let script = sb.script("quick", QUICK);
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script, "{name}"])
+            .global("keep_runs", "0")
+            .global("keep_days", "0")
+            .global("gc_interval", "\"50ms\""),
+    );
+    let _d = Daemon::start(&sb);
+    let names = std::sync::Mutex::new(Vec::new());
+    let dropped = std::sync::atomic::AtomicBool::new(false);
+    let outs = std::thread::scope(|s| {
+        s.spawn(|| {
+            *names.lock().expect("names") = drop_many(&sb, "gc", 40);
+            dropped.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while_running(&sb, 3, &["gc", "--json"], || {
+            dropped.load(std::sync::atomic::Ordering::SeqCst)
+                && all_ran_once(&sb, &names.lock().expect("names"))
+        })
+    });
+    let names = names.into_inner().expect("names");
+    for out in &outs {
+        assert_eq!(out.code(), 0, "{out:?}");
+        let report: Value = serde_json::from_str(&out.stdout).expect("gc --json");
+        assert_eq!(report["errors"], 0, "{out:?}");
+    }
+    wait_until("every job's row in the ledger", secs(15), || {
+        (execution_ids(&sb).len() >= names.len()).then_some(())
+    });
+    let ids = execution_ids(&sb);
+    assert_eq!(ids.len(), names.len(), "one row per job: {ids:?}");
+    for name in &names {
+        assert_eq!(ran_count(&sb, name), 1, "{name} ran exactly once");
+    }
+    assert!(settled_in_inbox(&sb), "{:?}", sb.inbox_files());
+}
+
+#[test]
+fn history_repair_while_the_daemon_claims_and_records_loses_no_job_and_takes_no_row() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]).global("max_jobs", "4"));
+    let _d = Daemon::start(&sb);
+    let names = std::sync::Mutex::new(Vec::new());
+    let dropped = std::sync::atomic::AtomicBool::new(false);
+    let claimed = |n: usize| {
+        let waiting = sb
+            .inbox_files()
+            .iter()
+            .any(|p| p.to_string_lossy().ends_with(".prompt.md"));
+        !waiting && sb.jobs().len() >= n
+    };
+    // Claims race the repairs' listing of runs/ (the job index) ...
+    let outs = std::thread::scope(|s| {
+        s.spawn(|| {
+            *names.lock().expect("names") = drop_many(&sb, "rep", 30);
+            dropped.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        while_running(&sb, 3, &["history", "repair", "--json"], || {
+            dropped.load(std::sync::atomic::Ordering::SeqCst) && claimed(30)
+        })
+    });
+    let listed = sb.run(&["jobs", "--json", "--limit", "1000"]);
+    let listed: Vec<Value> = serde_json::from_str(&listed.stdout).expect("jobs --json");
+    assert_eq!(
+        listed.len(),
+        30,
+        "every claimed job is in the index: {listed:#?}"
+    );
+    // ... and jobs finishing race them for the ledger rows.
+    fs::write(sb.out().join("release-all"), "").expect("release");
+    let names = names.into_inner().expect("names");
+    let mut outs = outs;
+    outs.extend(while_running(
+        &sb,
+        3,
+        &["history", "repair", "--json"],
+        || all_ran_once(&sb, &names) && sb.jobs().iter().all(Job::is_done),
+    ));
+    for out in &outs {
+        assert_eq!(out.code(), 0, "{out:?}");
+    }
+    let rows = history_rows(&sb);
+    assert_eq!(rows.len(), 30, "one row per job, none twice: {rows:#?}");
+    for row in &rows {
+        assert_eq!(
+            row["source"], "daemon",
+            "the monitor writes its own row, with its output tails: {row:#}"
+        );
+    }
 }
