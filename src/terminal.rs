@@ -12,8 +12,13 @@
 //!    (cooldown, attempt number). If it cannot be written, the prompt is
 //!    archived instead of requeued: retries are never unbounded.
 //! 3. The prompt is renamed `*.running.md` → its next place, never
-//!    replacing a file (fsynced folders).
+//!    replacing a file (fsynced folders); a taken archive name makes it
+//!    take the next free one, recorded first.
 //! 4. The `requeued` or `archived` event (fail-soft).
+//!
+//! Every step can be run again: [`resume`] completes an end that a crash
+//! or a kill cut short (row, then move), and a move that finds its prompt
+//! already gone looks for it where it was going and records it there.
 //!
 //! Used by the monitor (normal ends) and the daemon (jobs that end before a
 //! monitor starts: rejected, aborted while queued, interrupted).
@@ -353,4 +358,42 @@ pub fn route(layout: &Layout, rec: &mut JobRecord, state: JobState, requeue: boo
 fn rel(layout: &Layout, path: &Path) -> String {
     let rel: PathBuf = layout.relative(path);
     rel.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobId;
+    use crate::layout::PromptName;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn a_prompt_already_moved_is_found_under_any_of_its_archive_names_by_digest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        let id = JobId::parse("job-1").expect("id");
+        let mut rec =
+            JobRecord::new_queued(id.clone(), &prompt, "inbox/p/n.running.md".into(), "h");
+        rec.prompt_sha256 = Some(crate::claim::hex(&Sha256::digest(b"mine\n")));
+        let first = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
+        fsio::create_dirs(first.parent().expect("folder")).expect("archive folder");
+        let failed = layout.archived_prompt_alt(JobState::Failed, &prompt, &id, 2);
+        fsio::create_dirs(failed.parent().expect("folder")).expect("archive folder");
+        let folder = first.parent().expect("folder").to_path_buf();
+        for (path, bytes) in [
+            (first.clone(), &b"planted\n"[..]),
+            (folder.join("n.job-1.x.md"), b"mine\n"),
+            (folder.join("n.job-10.md"), b"mine\n"),
+            (failed.clone(), b"mine\n"),
+        ] {
+            fsio::create_new_synced(&path, bytes).expect("write");
+        }
+        assert_eq!(already_placed(&layout, &rec, &first), Some(failed));
+        rec.prompt_sha256 = Some("0".repeat(64));
+        assert_eq!(already_placed(&layout, &rec, &first), None);
+    }
 }
