@@ -1,6 +1,7 @@
 //! The ABORT marker contract: any tool may create `runs/<job_id>/ABORT`
 //! (any content) to abort a job. `jobwarden abort` writes it atomically as
-//! JSON with the time and an optional reason; readers take a reason from
+//! JSON with the time and an optional reason, once (a second request
+//! leaves the first in place and is told so); readers take a reason from
 //! JSON `reason`, or else the first line of plain text. The daemon never
 //! removes a marker.
 
@@ -23,15 +24,44 @@ struct Marker {
     by: Option<String>,
 }
 
-/// Write the ABORT marker of `id` (atomically; replacing an earlier marker
-/// is harmless, the job only looks at its presence and reason).
-pub fn write_marker(layout: &Layout, id: &JobId, reason: Option<&str>) -> Result<(), IoError> {
+/// What [`write_marker`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requested {
+    /// This call wrote the marker.
+    Now,
+    /// A marker was already there (another `abort`, a tool): it is left as
+    /// it is; its time, when it says one.
+    Already(Option<Timestamp>),
+}
+
+/// Write the ABORT marker of `id` atomically, unless it already has one:
+/// one request per job, so that two aborts racing each other (or a tool)
+/// never replace each other's reason, and the second is told.
+pub fn write_marker(
+    layout: &Layout,
+    id: &JobId,
+    reason: Option<&str>,
+) -> Result<Requested, IoError> {
     let marker = Marker {
         requested_at: Some(Timestamp::now()),
         reason: reason.map(str::to_owned),
         by: Some(format!("jobwarden abort (uid {})", nix::unistd::getuid())),
     };
-    fsio::write_json_atomic(&layout.abort_marker(id), &marker)
+    let path = layout.abort_marker(id);
+    let mut bytes = serde_json::to_vec_pretty(&marker)
+        .map_err(|e| IoError::new("serialising", &path, std::io::Error::other(e)))?;
+    bytes.push(b'\n');
+    if fsio::create_new_atomic(&path, &bytes)? {
+        return Ok(Requested::Now);
+    }
+    Ok(Requested::Already(requested_at(layout, id)))
+}
+
+/// When the marker of `id` says it was written, if it is ours.
+fn requested_at(layout: &Layout, id: &JobId) -> Option<Timestamp> {
+    let (bytes, _) =
+        fsio::read_capped(layout.root(), &layout.abort_marker(id), MAX_MARKER_BYTES).ok()?;
+    serde_json::from_slice::<Marker>(&bytes).ok()?.requested_at
 }
 
 /// Longest marker content read; the rest is ignored.
@@ -105,8 +135,11 @@ mod tests {
         let id = JobId::generate();
         std::fs::create_dir_all(layout.run_dir(&id)).expect("run dir");
         assert!(!requested(&layout, &id));
-        write_marker(&layout, &id, Some("operator said so")).expect("write");
+        let first = write_marker(&layout, &id, Some("operator said so")).expect("write");
+        assert_eq!(first, Requested::Now);
         assert!(requested(&layout, &id));
+        let second = write_marker(&layout, &id, Some("me too")).expect("second");
+        assert!(matches!(second, Requested::Already(Some(_))), "{second:?}");
         assert_eq!(reason(&layout, &id), "aborted by request: operator said so");
     }
 }

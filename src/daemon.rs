@@ -719,15 +719,20 @@ impl Daemon {
                 // prompt's move leaves it claimed, and maybe its row unwritten:
                 // finish both, unless the claim is a newer job's (the prompt
                 // was requeued and claimed again before this end was seen).
-                if self.release_claim(&rec.prompt_name(), id) {
-                    recover::finish_move(&self.layout, &mut rec);
-                }
                 let row = self
                     .ledger
                     .as_mut()
                     .map(|l| backfill::ensure_row(&self.layout, l, &rec));
                 if let Some(Err(e)) = row {
                     self.ledger_failed(&e);
+                }
+                if self.release_claim(&rec.prompt_name(), id) {
+                    crate::terminal::resume(
+                        &self.layout,
+                        &self.config,
+                        self.ledger.as_mut(),
+                        &mut rec,
+                    );
                 }
                 self.unblock(&rec.prompt_name());
             }

@@ -69,6 +69,29 @@ pub fn create_new_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     f.sync_all().ctx("syncing", path)
 }
 
+/// Create `path` with `bytes` atomically (readers see all of it or no
+/// file), fsynced, unless a file of that name exists: then nothing is
+/// written and `false` is returned. Never replaces anything.
+pub fn create_new_atomic(path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
+    let tmp = temp_sibling(path);
+    write_synced(&tmp, bytes)?;
+    // Both names are in one folder: the walk starts there.
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let placed = rename_noreplace(folder, &tmp, path);
+    if !matches!(placed, Ok(Renamed::Done)) {
+        let _ = fs::remove_file(&tmp);
+    }
+    match placed? {
+        Renamed::Done => Ok(true),
+        Renamed::TargetExists => Ok(false),
+        Renamed::SourceGone => Err(IoError::new(
+            "creating",
+            path,
+            io::Error::other(format!("its temporary file {} vanished", tmp.display())),
+        )),
+    }
+}
+
 fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<(), IoError> {
     create_new_synced(tmp, bytes)
 }
@@ -150,6 +173,29 @@ pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
         Ok(lock) => Ok(Some(lock)),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
         Err((_, e)) => Err(IoError::new("locking", path, e.into())),
+    }
+}
+
+/// Take an exclusive `flock` on `path` (created if missing), waiting for
+/// whoever holds it. Released when the handle is dropped (or the process
+/// ends); close-on-exec like [`try_lock`].
+pub fn lock_wait(path: &Path) -> Result<Flock<File>, IoError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .ctx("opening lock", path)?;
+    let mut file = file;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusive) {
+            Ok(lock) => return Ok(lock),
+            Err((again, Errno::EINTR)) => file = again,
+            Err((_, e)) => return Err(IoError::new("locking", path, e.into())),
+        }
     }
 }
 

@@ -10,7 +10,8 @@
 //! by a valid job id, any file outside `archive/`, and `executions` rows.
 //!
 //! Used by `jobwarden gc` and periodically by the daemon (which decides
-//! when); it never fails as a whole: each failure is logged and counted.
+//! when), one pass at a time (`gc.lock` at the root); it never fails as a
+//! whole: each failure is logged and counted.
 //! Deletions are not fsynced: one that a crash undoes is simply redone by
 //! the next pass.
 
@@ -21,6 +22,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
@@ -69,6 +71,16 @@ pub fn collect(layout: &Layout, config: &Config, ledger: &mut Ledger, dry_run: b
     let mut report = GcReport {
         dry_run,
         ..GcReport::default()
+    };
+    // One pass at a time (the daemon's, `jobwarden gc`): two passes would
+    // judge and remove the same folders at once.
+    let _turn = match fsio::lock_wait(&layout.gc_lock()) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::error!("gc: {e}; nothing was pruned");
+            report.errors += 1;
+            return report;
+        }
     };
     let finished = scan(layout, &mut report);
     let total = finished.len();
@@ -214,6 +226,9 @@ fn remove_run_dir(report: &mut GcReport, dir: PathBuf) {
     // remove_dir_all never follows symlinks, at the top or inside.
     match fs::remove_dir_all(&dir) {
         Ok(()) => note_run(report, dir),
+        // Removed meanwhile by someone else (a person, an older version):
+        // what was to be done is done.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             tracing::error!("gc: removing {}: {e}", dir.display());
             report.errors += 1;
@@ -310,7 +325,6 @@ fn log_summary(r: &GcReport) {
 mod tests {
     use super::*;
     use crate::config::{ConfigSource, parse};
-    use crate::fsio;
     use crate::job::JobState;
     use crate::layout::PromptName;
 

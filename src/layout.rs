@@ -54,6 +54,12 @@ impl Layout {
         self.root.join("daemon.lock")
     }
 
+    /// Locked (flock) by a retention pass for its whole length: the
+    /// daemon's and `jobwarden gc`'s passes take turns.
+    pub fn gc_lock(&self) -> PathBuf {
+        self.root.join("gc.lock")
+    }
+
     pub fn ledger(&self) -> PathBuf {
         self.root.join("ledger.db")
     }
@@ -196,6 +202,19 @@ impl Layout {
             .join(format!(".{}{RETRY_REQUEST_SUFFIX}", prompt.name))
     }
 
+    /// Locked (flock) by `jobwarden retry` while it decides and puts a
+    /// prompt back, so that retries take turns. One for the root: retries
+    /// are rare and quick, and no lock file is left beside any prompt.
+    pub fn retry_lock(&self) -> PathBuf {
+        self.root.join("retry.lock")
+    }
+
+    /// Written once by `jobwarden retry` when it has put job `id`'s prompt
+    /// back: a job is retried at most once (its retry is the next to retry).
+    pub fn retried_marker(&self, id: &JobId) -> PathBuf {
+        self.run_dir(id).join("retried.json")
+    }
+
     /// The temporary copy `jobwarden retry` writes before renaming it to
     /// the prompt's waiting name; `unique` keeps two writers apart.
     pub fn retry_temp(&self, prompt: &PromptName, unique: &str) -> PathBuf {
@@ -210,6 +229,43 @@ impl Layout {
             .join(state.as_str())
             .join(&prompt.project)
             .join(format!("{}.{id}.md", prompt.name))
+    }
+
+    /// The `n`th other name of a job's archived prompt, for when
+    /// [`Layout::archived_prompt`] is taken by a file that is not its own
+    /// (a leftover, or planted): `<name>.<job_id>.<n>.md`.
+    pub fn archived_prompt_alt(
+        &self,
+        state: JobState,
+        prompt: &PromptName,
+        id: &JobId,
+        n: u32,
+    ) -> PathBuf {
+        self.archived_prompt(state, prompt, id)
+            .with_file_name(format!("{}.{id}.{n}.md", prompt.name))
+    }
+
+    /// Every file in the archive, under any state, named as one of job
+    /// `id`'s archived prompts (`<name>.<id>.md` or `<name>.<id>.<n>.md`):
+    /// where its prompt may be when its record does not say.
+    pub fn archived_prompt_candidates(&self, prompt: &PromptName, id: &JobId) -> Vec<PathBuf> {
+        let stem = format!("{}.{id}.", prompt.name);
+        let ours = |file: &str| {
+            file.strip_prefix(&stem)
+                .and_then(|rest| rest.strip_suffix("md"))
+                .is_some_and(|n| n.is_empty() || n.strip_suffix('.').is_some_and(is_number))
+        };
+        let states = std::fs::read_dir(self.archive()).into_iter().flatten();
+        let mut found: Vec<PathBuf> = states
+            .flatten()
+            .map(|state| state.path().join(&prompt.project))
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flat_map(|entries| entries.flatten())
+            .filter(|e| e.file_name().to_str().is_some_and(ours))
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        found
     }
 
     /// Where an orphaned claim goes back to when its name is taken by a
@@ -281,6 +337,10 @@ const PROMPT_COPY_FILE: &str = "prompt.md";
 const BODY_FILE: &str = "body.md";
 const EVENTS_FILE: &str = "events.jsonl";
 const WORK_DIR: &str = "work";
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
 
 /// A prompt's identity: its inbox folder (`project`, "" at the top) and its
 /// name without suffix. The ledger key of a prompt.

@@ -37,7 +37,7 @@
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
-//!   in a recoverable order.
+//!   in a recoverable order; resuming an end cut short.
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),

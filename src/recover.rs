@@ -122,9 +122,13 @@ pub fn reconcile(
         }
     }
     // A claimed prompt that no live job holds, whose newest job ended: that
-    // job's monitor died before moving it. Finish the move it recorded.
+    // job's finisher stopped before moving it (its monitor is gone: a live
+    // one was adopted above). Complete the finish as the record says.
     for (running, mut rec) in ended {
-        if running.exists() && !held.contains(&running) && !finish_move(layout, &mut rec) {
+        if !running.exists() || held.contains(&running) {
+            continue;
+        }
+        if !crate::terminal::resume(layout, config, ledger.as_deref_mut(), &mut rec) {
             // Never requeue a prompt whose job ended but could not be moved.
             held.insert(running);
         }
@@ -248,8 +252,9 @@ pub fn interrupt(
     why: &str,
     may_wait: bool,
 ) -> Option<Clearing> {
+    let mut ledger = ledger;
     if witnessed_end(layout, config, ledger.as_deref(), rec) {
-        finish_move(layout, rec);
+        crate::terminal::resume(layout, config, ledger.as_deref_mut(), rec);
         return None;
     }
     let may_requeue = match clear_orphaned_group(rec) {
@@ -328,56 +333,6 @@ fn keep_newest(ended: &mut HashMap<PathBuf, JobRecord>, running: PathBuf, rec: J
     if ended.get(&running).is_none_or(newer) {
         ended.insert(running, rec);
     }
-}
-
-/// Finish the move a terminal record names for its still-claimed prompt:
-/// back to the inbox (requeued; archived instead if a new drop took the
-/// name) or to the archive. Returns false if the prompt stays claimed.
-///
-/// Only for the newest job of a prompt, and only while no other job holds
-/// the claim: the caller guarantees it.
-pub fn finish_move(layout: &Layout, rec: &mut JobRecord) -> bool {
-    let held = layout.running_prompt(&rec.prompt_name());
-    let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
-        return false;
-    };
-    if dest == held || !held.exists() {
-        return dest != held;
-    }
-    match move_once(layout.root(), &held, &dest) {
-        Ok(Renamed::Done) => {
-            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", dest.display());
-            true
-        }
-        Ok(Renamed::TargetExists) if rec.archive_path.is_none() => {
-            archive_instead(layout, rec, &held)
-        }
-        Ok(other) => {
-            tracing::warn!(job = %rec.job_id, "moving {} to {} not finished: {other:?}", held.display(), dest.display());
-            false
-        }
-        Err(e) => {
-            tracing::error!(job = %rec.job_id, "{e}");
-            false
-        }
-    }
-}
-
-fn move_once(root: &Path, held: &Path, dest: &Path) -> Result<Renamed, crate::error::IoError> {
-    if let Some(dir) = dest.parent() {
-        fsio::create_dirs(root, dir)?;
-    }
-    fsio::rename_noreplace(root, held, dest)
-}
-
-/// A requeue whose name a new drop took: archive the ended attempt's prompt.
-fn archive_instead(layout: &Layout, rec: &mut JobRecord, held: &Path) -> bool {
-    let archive = crate::terminal::route(layout, rec, rec.state, false);
-    if let Err(e) = rec.save(layout) {
-        tracing::error!(job = %rec.job_id, "{e}");
-        return false;
-    }
-    matches!(move_once(layout.root(), held, &archive), Ok(Renamed::Done))
 }
 
 /// Rename every `*.running.md` that no record holds back to `*.prompt.md`

@@ -12,8 +12,13 @@
 //!    (cooldown, attempt number). If it cannot be written, the prompt is
 //!    archived instead of requeued: retries are never unbounded.
 //! 3. The prompt is renamed `*.running.md` → its next place, never
-//!    replacing a file (fsynced folders).
+//!    replacing a file (fsynced folders); a taken archive name makes it
+//!    take the next free one, recorded first.
 //! 4. The `requeued` or `archived` event (fail-soft).
+//!
+//! Every step can be run again: [`resume`] completes an end that a crash
+//! or a kill cut short (row, then move), and a move that finds its prompt
+//! already gone looks for it where it was going and records it there.
 //!
 //! Used by the monitor (normal ends) and the daemon (jobs that end before a
 //! monitor starts: rejected, aborted while queued, interrupted).
@@ -134,6 +139,7 @@ impl Finisher<'_> {
         }
     }
 
+    /// Move the claimed prompt `held` to where the record says.
     fn move_prompt(
         &self,
         rec: &mut JobRecord,
@@ -141,83 +147,228 @@ impl Finisher<'_> {
         held: &Path,
         dest: &Path,
     ) -> Result<(), JobError> {
-        let root = self.layout.root();
-        let moved = dest
-            .parent()
-            .map_or(Ok(()), |dir| fsio::create_dirs(root, dir))
-            .and_then(|()| fsio::rename_noreplace(root, held, dest));
-        let moved = match moved {
-            Err(e) if fsio::is_refusal(&e) => return self.refused(rec, events, held, &e),
-            other => other?,
-        };
-        let requeue = rec.archive_path.is_none();
-        match moved {
-            Renamed::Done => {
-                let op = if requeue { "requeued" } else { "archived" };
-                events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
+        place(self.layout, rec, events, held, dest)
+    }
+}
+
+/// Move an ended job's claimed prompt `held` to `dest`, where its record
+/// says it goes, never replacing a file. Every step may be run again after
+/// a crash or by a second finisher, and ends with the record naming where
+/// the prompt really is:
+///
+/// - a requeue whose name a new drop took: archived instead;
+/// - an archive name taken by a file that is not this job's (a leftover,
+///   or planted): the next free `<name>.<job_id>.<n>.md`;
+/// - the prompt already moved (a finish that was cut short after its move,
+///   or another finisher that went first): found at `dest` or elsewhere in
+///   the archive by its digest, and recorded there.
+fn place(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    held: &Path,
+    dest: &Path,
+) -> Result<(), JobError> {
+    let root = layout.root();
+    let moved = dest
+        .parent()
+        .map_or(Ok(()), |dir| fsio::create_dirs(root, dir))
+        .and_then(|()| fsio::rename_noreplace(root, held, dest));
+    let moved = match moved {
+        Err(e) if fsio::is_refusal(&e) => return refused(layout, rec, events, held, &e),
+        other => other?,
+    };
+    let requeue = rec.archive_path.is_none();
+    match moved {
+        Renamed::Done => {
+            announce(rec, events);
+            Ok(())
+        }
+        Renamed::TargetExists => {
+            // A requeue whose name a new drop took: that drop is the next
+            // run, and this attempt's prompt is archived. An archive name
+            // that is taken: the next free one.
+            let next = if requeue {
+                route(layout, rec, rec.state, false)
+            } else {
+                free_archive_name(layout, rec, dest)
+            };
+            rec.save(layout)?;
+            place(layout, rec, events, held, &next)
+        }
+        Renamed::SourceGone => match already_placed(layout, rec, dest) {
+            Some(found) => {
+                if found != dest {
+                    record_place(layout, rec, &found);
+                    rec.save(layout)?;
+                }
+                tracing::info!(job = %rec.job_id, "its prompt was already moved to {}", found.display());
+                announce(rec, events);
                 Ok(())
             }
-            Renamed::TargetExists if requeue => {
-                // A new drop of the same prompt took the name meanwhile: it
-                // is the next run; this attempt's prompt is archived.
-                let outcome = rec
-                    .outcome
-                    .as_deref()
-                    .and_then(|o| o.parse().ok())
-                    .unwrap_or(Outcome::Failure);
-                self.plan(rec, rec.state, outcome, false);
-                rec.save(self.layout)?;
-                let archive = self
-                    .layout
-                    .resolve(rec.inbox_path.as_deref().unwrap_or_default());
-                self.move_prompt(rec, events, held, &archive)
-            }
-            other => self.not_moved(rec, events, held, other),
+            None => not_moved(layout, rec, events, held),
+        },
+    }
+}
+
+fn announce(rec: &JobRecord, events: &mut EventLog) {
+    let op = if rec.archive_path.is_none() {
+        "requeued"
+    } else {
+        "archived"
+    };
+    events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
+}
+
+/// The first archive name of `rec`'s prompt after `taken` that no file
+/// holds yet (a rename that still finds one taken simply asks again).
+fn free_archive_name(layout: &Layout, rec: &mut JobRecord, taken: &Path) -> PathBuf {
+    tracing::warn!(job = %rec.job_id, "{} already exists and is not this job's prompt; archiving under another name", taken.display());
+    let prompt = rec.prompt_name();
+    let free = (1..)
+        .map(|n| layout.archived_prompt_alt(rec.state, &prompt, &rec.job_id, n))
+        .find(|p| std::fs::symlink_metadata(p).is_err() && p.as_path() != taken)
+        .unwrap_or_else(|| taken.to_path_buf());
+    record_place(layout, rec, &free);
+    free
+}
+
+/// Say in the record that the prompt is archived at `path`.
+fn record_place(layout: &Layout, rec: &mut JobRecord, path: &Path) {
+    let rel = rel(layout, path);
+    rec.disposition = Some("archived".to_owned());
+    rec.archive_path = Some(rel.clone());
+    rec.inbox_path = Some(rel);
+    rec.extra.remove("archive_error");
+}
+
+/// Where an ended job's prompt already is, when its claimed file is gone:
+/// `dest` itself, or any of its archive names, holding the bytes it
+/// claimed (any, for an old record without a digest).
+pub fn already_placed(layout: &Layout, rec: &JobRecord, dest: &Path) -> Option<PathBuf> {
+    let archived = layout.archived_prompt_candidates(&rec.prompt_name(), &rec.job_id);
+    std::iter::once(dest.to_path_buf())
+        .chain(archived)
+        .find(|p| holds_claimed_bytes(layout, rec, p))
+}
+
+/// Does `path` hold the bytes `rec` claimed?
+fn holds_claimed_bytes(layout: &Layout, rec: &JobRecord, path: &Path) -> bool {
+    use sha2::{Digest, Sha256};
+    let Ok((bytes, false)) = fsio::read_capped(layout.root(), path, MAX_PROMPT_READ) else {
+        return false;
+    };
+    match rec.prompt_sha256.as_deref() {
+        Some(digest) => crate::claim::hex(&Sha256::digest(&bytes)) == digest,
+        None => true,
+    }
+}
+
+/// Longest prompt read to compare digests; larger ones were never claimed.
+const MAX_PROMPT_READ: u64 = 1 << 30;
+
+/// The destination's folder is not a folder we may write through (a
+/// symlink, a FIFO): the prompt stays where it is, held by this record,
+/// never moved through the link and never lost; the record says why.
+fn refused(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    held: &Path,
+    e: &crate::error::IoError,
+) -> Result<(), JobError> {
+    let why = format!(
+        "{e}; the prompt stays at {} until the folder is fixed",
+        held.display()
+    );
+    tracing::warn!(job = %rec.job_id, "prompt not moved: {why}");
+    rec.archive_path = None;
+    rec.inbox_path = Some(rel(layout, held));
+    rec.extra.insert("archive_error".into(), json!(why));
+    rec.save(layout)?;
+    events.append("archive_failed", json!({"reason": why}));
+    Ok(())
+}
+
+/// The record named a move that did not happen and the prompt is nowhere
+/// to be found: say so in it.
+fn not_moved(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    held: &Path,
+) -> Result<(), JobError> {
+    let why = "the prompt file was gone when the job ended";
+    tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
+    rec.archive_path = None;
+    rec.inbox_path = None;
+    rec.extra.insert("archive_error".into(), json!(why));
+    rec.save(layout)?;
+    events.append("archive_failed", json!({"reason": why}));
+    Ok(())
+}
+
+/// Complete the end of a job whose finisher stopped half-way (a crash, a
+/// kill): the ledger row from the record if it is missing, then the
+/// prompt's move where the record says, resolving what [`place`] resolves.
+/// Returns false if the prompt stays claimed by this job.
+///
+/// A claimed file that a newer job of the prompt holds (per the job index:
+/// the requeued prompt was claimed again), or a prompt already found where
+/// the record says, is left alone: only this job's own unfinished move is
+/// made. The caller guarantees that nothing else is finishing the job (its
+/// monitor is gone).
+pub fn resume(
+    layout: &Layout,
+    config: &Config,
+    mut ledger: Option<&mut Ledger>,
+    rec: &mut JobRecord,
+) -> bool {
+    if let Some(ledger) = ledger.as_deref_mut() {
+        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
+            tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled later");
         }
     }
-
-    /// The destination's folder is not a folder we may write through (a
-    /// symlink, a FIFO): the prompt stays where it is, held by this record,
-    /// never moved through the link and never lost; the record says why.
-    fn refused(
-        &self,
-        rec: &mut JobRecord,
-        events: &mut EventLog,
-        held: &Path,
-        e: &crate::error::IoError,
-    ) -> Result<(), JobError> {
-        let why = format!(
-            "{e}; the prompt stays at {} until the folder is fixed",
-            held.display()
-        );
-        tracing::warn!(job = %rec.job_id, "prompt not moved: {why}");
-        rec.archive_path = None;
-        rec.inbox_path = Some(rel(self.layout, held));
-        rec.extra.insert("archive_error".into(), json!(why));
-        rec.save(self.layout)?;
-        events.append("archive_failed", json!({"reason": why}));
-        Ok(())
+    let held = layout.running_prompt(&rec.prompt_name());
+    let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
+        return false;
+    };
+    if dest == held || std::fs::symlink_metadata(&held).is_err() {
+        return dest != held;
     }
+    if newer_job_holds_claim(ledger.as_deref(), rec) {
+        return true;
+    }
+    if rec.archive_path.is_some() && holds_claimed_bytes(layout, rec, &dest) {
+        return true; // Moved already: what is claimed now is not this job's.
+    }
+    let mut events = EventLog::open(
+        layout.root(),
+        &layout.events(&rec.job_id),
+        config.events_for(rec),
+    );
+    match place(layout, rec, &mut events, &held, &dest) {
+        Ok(()) => {
+            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", rec.inbox_path.as_deref().unwrap_or("?"));
+            true
+        }
+        Err(e) => {
+            tracing::error!(job = %rec.job_id, "finishing the move of {}: {e}", held.display());
+            false
+        }
+    }
+}
 
-    /// The record named a move that did not happen: say so in it.
-    fn not_moved(
-        &self,
-        rec: &mut JobRecord,
-        events: &mut EventLog,
-        held: &Path,
-        outcome: Renamed,
-    ) -> Result<(), JobError> {
-        let why = match outcome {
-            Renamed::SourceGone => "the prompt file was gone when the job ended",
-            _ => "a file of that name already existed",
-        };
-        tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
-        rec.archive_path = None;
-        rec.inbox_path = None;
-        rec.extra.insert("archive_error".into(), json!(why));
-        rec.save(self.layout)?;
-        events.append("archive_failed", json!({"reason": why}));
-        Ok(())
+/// Does the job index know a job of `rec`'s prompt claimed after it?
+fn newer_job_holds_claim(ledger: Option<&Ledger>, rec: &JobRecord) -> bool {
+    let newest = ledger.map(|l| l.newest_job_of(&rec.project, &rec.name));
+    match newest {
+        Some(Ok(Some(job))) => job.id != rec.job_id.as_str(),
+        Some(Err(e)) => {
+            tracing::warn!(job = %rec.job_id, "{e}; its claimed prompt is left as it is");
+            true
+        }
+        _ => false,
     }
 }
 
@@ -240,4 +391,42 @@ pub fn route(layout: &Layout, rec: &mut JobRecord, state: JobState, requeue: boo
 fn rel(layout: &Layout, path: &Path) -> String {
     let rel: PathBuf = layout.relative(path);
     rel.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobId;
+    use crate::layout::PromptName;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn a_prompt_already_moved_is_found_under_any_of_its_archive_names_by_digest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path());
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        let id = JobId::parse("job-1").expect("id");
+        let mut rec =
+            JobRecord::new_queued(id.clone(), &prompt, "inbox/p/n.running.md".into(), "h");
+        rec.prompt_sha256 = Some(crate::claim::hex(&Sha256::digest(b"mine\n")));
+        let first = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
+        fsio::create_dirs(dir.path(), first.parent().expect("folder")).expect("archive folder");
+        let failed = layout.archived_prompt_alt(JobState::Failed, &prompt, &id, 2);
+        fsio::create_dirs(dir.path(), failed.parent().expect("folder")).expect("archive folder");
+        let folder = first.parent().expect("folder").to_path_buf();
+        for (path, bytes) in [
+            (first.clone(), &b"planted\n"[..]),
+            (folder.join("n.job-1.x.md"), b"mine\n"),
+            (folder.join("n.job-10.md"), b"mine\n"),
+            (failed.clone(), b"mine\n"),
+        ] {
+            fsio::create_new_synced(&path, bytes).expect("write");
+        }
+        assert_eq!(already_placed(&layout, &rec, &first), Some(failed));
+        rec.prompt_sha256 = Some("0".repeat(64));
+        assert_eq!(already_placed(&layout, &rec, &first), None);
+    }
 }

@@ -6,9 +6,11 @@
 //! unknown). `--all` takes the jobs that have not ended from the job index,
 //! each confirmed by its `job.json` (the record wins over a stale index);
 //! without a ledger it reads the run folders. A job that already ended is
-//! reported and not marked; it makes the exit status 1 only when nothing
-//! else was aborted. `--wait` polls each marked job's record until it is
-//! terminal and prints its final state as it arrives.
+//! reported and not marked, as is a job whose marker is already there
+//! (another abort went first: the marker is never replaced); either makes
+//! the exit status 1 only when nothing else was aborted. `--wait` polls
+//! the record of each job marked (or already marked) until it is terminal
+//! and prints its final state as it arrives.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -52,9 +54,9 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
         return Err(No("no job to abort: none is queued or running".into()).into());
     }
     let mut out = std::io::stdout().lock();
-    let marked = mark_all(&layout, &targets, args, &mut out)?;
-    if args.wait && !marked.is_empty() {
-        wait_for(&layout, marked.clone(), &mut out)?;
+    let (marked, already) = mark_all(&layout, &targets, args, &mut out)?;
+    if args.wait && !(marked.is_empty() && already.is_empty()) {
+        wait_for(&layout, [marked.clone(), already].concat(), &mut out)?;
     }
     if marked.is_empty() {
         if args.all {
@@ -65,16 +67,18 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// Mark each target, saying what was done; the jobs marked. A stdout that
-/// fails (a reader that closed it) stops the saying, not the marking: the
-/// error is returned once every target is marked.
+/// Mark each target, saying what was done; the jobs marked, and those
+/// whose abort another request had already asked for. A stdout that fails
+/// (a reader that closed it) stops the saying, not the marking: the error
+/// is returned once every target is marked.
 fn mark_all(
     layout: &Layout,
     targets: &[JobId],
     args: &AbortArgs,
     out: &mut impl Write,
-) -> anyhow::Result<Vec<JobId>> {
+) -> anyhow::Result<(Vec<JobId>, Vec<JobId>)> {
     let mut marked = Vec::new();
+    let mut waiting = Vec::new();
     let mut said = Ok(());
     for id in targets {
         let text = match mark(layout, id, args.reason.as_deref(), args.all)? {
@@ -83,6 +87,10 @@ fn mark_all(
                 text
             }
             Marking::Ended(text) => text,
+            Marking::AlreadyRequested(text) => {
+                waiting.push(id.clone());
+                text
+            }
             Marking::Missing(text) => {
                 crate::logging::line(format_args!("jobwarden: {text}"));
                 continue;
@@ -95,7 +103,7 @@ fn mark_all(
     }
     said.and_then(|()| out.flush())
         .context("writing to stdout")?;
-    Ok(marked)
+    Ok((marked, waiting))
 }
 
 /// Resolve every argument before acting on any. `Err(code)` when one
@@ -159,6 +167,9 @@ enum Marking {
     Marked(String),
     /// The job had already ended: no marker.
     Ended(String),
+    /// Its marker was already there (another abort went first): left as
+    /// it is. `--wait` still waits for it.
+    AlreadyRequested(String),
     /// Its record is gone (pruned): no marker.
     Missing(String),
     /// Nothing to say: under `--all`, a job the index still lists that
@@ -188,9 +199,20 @@ fn mark(layout: &Layout, id: &JobId, reason: Option<&str>, all: bool) -> anyhow:
         let text = format!("{id}: already ended ({}) {label}", rec.state);
         return Ok(Marking::Ended(text));
     }
-    abort::write_marker(layout, id, reason)?;
-    let text = format!("{id}: abort requested ({}) {label}", rec.state);
-    Ok(Marking::Marked(text))
+    match abort::write_marker(layout, id, reason)? {
+        abort::Requested::Now => {
+            let text = format!("{id}: abort requested ({}) {label}", rec.state);
+            Ok(Marking::Marked(text))
+        }
+        abort::Requested::Already(at) => {
+            let at = at.map(|t| format!(" at {t}")).unwrap_or_default();
+            let text = format!(
+                "{id}: abort already requested{at} ({}) {label}; nothing more to do",
+                rec.state
+            );
+            Ok(Marking::AlreadyRequested(text))
+        }
+    }
 }
 
 /// Poll the records of `pending` until each is terminal, printing each

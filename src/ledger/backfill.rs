@@ -2,7 +2,8 @@
 //! one (source `repair`), so a failed insert never loses an execution; and
 //! the job index is brought in line with `runs/` (rows upserted from every
 //! readable record, rows of vanished folders dropped). Idempotent; run by
-//! `history repair` and at every daemon start.
+//! `history repair` and at every daemon start. A record whose monitor still
+//! lives is left to it (it writes its own row, racing us otherwise).
 
 use serde::Serialize;
 
@@ -45,6 +46,9 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
             continue;
         }
         report.checked += 1;
+        if finishing(layout, ledger, &rec) {
+            continue;
+        }
         match ensure_row(layout, ledger, &rec) {
             Ok(true) => report.inserted += 1,
             Ok(false) => {}
@@ -54,7 +58,14 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
             }
         }
     }
-    match ledger.sync_job_index(&index) {
+    // A row missing from our listing may be a job claimed since: it is
+    // dropped only if its folder is really gone.
+    let gone = |id: &str| {
+        crate::job::JobId::parse(id)
+            .ok()
+            .is_none_or(|id| std::fs::symlink_metadata(layout.run_dir(&id)).is_err())
+    };
+    match ledger.sync_job_index(&index, gone) {
         Ok(gone) => {
             report.indexed = index.len();
             report.unindexed = gone;
@@ -71,6 +82,17 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
         );
     }
     report
+}
+
+/// Is `rec`'s row missing only because its monitor, still alive, is about
+/// to write it? A `history repair` running beside the daemon must not take
+/// the row from it: the monitor's row carries the output tails and paths
+/// that a backfilled one lacks. (The row is backfilled later if the monitor
+/// dies first.)
+fn finishing(layout: &Layout, ledger: &Ledger, rec: &JobRecord) -> bool {
+    use crate::recover::{Monitor, monitor_state};
+    !ledger.has_execution(rec.job_id.as_str()).unwrap_or(true)
+        && matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_))
 }
 
 /// Insert the row of terminal record `rec` if it is missing; true if inserted.

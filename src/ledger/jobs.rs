@@ -126,11 +126,17 @@ impl Ledger {
         write(&mut self.conn).map_err(|e| self.err(e))
     }
 
-    /// Make the index hold exactly `present` (a full listing of `runs/`):
-    /// upsert them and drop rows of folders that are gone. One transaction.
-    pub fn sync_job_index(&mut self, present: &[IndexedJob]) -> Result<usize, LedgerError> {
+    /// Make the index hold `present` (a full listing of `runs/`): upsert
+    /// them and drop the rows of other jobs whose folders `gone` confirms
+    /// are gone. A job claimed after the listing was taken is indexed by
+    /// its claimer and not in `present`: it is kept. Returns the rows dropped.
+    pub fn sync_job_index(
+        &mut self,
+        present: &[IndexedJob],
+        gone: impl Fn(&str) -> bool,
+    ) -> Result<usize, LedgerError> {
         self.index_jobs(present)?;
-        let sync = |conn: &mut rusqlite::Connection| {
+        let absent = |conn: &mut rusqlite::Connection| {
             let tx = conn.transaction()?;
             tx.execute_batch("CREATE TEMP TABLE IF NOT EXISTS present (id TEXT PRIMARY KEY) WITHOUT ROWID; DELETE FROM temp.present;")?;
             {
@@ -140,15 +146,18 @@ impl Ledger {
                     add.execute([&j.id])?;
                 }
             }
-            let gone = tx.execute(
-                "DELETE FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)",
-                [],
-            )?;
+            let ids = tx
+                .prepare("SELECT id FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)")?
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()?;
             tx.execute("DELETE FROM temp.present", [])?;
             tx.commit()?;
-            Ok(gone)
+            Ok(ids)
         };
-        sync(&mut self.conn).map_err(|e| self.err(e))
+        let absent = absent(&mut self.conn).map_err(|e| self.err(e))?;
+        let gone: Vec<String> = absent.into_iter().filter(|id| gone(id)).collect();
+        self.unindex_jobs(&gone)?;
+        Ok(gone.len())
     }
 
     /// Forget jobs whose run folders were removed.

@@ -236,9 +236,16 @@ fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, b.job_id.as_str());
 
+    // A job missing from the listing whose folder is still there (claimed
+    // after the listing was taken) keeps its row.
+    let kept = l
+        .sync_job_index(&[IndexedJob::from_record(&a_done)], |_| false)
+        .expect("sync");
+    assert_eq!(kept, 0);
+    assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_some());
     // The folder of `b` is gone: a sync drops its row.
     let gone = l
-        .sync_job_index(&[IndexedJob::from_record(&a_done)])
+        .sync_job_index(&[IndexedJob::from_record(&a_done)], |_| true)
         .expect("sync");
     assert_eq!(gone, 1);
     assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_none());

@@ -20,7 +20,10 @@
 //! touched: the request is a file, like the ABORT marker, so the CLI needs
 //! no write access to the ledger and no daemon has to be running.
 
+use std::fs::File;
 use std::os::unix::fs::MetadataExt;
+
+use nix::fcntl::Flock;
 
 use serde::{Deserialize, Serialize};
 
@@ -132,6 +135,55 @@ pub fn put_back(
             Err(e)
         }
     }
+}
+
+/// Wait for our turn: `jobwarden retry` holds this lock while it decides
+/// whether a job may be retried and puts its prompt back, so that a second
+/// retry racing it sees what the first left (a waiting prompt, a request,
+/// the job marked as retried) and is refused instead of putting the prompt
+/// back twice.
+pub fn take_turn(layout: &Layout) -> Result<Flock<File>, IoError> {
+    fsio::lock_wait(&layout.retry_lock())
+}
+
+/// `runs/<job>/retried.json`: a job whose prompt `jobwarden retry` put
+/// back. Written once, never replaced: a job has at most one manual retry,
+/// and the newest attempt is the one to retry next.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Retried {
+    /// The attempt number the retry runs as.
+    pub attempt: u32,
+    pub requested_at: Timestamp,
+}
+
+/// Mark job `id` as retried (attempt `attempt + 1` put back). False if it
+/// already was: the marker is never replaced.
+pub fn mark_retried(layout: &Layout, id: &JobId, attempt: u32) -> Result<bool, IoError> {
+    let path = layout.retried_marker(id);
+    let marker = Retried {
+        attempt: attempt + 1,
+        requested_at: Timestamp::now(),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&marker)
+        .map_err(|e| IoError::new("serialising", &path, std::io::Error::other(e)))?;
+    bytes.push(b'\n');
+    fsio::create_new_atomic(&path, &bytes)
+}
+
+/// Was job `id` retried already? Its marker, if readable (an unreadable one
+/// still says yes, without details).
+pub fn retried(layout: &Layout, id: &JobId) -> Option<Option<Retried>> {
+    let path = layout.retried_marker(id);
+    match fsio::read_capped(layout.root(), &path, MAX_REQUEST_BYTES) {
+        Ok((bytes, _)) => Some(serde_json::from_slice(&bytes).ok()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) => Some(None),
+    }
+}
+
+/// A request waiting beside `prompt` that continues job `id`, if any.
+pub fn pending_for(layout: &Layout, prompt: &PromptName, id: &JobId) -> Option<Request> {
+    read(layout, prompt).filter(|r| &r.retry_of == id)
 }
 
 /// The request for the prompt file at `path`, if it holds (see the module

@@ -627,8 +627,11 @@ fn retry_is_a_new_attempt_that_waits_for_the_cooldown_unless_now() {
     });
     assert!(waiting.is_file(), "deferred: it waits in the inbox");
     let twice = sb.run(&["retry", &later.id]);
-    assert_eq!(twice.code(), 2, "already waiting: {twice:?}");
-    assert!(twice.stderr.contains("already waits"), "{twice:?}");
+    assert_eq!(twice.code(), 1, "already put back: {twice:?}");
+    assert!(
+        twice.stderr.contains("already put back by another retry"),
+        "{twice:?}"
+    );
 
     let out = sb.run(&["retry", "proj/now", "--now"]);
     assert_eq!(out.code(), 0, "{out:?}");

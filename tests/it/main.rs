@@ -31,6 +31,7 @@ mod limits;
 mod notify;
 mod phases;
 mod pipes;
+mod races;
 mod readme;
 mod recovery;
 mod routes;
