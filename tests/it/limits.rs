@@ -232,14 +232,7 @@ while :; do sleep 0.1; done"#,
 #[test]
 fn under_a_cgroup_memory_max_is_set_and_an_oom_kill_is_reported() {
     let Some(cg) = cgroup_or_skip() else { return };
-    if !cg.has_controller("memory") {
-        eprintln!(
-            "SKIPPED: the memory controller is not available in cgroup v2 here ({} offers: {:?})",
-            cg.base.display(),
-            fs::read_to_string(cg.base.join("cgroup.controllers"))
-                .unwrap_or_default()
-                .trim()
-        );
+    if !controller_or_skip(&cg, "memory") {
         return;
     }
     let sb = Sandbox::new();
@@ -270,14 +263,7 @@ fn under_a_cgroup_memory_max_is_set_and_an_oom_kill_is_reported() {
 #[test]
 fn under_a_cgroup_pids_max_bounds_the_job() {
     let Some(cg) = cgroup_or_skip() else { return };
-    if !cg.has_controller("pids") {
-        eprintln!(
-            "SKIPPED: the pids controller is not available in cgroup v2 here ({} offers: {:?})",
-            cg.base.display(),
-            fs::read_to_string(cg.base.join("cgroup.controllers"))
-                .unwrap_or_default()
-                .trim()
-        );
+    if !controller_or_skip(&cg, "pids") {
         return;
     }
     let sb = Sandbox::new();
@@ -298,4 +284,19 @@ echo "started $(jobs -p | wc -l)" > "$OUT/forks""#,
     );
     let out = fs::read_to_string(sb.out().join("forks")).expect("forks written");
     assert!(!out.contains("started 40"), "{out}");
+}
+
+/// Whether cgroup v2 offers `controller` here; if not, say SKIPPED and why.
+fn controller_or_skip(cg: &TestCgroup, controller: &str) -> bool {
+    if cg.has_controller(controller) {
+        return true;
+    }
+    eprintln!(
+        "SKIPPED: the {controller} controller is not available in cgroup v2 here ({} offers: {:?})",
+        cg.base.display(),
+        fs::read_to_string(cg.base.join("cgroup.controllers"))
+            .unwrap_or_default()
+            .trim()
+    );
+    false
 }
