@@ -113,8 +113,19 @@ fn archive_folder_symlinked_outside_the_root_is_never_written_through() {
 /// the inbox path, and a claim must not follow the link.
 fn swap_for_outside_symlink(sb: &Sandbox, dir: &Path) -> PathBuf {
     let outside = sb.base.join("outside");
-    fs::rename(dir, &outside).expect("move the folder out");
-    symlink(&outside, dir).expect("symlink in its place");
+    // Swap in one step (as a job could): a daemon that sees the folder go
+    // makes it again at once, so a move-then-symlink would race with it.
+    let link = dir.with_extension("swap");
+    symlink(&outside, &link).expect("symlink beside the folder");
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        &link,
+        nix::fcntl::AT_FDCWD,
+        dir,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .expect("exchange the folder and the symlink");
+    fs::rename(&link, &outside).expect("move the folder out");
     fs::write(outside.join(".y.tmp"), "outside\n").expect("write");
     fs::rename(outside.join(".y.tmp"), outside.join("y.prompt.md")).expect("drop");
     outside
