@@ -72,7 +72,7 @@ pub const LISTED: usize = 50;
 /// storage condition a failure revealed, if any.
 pub fn write(layout: &Layout, file: &DaemonFile<'_>) -> Option<storage::Condition> {
     static FAILING: AtomicBool = AtomicBool::new(false);
-    match fsio::write_json_atomic(&layout.daemon_json(), file) {
+    match fsio::write_json_atomic(layout.root(), &layout.daemon_json(), file) {
         Ok(()) => {
             if FAILING.swap(false, Ordering::Relaxed) {
                 tracing::info!("daemon.json can be written again");

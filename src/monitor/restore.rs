@@ -50,7 +50,7 @@ impl Monitor<'_> {
             }
         }
         let job = &self.rec.job_id;
-        match fsio::try_lock(&path) {
+        match fsio::try_lock(self.layout.root(), &path) {
             Ok(Some(lock)) => {
                 tracing::warn!(job = %job, "{} was removed or replaced by the job; locked it again", path.display());
                 self.locks.push(lock);
