@@ -80,7 +80,11 @@ pub fn write(layout: &Layout, file: &DaemonFile<'_>) -> Option<storage::Conditio
             None
         }
         Err(e) => {
-            if !FAILING.swap(true, Ordering::Relaxed) {
+            if FAILING.swap(true, Ordering::Relaxed) {
+            } else if fsio::is_refusal(&e) {
+                // Something under the root is not what we made: never written through.
+                tracing::error!("{e}; daemon.json stays stale until the root is repaired");
+            } else {
                 tracing::warn!("{e}; daemon.json stays stale until this can be written");
             }
             storage::fault_of(&e.source)
