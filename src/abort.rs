@@ -51,7 +51,7 @@ pub fn write_marker(
     let mut bytes = serde_json::to_vec_pretty(&marker)
         .map_err(|e| IoError::new("serialising", &path, std::io::Error::other(e)))?;
     bytes.push(b'\n');
-    if fsio::create_new_atomic(&path, &bytes)? {
+    if fsio::create_new_atomic(layout.root(), &path, &bytes)? {
         return Ok(Requested::Now);
     }
     Ok(Requested::Already(requested_at(layout, id)))

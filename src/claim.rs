@@ -169,9 +169,13 @@ impl Claimer<'_> {
             }
         };
         let bytes = text.as_bytes();
-        fsio::create_new_synced(&self.layout.prompt_copy(&id), bytes)?;
+        fsio::create_new_synced(self.layout.root(), &self.layout.prompt_copy(&id), bytes)?;
         if let Some(start) = body_start {
-            fsio::create_new_synced(&self.layout.prompt_body(&id), &bytes[start..])?;
+            fsio::create_new_synced(
+                self.layout.root(),
+                &self.layout.prompt_body(&id),
+                &bytes[start..],
+            )?;
         }
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         rec.save(self.layout)?;

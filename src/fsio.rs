@@ -5,6 +5,13 @@
 //! under the root: from the root's handle, never following a symlink, never
 //! blocking on a FIFO, with capped reads.
 //!
+//! Writes go through the same walk as reads: every function here takes the
+//! root first, opens the target's folder from the root's handle (a
+//! symlinked component is refused, [`is_refusal`]) and creates, renames
+//! and fsyncs by name within that one folder handle (`openat` with
+//! `O_CREAT | O_EXCL | O_NOFOLLOW`, `renameat`), so a folder a job swaps
+//! for a link to outside the root is never written through.
+//!
 //! Modes: files are created `0660` and folders `0770`, before the umask. No
 //! bit is ever granted to "other" (prompts can hold secrets); whether the
 //! group may write (operators' tools dropping prompts and ABORT markers) is
@@ -13,14 +20,17 @@
 // The one module allowed the raw std writes that clippy.toml forbids elsewhere.
 #![allow(clippy::disallowed_methods)]
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{Flock, FlockArg, OFlag, openat, renameat};
+use nix::sys::stat::Mode;
+use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde::Serialize;
 
 use crate::error::{IoContext, IoError};
@@ -35,51 +45,51 @@ pub use beneath::{
 pub const FILE_MODE: u32 = 0o660;
 pub const DIR_MODE: u32 = 0o770;
 
-/// Replace `path` with `bytes` so that readers see the old or the new
-/// content, never a mix, and the new content survives a crash once this
-/// returns.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let tmp = temp_sibling(path);
-    let result = write_synced(&tmp, bytes)
-        .and_then(|()| fs::rename(&tmp, path).ctx("renaming into place", path))
-        .and_then(|()| sync_parent(path));
+/// Replace `path` under `root` with `bytes` so that readers see the old or
+/// the new content, never a mix, and the new content survives a crash once
+/// this returns. The folder is opened from the root's handle (a symlinked
+/// folder is refused, [`is_refusal`]); the temporary file is created,
+/// renamed over `path` and the folder fsynced through that one handle.
+pub fn write_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let (dir, name) = beneath::open_parent(root, path)?;
+    let tmp = temp_name(name);
+    let tmp_path = path.with_file_name(&tmp);
+    let result = create_in(&dir, &tmp, &tmp_path, bytes)
+        .and_then(|()| renameat(&dir, tmp.as_os_str(), &dir, name).ctx("renaming into place", path))
+        .and_then(|()| sync_dir(&dir, path));
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = unlinkat(&dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
     }
     result
 }
 
 /// [`write_atomic`] of a value as pretty JSON with a trailing newline.
-pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), IoError> {
+pub fn write_json_atomic<T: Serialize>(root: &Path, path: &Path, value: &T) -> Result<(), IoError> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| IoError::new("serialising", path, io::Error::other(e)))?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    write_atomic(root, path, &bytes)
 }
 
-/// Create a new file with `bytes`, fsynced, failing if it exists.
-pub fn create_new_synced(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(FILE_MODE)
-        .open(path)
-        .ctx("creating", path)?;
-    f.write_all(bytes).ctx("writing", path)?;
-    f.sync_all().ctx("syncing", path)
+/// Create a new file under `root` with `bytes`, fsynced, failing if any
+/// file (a symlink included) has that name. Its folder is opened as in
+/// [`write_atomic`].
+pub fn create_new_synced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let (dir, name) = beneath::open_parent(root, path)?;
+    create_in(&dir, name, path, bytes)
 }
 
-/// Create `path` with `bytes` atomically (readers see all of it or no
-/// file), fsynced, unless a file of that name exists: then nothing is
-/// written and `false` is returned. Never replaces anything.
-pub fn create_new_atomic(path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
-    let tmp = temp_sibling(path);
-    write_synced(&tmp, bytes)?;
-    // Both names are in one folder: the walk starts there.
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let placed = rename_noreplace(folder, &tmp, path);
+/// Create `path` under `root` with `bytes` atomically (readers see all of
+/// it or no file), fsynced, unless a file of that name exists: then
+/// nothing is written and `false` is returned. Never replaces anything.
+pub fn create_new_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
+    let (dir, name) = beneath::open_parent(root, path)?;
+    let tmp = temp_name(name);
+    let tmp_path = path.with_file_name(&tmp);
+    create_in(&dir, &tmp, &tmp_path, bytes)?;
+    let placed = beneath::rename_noreplace_at((&dir, &tmp, &tmp_path), (&dir, name, path));
     if !matches!(placed, Ok(Renamed::Done)) {
-        let _ = fs::remove_file(&tmp);
+        let _ = unlinkat(&dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
     }
     match placed? {
         Renamed::Done => Ok(true),
@@ -87,33 +97,50 @@ pub fn create_new_atomic(path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
         Renamed::SourceGone => Err(IoError::new(
             "creating",
             path,
-            io::Error::other(format!("its temporary file {} vanished", tmp.display())),
+            io::Error::other(format!(
+                "its temporary file {} vanished",
+                tmp_path.display()
+            )),
         )),
     }
 }
 
-fn write_synced(tmp: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    create_new_synced(tmp, bytes)
+/// Create `name` in the folder handle `dir` (`O_CREAT | O_EXCL |
+/// O_NOFOLLOW`), write `bytes` and fsync it. `path` names it in errors.
+fn create_in(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let flags = OFlag::O_WRONLY
+        | OFlag::O_CREAT
+        | OFlag::O_EXCL
+        | OFlag::O_NOFOLLOW
+        | OFlag::O_CLOEXEC
+        | OFlag::O_NOCTTY;
+    let fd = openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE))
+        .map_err(|e| IoError::new("creating", path, e.into()))?;
+    let mut f = File::from(fd);
+    f.write_all(bytes).ctx("writing", path)?;
+    f.sync_all().ctx("syncing", path)
 }
 
-/// A unique temporary name next to `path`, ignored by every reader: it is a
+/// A unique temporary name beside `name`, ignored by every reader: a
 /// dotfile ending in `.tmp`.
-fn temp_sibling(path: &Path) -> std::path::PathBuf {
+fn temp_name(name: &OsStr) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+    let name = name.to_string_lossy();
+    OsString::from(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
-/// fsync the directory holding `path`, so a rename or create in it is durable.
-pub fn sync_parent(path: &Path) -> Result<(), IoError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx("syncing directory", dir)
+/// fsync the folder holding `path` under `root` (opened as in
+/// [`write_atomic`]), so a rename or create in it is durable.
+pub fn sync_parent(root: &Path, path: &Path) -> Result<(), IoError> {
+    let (dir, _) = beneath::open_parent(root, path)?;
+    sync_dir(&dir, path)
+}
+
+/// fsync the folder handle `dir`, which holds `path`.
+fn sync_dir(dir: &File, path: &Path) -> Result<(), IoError> {
+    let folder = path.parent().unwrap_or(path);
+    dir.sync_all().ctx("syncing directory", folder)
 }
 
 /// Outcome of [`rename_noreplace`].
@@ -155,20 +182,13 @@ pub fn create_dir_new(root: &Path, dir: &Path) -> Result<(), IoError> {
     handle.sync_all().ctx("syncing directory", parent)
 }
 
-/// Take an exclusive `flock` on `path` (created if missing) without
-/// waiting. `None` means another process holds it. The lock lasts as long as
-/// the returned handle (or the process); the descriptor is close-on-exec, so
-/// children never inherit it.
-pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ctx("opening lock", path)?;
+/// Take an exclusive `flock` on `path` under `root` (created if missing)
+/// without waiting. `None` means another process holds it. The file is
+/// opened from the root's handle, never through a symlink, and must be a
+/// regular file. The lock lasts as long as the returned handle (or the
+/// process); the descriptor is close-on-exec, so children never inherit it.
+pub fn try_lock(root: &Path, path: &Path) -> Result<Option<Flock<File>>, IoError> {
+    let file = beneath::open_lock_file(root, path)?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => Ok(Some(lock)),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
@@ -176,20 +196,11 @@ pub fn try_lock(path: &Path) -> Result<Option<Flock<File>>, IoError> {
     }
 }
 
-/// Take an exclusive `flock` on `path` (created if missing), waiting for
-/// whoever holds it. Released when the handle is dropped (or the process
-/// ends); close-on-exec like [`try_lock`].
-pub fn lock_wait(path: &Path) -> Result<Flock<File>, IoError> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(FILE_MODE)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .ctx("opening lock", path)?;
-    let mut file = file;
+/// Take an exclusive `flock` on `path` under `root` (created if missing,
+/// opened as in [`try_lock`]), waiting for whoever holds it. Released when
+/// the handle is dropped (or the process ends).
+pub fn lock_wait(root: &Path, path: &Path) -> Result<Flock<File>, IoError> {
+    let mut file = beneath::open_lock_file(root, path)?;
     loop {
         match Flock::lock(file, FlockArg::LockExclusive) {
             Ok(lock) => return Ok(lock),
@@ -207,10 +218,51 @@ mod tests {
     fn atomic_write_replaces_and_leaves_no_temp() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("job.json");
-        write_atomic(&p, b"one").expect("first");
-        write_atomic(&p, b"two").expect("second");
+        write_atomic(dir.path(), &p, b"one").expect("first");
+        write_atomic(dir.path(), &p, b"two").expect("second");
         assert_eq!(fs::read(&p).expect("read"), b"two");
         let names: Vec<_> = fs::read_dir(dir.path()).expect("ls").collect();
         assert_eq!(names.len(), 1, "temporary files left behind");
+    }
+
+    #[test]
+    fn writes_never_go_through_a_symlinked_folder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(root.join("runs")).expect("runs");
+        fs::create_dir_all(&outside).expect("outside");
+        std::os::unix::fs::symlink(&outside, root.join("runs/a")).expect("link");
+        let at = root.join("runs/a/job.json");
+        let refused = [
+            write_atomic(&root, &at, b"x").expect_err("atomic"),
+            create_new_synced(&root, &at, b"x").expect_err("new"),
+            create_new_atomic(&root, &at, b"x").expect_err("new atomic"),
+            try_lock(&root, &root.join("runs/a/x.lock")).expect_err("lock"),
+            lock_wait(&root, &root.join("runs/a/x.lock")).expect_err("lock"),
+        ];
+        for e in refused {
+            assert!(is_refusal(&e), "{e}");
+            let msg = e.to_string();
+            let named = msg.contains("runs/a") && msg.contains("is a symlink");
+            assert!(named, "names the folder: {msg}");
+        }
+        let written: Vec<_> = fs::read_dir(&outside).expect("ls").collect();
+        assert!(written.is_empty(), "written outside: {written:?}");
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_file_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("target");
+        fs::write(&target, "keep").expect("target");
+        let p = dir.path().join("job.json");
+        std::os::unix::fs::symlink(&target, &p).expect("link");
+        assert!(!create_new_atomic(dir.path(), &p, b"new").expect("exists"));
+        write_atomic(dir.path(), &p, b"new").expect("replace");
+        assert_eq!(fs::read(&target).expect("read"), b"keep");
+        assert_eq!(fs::read(&p).expect("read"), b"new");
+        let e = try_lock(dir.path(), &target.with_file_name("job.json")).expect("a file now");
+        assert!(e.is_some());
     }
 }

@@ -74,7 +74,7 @@ pub fn collect(layout: &Layout, config: &Config, ledger: &mut Ledger, dry_run: b
     };
     // One pass at a time (the daemon's, `jobwarden gc`): two passes would
     // judge and remove the same folders at once.
-    let _turn = match fsio::lock_wait(&layout.gc_lock()) {
+    let _turn = match fsio::lock_wait(layout.root(), &layout.gc_lock()) {
         Ok(lock) => lock,
         Err(e) => {
             tracing::error!("gc: {e}; nothing was pruned");
@@ -437,7 +437,7 @@ mod tests {
         if state.is_terminal() {
             let archived = layout.archived_prompt(state, &prompt, &id);
             std::fs::create_dir_all(archived.parent().expect("parent")).expect("archive dir");
-            fsio::write_atomic(&archived, b"prompt").expect("archived prompt");
+            fsio::write_atomic(layout.root(), &archived, b"prompt").expect("archived prompt");
             rec.archive_path = Some(layout.relative(&archived).to_string_lossy().into_owned());
             rec.finished_at = Some(crate::clock::Timestamp::now());
         }
@@ -457,7 +457,8 @@ mod tests {
         let running = job(&r.layout, "running", JobState::Running);
         let corrupt = JobId::generate();
         std::fs::create_dir_all(r.layout.run_dir(&corrupt)).expect("dir");
-        fsio::write_atomic(&r.layout.job_json(&corrupt), b"{not json").expect("corrupt");
+        fsio::write_atomic(r.layout.root(), &r.layout.job_json(&corrupt), b"{not json")
+            .expect("corrupt");
         std::fs::create_dir_all(r.layout.runs().join("not-a-job.d")).expect("stray");
         let archived = r.layout.resolve(
             JobRecord::load_job(&r.layout, &done)
@@ -513,7 +514,7 @@ mod tests {
         let id = job(&r.layout, "n", JobState::Failed);
         let outside = tempfile::tempdir().expect("outside");
         let victim = outside.path().join(format!("n.{id}.md"));
-        fsio::write_atomic(&victim, b"keep me").expect("victim");
+        fsio::write_atomic(outside.path(), &victim, b"keep me").expect("victim");
         let project_dir = r.layout.archive().join("failed").join("p");
         fs::remove_dir_all(&project_dir).expect("rm project dir");
         std::os::unix::fs::symlink(outside.path(), &project_dir).expect("symlink");

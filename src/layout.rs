@@ -302,6 +302,15 @@ impl Layout {
         self.run_dir(id).join(format!("job.json.corrupt-{stamp}"))
     }
 
+    /// Where something a job put in place of one of our folders (a symlink,
+    /// a file) is moved aside, never deleted: `<folder>.displaced-<ms>`
+    /// beside it (e.g. `runs/<id>.displaced-<ms>`). Not a job id, so no
+    /// reader of `runs/` takes it for a job.
+    pub fn displaced(&self, folder: &Path, stamp: u64) -> PathBuf {
+        let name = folder.file_name().unwrap_or_default().to_string_lossy();
+        folder.with_file_name(format!("{name}.displaced-{stamp}"))
+    }
+
     /// Where an unreadable `daemon.json` is moved aside.
     pub fn corrupt_daemon_json(&self, stamp: u64) -> PathBuf {
         self.root.join(format!("daemon.json.corrupt-{stamp}"))

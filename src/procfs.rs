@@ -456,7 +456,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.lock");
         assert_eq!(flock_holder(&path).expect("no file"), None);
-        let held = crate::fsio::try_lock(&path).expect("lock").expect("free");
+        let held = crate::fsio::try_lock(dir.path(), &path)
+            .expect("lock")
+            .expect("free");
         let me = std::process::id() as i32;
         // Other processes' locks on deleted files may share the inode
         // number: only our own entry is certain.

@@ -298,7 +298,7 @@ fn restore_prompt_copy(layout: &Layout, rec: &JobRecord) {
     let restored = std::fs::read(&held)
         .map_err(|e| crate::error::IoError::new("reading", &held, e))
         .and_then(|bytes| {
-            fsio::create_new_synced(&copy, &bytes)?;
+            fsio::create_new_synced(layout.root(), &copy, &bytes)?;
             restore_body(layout, rec, &bytes)
         });
     match restored {
@@ -322,7 +322,7 @@ fn restore_body(
         .and_then(|text| crate::front_matter::parse(text).ok());
     match parsed {
         Some(p) if p.has_block() && !body.exists() => {
-            fsio::create_new_synced(&body, &bytes[p.body_start..])
+            fsio::create_new_synced(layout.root(), &body, &bytes[p.body_start..])
         }
         _ => Ok(()),
     }

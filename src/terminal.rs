@@ -423,7 +423,7 @@ mod tests {
             (folder.join("n.job-10.md"), b"mine\n"),
             (failed.clone(), b"mine\n"),
         ] {
-            fsio::create_new_synced(&path, bytes).expect("write");
+            fsio::create_new_synced(dir.path(), &path, bytes).expect("write");
         }
         assert_eq!(already_placed(&layout, &rec, &first), Some(failed));
         rec.prompt_sha256 = Some("0".repeat(64));

@@ -242,7 +242,7 @@ mod tests {
     fn tail_of(content: &[u8], n: u32) -> Vec<u8> {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("job.log");
-        crate::fsio::write_atomic(&path, content).expect("write");
+        crate::fsio::write_atomic(dir.path(), &path, content).expect("write");
         let mut f = File::open(&path).expect("open");
         let start = tail_start(&mut f, n, &path).expect("tail");
         content[start as usize..].to_vec()

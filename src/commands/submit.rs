@@ -242,7 +242,7 @@ fn drop_prompt(layout: &Layout, prompt: &PromptName, bytes: &[u8]) -> anyhow::Re
     }
     // A temporary file with our pid can only be a crashed earlier run's.
     let _ = std::fs::remove_file(&tmp);
-    fsio::create_new_synced(&tmp, bytes)?;
+    fsio::create_new_synced(layout.root(), &tmp, bytes)?;
     let renamed = fsio::rename_noreplace(layout.root(), &tmp, &dest);
     if !matches!(renamed, Ok(Renamed::Done)) {
         let _ = std::fs::remove_file(&tmp);

@@ -19,7 +19,7 @@ pub struct DaemonLock {
 /// Take the lock or explain who holds it.
 pub fn acquire(layout: &Layout) -> Result<DaemonLock, DaemonError> {
     let path = layout.daemon_lock();
-    let Some(mut lock) = fsio::try_lock(&path)? else {
+    let Some(mut lock) = fsio::try_lock(layout.root(), &path)? else {
         let pid = fsio::read_capped(layout.root(), &path, 64)
             .ok()
             .and_then(|(bytes, _)| String::from_utf8(bytes).ok())

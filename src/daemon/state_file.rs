@@ -72,7 +72,7 @@ pub const LISTED: usize = 50;
 /// storage condition a failure revealed, if any.
 pub fn write(layout: &Layout, file: &DaemonFile<'_>) -> Option<storage::Condition> {
     static FAILING: AtomicBool = AtomicBool::new(false);
-    match fsio::write_json_atomic(&layout.daemon_json(), file) {
+    match fsio::write_json_atomic(layout.root(), &layout.daemon_json(), file) {
         Ok(()) => {
             if FAILING.swap(false, Ordering::Relaxed) {
                 tracing::info!("daemon.json can be written again");
@@ -80,7 +80,11 @@ pub fn write(layout: &Layout, file: &DaemonFile<'_>) -> Option<storage::Conditio
             None
         }
         Err(e) => {
-            if !FAILING.swap(true, Ordering::Relaxed) {
+            if FAILING.swap(true, Ordering::Relaxed) {
+            } else if fsio::is_refusal(&e) {
+                // Something under the root is not what we made: never written through.
+                tracing::error!("{e}; daemon.json stays stale until the root is repaired");
+            } else {
                 tracing::warn!("{e}; daemon.json stays stale until this can be written");
             }
             storage::fault_of(&e.source)

@@ -150,15 +150,25 @@ pub fn rename_noreplace(root: &Path, from: &Path, to: &Path) -> Result<Renamed, 
         Err(e) => return Err(e),
     };
     let dst = open_dir(root, to_dir)?;
-    match renameat2(
-        &src,
-        from_name,
-        &dst,
-        to_name,
-        RenameFlags::RENAME_NOREPLACE,
-    ) {
+    let renamed = rename_noreplace_at((&src, from_name, from), (&dst, to_name, to))?;
+    if renamed == Renamed::Done && from_dir != to_dir {
+        src.sync_all()
+            .map_err(|e| IoError::new("syncing directory", from_dir, e))?;
+    }
+    Ok(renamed)
+}
+
+/// One name in a folder handle, and the path it stands for (in errors).
+pub(super) type At<'a> = (&'a File, &'a OsStr, &'a Path);
+
+/// `renameat2(RENAME_NOREPLACE)` between two folder handles; the target's
+/// folder is fsynced after a rename.
+pub(super) fn rename_noreplace_at(from: At<'_>, to: At<'_>) -> Result<Renamed, IoError> {
+    let (src, from_name, from_path) = from;
+    let (dst, to_name, to_path) = to;
+    match renameat2(src, from_name, dst, to_name, RenameFlags::RENAME_NOREPLACE) {
         Ok(()) => {}
-        Err(Errno::ENOENT) if fstatat(&src, from_name, AtFlags::AT_SYMLINK_NOFOLLOW).is_err() => {
+        Err(Errno::ENOENT) if fstatat(src, from_name, AtFlags::AT_SYMLINK_NOFOLLOW).is_err() => {
             return Ok(Renamed::SourceGone);
         }
         Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
@@ -168,24 +178,35 @@ pub fn rename_noreplace(root: &Path, from: &Path, to: &Path) -> Result<Renamed, 
             let msg = format!(
                 "{e}: this filesystem does not support renameat2(RENAME_NOREPLACE); put the root on ext4, xfs, btrfs or tmpfs"
             );
-            return Err(IoError::new("renaming", from, io::Error::other(msg)));
+            return Err(IoError::new("renaming", from_path, io::Error::other(msg)));
         }
         Err(e) => {
-            let msg = format!("{e} (to {})", to.display());
+            let msg = format!("{e} (to {})", to_path.display());
             return Err(IoError::new(
                 "renaming",
-                from,
+                from_path,
                 io::Error::new(io::Error::from(e).kind(), msg),
             ));
         }
     }
+    let to_dir = to_path.parent().unwrap_or(to_path);
     dst.sync_all()
         .map_err(|e| IoError::new("syncing directory", to_dir, e))?;
-    if from_dir != to_dir {
-        src.sync_all()
-            .map_err(|e| IoError::new("syncing directory", from_dir, e))?;
-    }
     Ok(Renamed::Done)
+}
+
+/// The folder holding `path` under `root`, opened as above (a symlinked
+/// component refused), and the name of `path` in it: where every write
+/// creates, replaces and fsyncs, so that nothing is written through a link.
+pub(super) fn open_parent<'p>(root: &Path, path: &'p Path) -> Result<(File, &'p OsStr), IoError> {
+    let (dir, name) = split_parent(path)?;
+    Ok((open_dir(root, dir)?, name))
+}
+
+/// Open a regular file under `root` for reading and writing, creating it
+/// with [`FILE_MODE`] if missing, never truncating it: a lock file.
+pub(super) fn open_lock_file(root: &Path, path: &Path) -> Result<File, IoError> {
+    open_leaf(root, path, Expect::File, OFlag::O_RDWR | OFlag::O_CREAT).map(File::from)
 }
 
 /// Is this error a refusal by the safe open (a symlink, a FIFO, a device,
@@ -208,7 +229,7 @@ fn split_parent(path: &Path) -> Result<(&Path, &OsStr), IoError> {
     match (path.parent(), path.file_name()) {
         (Some(dir), Some(name)) => Ok((dir, name)),
         _ => Err(IoError::new(
-            "renaming",
+            "opening the folder of",
             path,
             io::Error::new(io::ErrorKind::InvalidInput, "has no parent folder"),
         )),

@@ -227,7 +227,7 @@ impl JobRecord {
     /// Persist atomically (fsynced) with a fresh `updated_at`.
     pub fn save(&mut self, layout: &Layout) -> Result<(), JobError> {
         self.updated_at = Timestamp::now();
-        fsio::write_json_atomic(&layout.job_json(&self.job_id), self)?;
+        fsio::write_json_atomic(layout.root(), &layout.job_json(&self.job_id), self)?;
         Ok(())
     }
 

@@ -586,7 +586,7 @@ fn foreign_tables_at_our_schema_version_are_damage_and_left_untouched() {
 fn garbage_is_damage_and_a_busy_lock_is_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("ledger.db");
-    crate::fsio::write_atomic(&path, &[0x5a; 10_000]).expect("write");
+    crate::fsio::write_atomic(dir.path(), &path, &[0x5a; 10_000]).expect("write");
     let e = Ledger::open(&path).err().expect("refused");
     assert!(e.is_damaged(), "{e}");
     let busy = LedgerError {
@@ -617,7 +617,7 @@ fn quick_check_finds_a_corrupt_page_that_opening_does_not() {
     let mut bytes = std::fs::read(&path).expect("read");
     let at = (root as usize - 1) * page_size;
     bytes[at..at + page_size].fill(0xa5);
-    crate::fsio::write_atomic(&path, &bytes).expect("corrupt the page");
+    crate::fsio::write_atomic(dir.path(), &path, &bytes).expect("corrupt the page");
     let l = Ledger::open(&path).expect("opens: the schema is intact");
     let e = l.quick_check().expect_err("quick_check finds it");
     assert!(e.is_damaged(), "{e}");

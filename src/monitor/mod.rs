@@ -86,7 +86,7 @@ enum EarlyEnd {
 pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, JobError> {
     become_subreaper();
     let lock_path = layout.monitor_lock(&id);
-    let Some(lock) = fsio::try_lock(&lock_path)? else {
+    let Some(lock) = fsio::try_lock(layout.root(), &lock_path)? else {
         return Ok(Outcome::AlreadySupervised);
     };
     let rec = JobRecord::load_job(&layout, &id)?;

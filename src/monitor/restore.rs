@@ -3,7 +3,10 @@
 //! folder; before each write of the record (heartbeat, a stage's start, the
 //! end) the monitor puts back what is gone:
 //!
-//! - the run folder and the job's own workdir;
+//! - `runs/`, the run folder and the job's own workdir; one the job
+//!   replaced by a symlink or a file (which every write refuses) is first
+//!   moved aside under [`Layout::displaced`](crate::layout::Layout::displaced),
+//!   never deleted, and a real folder made in its place;
 //! - `monitor.lock`, locked again: the first lock stays held by its
 //!   descriptor whatever became of the file, and the daemon judges
 //!   liveness by the proven monitor process and the lock's holder, never
@@ -17,7 +20,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::Monitor;
-use crate::fsio;
+use crate::clock::Timestamp;
+use crate::error::IoError;
+use crate::fsio::{self, Renamed};
 
 impl Monitor<'_> {
     /// Put back the run folder, the workdir, the lock and the events file
@@ -25,18 +30,45 @@ impl Monitor<'_> {
     /// follows reports what could not be restored.
     pub(super) fn restore_records(&mut self) {
         let id = self.rec.job_id.clone();
-        for dir in [self.layout.run_dir(&id), self.layout.job_workdir(&id)] {
-            if !is_dir(&dir) {
-                match fsio::create_dirs(self.layout.root(), &dir) {
-                    Ok(()) => {
-                        tracing::warn!(job = %id, "{} was removed by the job; created it again", dir.display())
-                    }
-                    Err(e) => tracing::warn!(job = %id, "{e}"),
-                }
+        let dirs = [
+            self.layout.runs(),
+            self.layout.run_dir(&id),
+            self.layout.job_workdir(&id),
+        ];
+        for dir in dirs {
+            if let Err(e) = self.restore_dir(&dir) {
+                tracing::warn!(job = %id, "{e}");
             }
         }
         self.relock();
         self.events.reopen_if_replaced();
+    }
+
+    /// Make `dir` a real folder again if the job removed it or put
+    /// something else (a symlink, a file) in its place.
+    fn restore_dir(&self, dir: &Path) -> Result<(), IoError> {
+        let job = &self.rec.job_id;
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(m) => {
+                let aside = self.layout.displaced(dir, Timestamp::now().epoch_ms());
+                let what = if m.is_symlink() {
+                    "a symlink"
+                } else {
+                    "not a folder"
+                };
+                match fsio::rename_noreplace(self.layout.root(), dir, &aside)? {
+                    Renamed::Done => {
+                        tracing::warn!(job = %job, "{} was replaced by {what} (refused: nothing under the root is written through); moved it aside to {} and made the folder again", dir.display(), aside.display())
+                    }
+                    Renamed::SourceGone | Renamed::TargetExists => {}
+                }
+            }
+            Err(_) => {
+                tracing::warn!(job = %job, "{} was removed by the job; created it again", dir.display())
+            }
+        }
+        fsio::create_dirs(self.layout.root(), dir)
     }
 
     /// Lock `monitor.lock` again if the file we hold is no longer there.
@@ -50,7 +82,7 @@ impl Monitor<'_> {
             }
         }
         let job = &self.rec.job_id;
-        match fsio::try_lock(&path) {
+        match fsio::try_lock(self.layout.root(), &path) {
             Ok(Some(lock)) => {
                 tracing::warn!(job = %job, "{} was removed or replaced by the job; locked it again", path.display());
                 self.locks.push(lock);
@@ -61,9 +93,4 @@ impl Monitor<'_> {
             Err(e) => tracing::warn!(job = %job, "{e}; the monitor keeps its own lock"),
         }
     }
-}
-
-/// A real folder, not a symlink to one.
-fn is_dir(path: &Path) -> bool {
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }

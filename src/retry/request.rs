@@ -109,7 +109,7 @@ pub fn put_back(
     }
     let unique = format!("{}-{}", std::process::id(), Timestamp::now().epoch_ms());
     let temp = layout.retry_temp(prompt, &unique);
-    fsio::create_new_synced(&temp, bytes)?;
+    fsio::create_new_synced(layout.root(), &temp, bytes)?;
     let placed = std::fs::symlink_metadata(&temp)
         .ctx("inspecting", &temp)
         .and_then(|meta| {
@@ -120,7 +120,7 @@ pub fn put_back(
                 requested_at: Timestamp::now(),
                 file: FileIdentity::of(&meta),
             };
-            fsio::write_json_atomic(&layout.retry_request(prompt), &request)?;
+            fsio::write_json_atomic(layout.root(), &layout.retry_request(prompt), &request)?;
             fsio::rename_noreplace(layout.root(), &temp, &waiting).map(|r| (r, request))
         });
     match placed {
@@ -143,7 +143,7 @@ pub fn put_back(
 /// the job marked as retried) and is refused instead of putting the prompt
 /// back twice.
 pub fn take_turn(layout: &Layout) -> Result<Flock<File>, IoError> {
-    fsio::lock_wait(&layout.retry_lock())
+    fsio::lock_wait(layout.root(), &layout.retry_lock())
 }
 
 /// `runs/<job>/retried.json`: a job whose prompt `jobwarden retry` put
@@ -167,7 +167,7 @@ pub fn mark_retried(layout: &Layout, id: &JobId, attempt: u32) -> Result<bool, I
     let mut bytes = serde_json::to_vec_pretty(&marker)
         .map_err(|e| IoError::new("serialising", &path, std::io::Error::other(e)))?;
     bytes.push(b'\n');
-    fsio::create_new_atomic(&path, &bytes)
+    fsio::create_new_atomic(layout.root(), &path, &bytes)
 }
 
 /// Was job `id` retried already? Its marker, if readable (an unreadable one
@@ -293,7 +293,7 @@ mod tests {
         put_back(&layout, &prompt, b"x", &JobId::generate(), 1, false).expect("put back");
         let waiting = layout.waiting_prompt(&prompt);
         std::fs::remove_file(&waiting).expect("rm");
-        crate::fsio::create_new_synced(&waiting, b"a new drop").expect("drop");
+        crate::fsio::create_new_synced(layout.root(), &waiting, b"a new drop").expect("drop");
         assert!(honoured(&layout, &prompt, &waiting, None).is_none());
         assert!(layout.retry_request(&prompt).exists(), "not ours to remove");
     }
@@ -313,7 +313,7 @@ mod tests {
         let (_d, layout, prompt) = setup();
         let waiting = layout.waiting_prompt(&prompt);
         std::fs::create_dir_all(waiting.parent().expect("dir")).expect("dir");
-        crate::fsio::create_new_synced(&waiting, b"already here").expect("drop");
+        crate::fsio::create_new_synced(layout.root(), &waiting, b"already here").expect("drop");
         let r = put_back(&layout, &prompt, b"x", &JobId::generate(), 1, false).expect("put back");
         assert_eq!(r, PutBack::NameTaken);
         assert_eq!(std::fs::read(&waiting).expect("read"), b"already here");

@@ -305,3 +305,120 @@ fn inbox_deleted_or_replaced_is_watched_again_at_once() {
     sb.wait_done("", "after-replace", secs(10));
     assert_eq!(status_json(&sb)["daemon"]["watch"], "inotify");
 }
+
+/// A folder outside the root holding one file of the test's: what a job
+/// points its symlinks at. Returns it and its listing.
+fn outside_folder(sb: &Sandbox) -> (PathBuf, Vec<String>) {
+    let outside = sb.base.join("outside");
+    fs::create_dir_all(&outside).expect("outside");
+    fs::write(outside.join("mine.txt"), "the test's\n").expect("outside file");
+    let listing = listing(&outside);
+    (outside, listing)
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn run_folder_swapped_for_a_symlink_is_moved_aside_and_never_written_through() {
+    let sb = Sandbox::new();
+    let (outside, before) = outside_folder(&sb);
+    let moved = sb.base.join("moved");
+    let script = sb.script(
+        "swap",
+        &format!(
+            // The monitor may make the folder again between the mv and
+            // the ln (then `ln -T` fails): swap again until the link is in.
+            "i=0\nuntil [ -L \"$JOBWARDEN_RUN_DIR\" ]; do\n  i=$((i+1)); [ $i -lt 50 ] || exit 9\n  mv \"$JOBWARDEN_RUN_DIR\" {moved}.$i && ln -sT {outside} \"$JOBWARDEN_RUN_DIR\"\ndone\nsleep 1\nexit 0",
+            moved = q(&moved.to_string_lossy()),
+            outside = q(&outside.to_string_lossy()),
+        ),
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let d = Daemon::start(&sb);
+    sb.drop_prompt("p", "swap", "x\n");
+    let id = wait_until("the job to end in a real run folder", secs(30), || {
+        let id = sb.jobs_for("p", "swap").pop()?.id;
+        let real = fs::symlink_metadata(sb.run_dir(&id)).is_ok_and(|m| m.is_dir());
+        (real && sb.job(&id)?.is_done()).then_some(id)
+    });
+    assert_eq!(listing(&outside), before, "written outside the root");
+    let job = sb.job(&id).expect("record");
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    let aside: Vec<_> = listing(&sb.runs())
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{id}.displaced-")))
+        .collect();
+    let runs = listing(&sb.runs());
+    assert_eq!(
+        aside.len(),
+        1,
+        "the symlink moved aside: {runs:?}\n{}",
+        d.stderr()
+    );
+    let link = fs::read_link(sb.runs().join(&aside[0])).expect("still the job's symlink");
+    assert_eq!(link, outside);
+    assert!(d.stderr().contains("moved it aside"), "{}", d.stderr());
+}
+
+#[test]
+fn archive_swapped_for_a_symlink_is_never_written_through() {
+    let sb = Sandbox::new();
+    let (outside, before) = outside_folder(&sb);
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "first", "x\n");
+    sb.wait_done("p", "first", secs(20));
+    let archive = sb.root.join("archive");
+    fs::rename(&archive, sb.base.join("archive-moved")).expect("move archive out");
+    symlink(&outside, &archive).expect("symlink in its place");
+    sb.drop_prompt("p", "x", "keep me\n");
+    let job = wait_until(
+        "the record to say why it was not archived",
+        secs(20),
+        || {
+            sb.jobs_for("p", "x")
+                .into_iter()
+                .find(|j| j.is_terminal() && j.record.get("archive_error").is_some())
+        },
+    );
+    let why = job.str_field("archive_error").unwrap_or_default();
+    assert!(
+        why.contains("is a symlink") && why.contains("archive"),
+        "{why}"
+    );
+    assert_eq!(listing(&outside), before, "written outside the root");
+    let held = sb.root.join(job.str_field("inbox_path").expect("claimed"));
+    assert_eq!(fs::read_to_string(&held).expect("prompt kept"), "keep me\n");
+}
+
+#[test]
+fn runs_swapped_for_a_symlink_fails_the_claim_and_keeps_the_prompt() {
+    let sb = Sandbox::new();
+    let (outside, before) = outside_folder(&sb);
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let d = Daemon::start(&sb);
+    sb.drop_prompt("p", "first", "x\n");
+    sb.wait_done("p", "first", secs(20));
+    let runs = sb.runs();
+    fs::rename(&runs, sb.base.join("runs-moved")).expect("move runs out");
+    symlink(&outside, &runs).expect("symlink in its place");
+    let prompt = sb.drop_prompt("p", "late", "x\n");
+    wait_until("the daemon to name the refused folder", secs(20), || {
+        let err = d.stderr();
+        (err.contains("claim failed") && err.contains("runs: is a symlink")).then_some(())
+    });
+    assert_eq!(listing(&outside), before, "written outside the root");
+    // Repaired: the prompt was never lost, and is claimed at the next rescan.
+    fs::remove_file(&runs).expect("remove the link");
+    fs::create_dir(&runs).expect("a real runs/");
+    sb.wait_done("p", "late", secs(20));
+    assert!(!prompt.exists(), "claimed from the inbox");
+    assert_eq!(listing(&outside), before, "written outside the root");
+}
