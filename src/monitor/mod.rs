@@ -478,6 +478,7 @@ impl Monitor<'_> {
     }
 
     fn heartbeat(&mut self, sink: &SharedSink) {
+        crate::fault::point("monitor-heartbeat");
         self.restore_records();
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());

@@ -313,3 +313,45 @@ fn every_command_exits_quietly_when_its_reader_closes_early() {
         }
     }
 }
+
+/// Attempt 1 arms the monitor's injected fault (`$OUT/panic-now`) and
+/// waits; later attempts disarm it and succeed.
+const PANIC_ONCE: &str = r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then
+  echo "$JOBWARDEN_JOB_ID" > "$OUT/id"
+  touch "$OUT/panic-now"
+  exec sleep 600
+fi
+rm -f "$OUT/panic-now""#;
+
+#[test]
+fn a_panicking_monitor_exits_on_a_full_stderr_and_its_job_is_requeued() {
+    let sb = Sandbox::new();
+    let job = sb.script("panic-once", PANIC_ONCE);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
+    let trigger = sb.out().join("panic-now").display().to_string();
+    // A reader that never reads: the monitor's panic report meets a full pipe.
+    let (_read, write) = small_pipe();
+    fill(&write);
+    let env = [
+        ("JOBWARDEN_TEST_FAULT", "monitor-heartbeat"),
+        ("JOBWARDEN_TEST_FAULT_WHEN", trigger.as_str()),
+    ];
+    let mut daemon = Daemon::spawn_with_stderr(&sb, &env, write.into());
+    daemon.wait_ready(&sb, secs(20));
+    sb.drop_prompt("p", "panicky", "panic in your monitor\n");
+    let first = wait_until("the first attempt to write its id", secs(30), || {
+        let id = fs::read_to_string(sb.out().join("id")).ok()?;
+        id.ends_with('\n').then(|| id.trim().to_owned())
+    });
+    let ended = sb.wait_id(
+        &first,
+        "the first attempt to end",
+        secs(60),
+        Job::is_terminal,
+    );
+    assert_eq!(ended.state(), "interrupted", "{:#}", ended.record);
+    let retry = sb.wait_done_excluding("p", "panicky", std::slice::from_ref(&first), secs(60));
+    assert_eq!(retry.state(), "succeeded", "{:#}", retry.record);
+    assert_eq!(retry.int_field("attempt"), Some(2));
+    assert!(daemon.is_running(), "the daemon lives on");
+}
