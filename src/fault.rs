@@ -8,6 +8,7 @@
 //! 60 s): a test holds a process there to open a race window at will.
 //!
 //! Points: `daemon-tick` (the daemon loop's heartbeat tick);
+//! `monitor-heartbeat` (a monitor's heartbeat while its job runs);
 //! `monitor-exit` (a monitor whose job has ended, before it exits).
 //!
 //! Knobs: `JOBWARDEN_TEST_LOG_QUEUE=<n>` holds the stderr queue to `n`

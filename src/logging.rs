@@ -77,6 +77,29 @@ pub fn line(text: impl std::fmt::Display) {
     queue::push(format!("{text}\n").into_bytes());
 }
 
+/// Exit status after a panic: EX_SOFTWARE.
+pub const EXIT_PANIC: i32 = 70;
+
+/// Make any panic end this process at once with [`EXIT_PANIC`], after one
+/// log line `<who> panicked (<panic>); <then>` (with a backtrace when
+/// `RUST_BACKTRACE` asks for one). For the daemon and the monitors.
+///
+/// Reported through the log queue, not the default hook's direct write to
+/// stderr: a full stderr (a log reader that stopped reading) must not keep
+/// a panicking process from exiting; [`flush`] gives up on a stuck write.
+pub fn exit_on_panic(who: &'static str, then: &'static str) {
+    std::panic::set_hook(Box::new(move |info| {
+        let backtrace = std::backtrace::Backtrace::capture();
+        let backtrace = match backtrace.status() {
+            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
+            _ => String::new(),
+        };
+        tracing::error!("{who} panicked ({info}); {then}{backtrace}");
+        flush();
+        std::process::exit(EXIT_PANIC);
+    }));
+}
+
 /// Waits until what this process queued for stderr is written (or the
 /// write is stuck on a reader that stopped reading): before it exits.
 pub fn flush() {

@@ -39,24 +39,11 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
 /// restarts it; it never lives on with a dead task. Running jobs continue
 /// under their monitors and are re-adopted by the next start.
 fn stop_on_panic() {
-    std::panic::set_hook(Box::new(|info| {
-        // Reported through the log, not the default hook's direct write to
-        // stderr: a full stderr must not keep the daemon from exiting.
-        let backtrace = std::backtrace::Backtrace::capture();
-        let backtrace = match backtrace.status() {
-            std::backtrace::BacktraceStatus::Captured => format!("\n{backtrace}"),
-            _ => String::new(),
-        };
-        tracing::error!(
-            "a daemon task panicked ({info}); stopping so that the service manager restarts the daemon; running jobs continue under their monitors{backtrace}"
-        );
-        crate::logging::flush();
-        std::process::exit(EXIT_PANIC);
-    }));
+    crate::logging::exit_on_panic(
+        "a daemon task",
+        "stopping so that the service manager restarts the daemon; running jobs continue under their monitors",
+    );
 }
-
-/// Exit status after a panic: EX_SOFTWARE.
-pub const EXIT_PANIC: i32 = 70;
 
 fn spawn_signal_listener(shutdown: CancellationToken) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;

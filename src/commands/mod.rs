@@ -22,6 +22,7 @@ mod retry;
 mod route;
 mod show;
 mod status;
+mod stdio;
 mod submit;
 
 use std::process::ExitCode;
@@ -41,13 +42,20 @@ pub const EXIT_NO: u8 = 1;
 #[error("{0}")]
 pub struct No(pub String);
 
-/// The whole `jobwarden` program: parse the command line, start logging,
-/// run, and map the result to an exit code (errors: 2, their message and
-/// causes on stderr).
+/// The whole `jobwarden` program: make sure fds 0 to 2 are open, parse
+/// the command line, start logging, run, and map the result to an exit
+/// code (errors: 2, their message and causes on stderr).
 pub fn main() -> ExitCode {
     use clap::Parser;
+    // Before anything opens a file: see `stdio.rs`.
+    let std_fds = stdio::open_closed_std_fds();
     let cli = Cli::parse();
     crate::logging::init(cli.global.log_format);
+    if let Err(e) = std_fds {
+        crate::logging::line(format_args!("jobwarden: {e}"));
+        crate::logging::flush();
+        return ExitCode::from(2);
+    }
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {

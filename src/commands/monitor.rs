@@ -15,6 +15,14 @@ use crate::layout::Layout;
 use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome};
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
+    // A bug must not leave a monitor hanging on a full stderr (the default
+    // hook's direct write): it exits, and the daemon, seeing its monitor
+    // gone before the job ended, kills what is left of the job and ends it
+    // `interrupted`, requeued as `max_interrupts` says.
+    crate::logging::exit_on_panic(
+        "the job's monitor",
+        "exiting; the daemon kills what is left of the job and ends it interrupted",
+    );
     let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
     let mut framed = Vec::new();
     std::io::stdin()

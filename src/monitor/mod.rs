@@ -114,6 +114,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         artifacts: Vec::new(),
         containment: Containment::ProcessTree,
         locks: vec![lock],
+        log: None,
     };
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, why);
@@ -139,6 +140,9 @@ struct Monitor<'a> {
     /// whole life, whatever becomes of the file; then the locks on every
     /// `monitor.lock` put back after the job removed or replaced it.
     locks: Vec<nix::fcntl::Flock<std::fs::File>>,
+    /// Where the job's output goes, once it is open (reopened by the
+    /// restore pass if the job removes it).
+    log: Option<SharedSink>,
 }
 
 impl Monitor<'_> {
@@ -190,6 +194,7 @@ impl Monitor<'_> {
             Err(e) => return Err(e),
         };
         let sink = LogSink::new(log, self.config.max_log_bytes);
+        self.log = Some(sink.clone());
         // Stamped before the first fork, so the recorded run time covers
         // all of it (the `preparing`/`running` transitions keep it).
         self.rec.started_at = Some(Timestamp::now());
@@ -473,6 +478,7 @@ impl Monitor<'_> {
     }
 
     fn heartbeat(&mut self, sink: &SharedSink) {
+        crate::fault::point("monitor-heartbeat");
         self.restore_records();
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());

@@ -3,9 +3,17 @@
 //! one file in arrival order, capped at `max_log_bytes` with a visible
 //! marker. Past the cap the pipes are still drained, so the job never
 //! blocks on a full pipe.
+//!
+//! The job may remove or replace `job.log` (or its whole run folder): at
+//! each restore pass the sink compares the file it writes with the one at
+//! the path and, when they differ, opens the one at the path (safely,
+//! through `fsio`) and goes on there, with the byte count and the cap
+//! carried on and one line saying what the old file took with it.
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -68,6 +76,9 @@ pub struct LogSink {
     pub lost: Option<Lost>,
     /// The last byte written was not a newline: a note starts a new line.
     line_open: bool,
+    /// The last attempt to reopen a replaced `job.log` failed (reported
+    /// once, until one succeeds).
+    reopen_failing: bool,
 }
 
 /// Output lost to failing writes of `job.log`.
@@ -98,6 +109,7 @@ impl LogSink {
             stderr: Tail::default(),
             lost: None,
             line_open: false,
+            reopen_failing: false,
         }))
     }
 
@@ -134,6 +146,44 @@ impl LogSink {
     pub fn note(&mut self, text: &str) {
         let lead = if self.line_open { "\n" } else { "" };
         self.append(format!("{lead}[jobwarden: {text}]\n").as_bytes());
+    }
+
+    /// If the file at `path` (`job.log` under `root`) is no longer the one
+    /// this sink writes (the job removed it, or its run folder, or put
+    /// another file there), go on writing into the one at `path`, created
+    /// if missing; a symlink, FIFO or other non-file there is refused and
+    /// the output stays in the old file. The byte count and the cap go on
+    /// across the switch; one line in the new file says how many bytes
+    /// were left behind.
+    pub fn reopen_if_replaced(&mut self, root: &Path, path: &Path) {
+        // Opened (or created) through the root's handle, never following a
+        // symlink: the identity compared is that of what a reader would open.
+        let file = match crate::fsio::open_append(root, path) {
+            Ok(file) => file,
+            Err(e) => {
+                if !std::mem::replace(&mut self.reopen_failing, true) {
+                    tracing::warn!("{e}; the job's output goes on into the job.log it replaced");
+                }
+                return;
+            }
+        };
+        if std::mem::take(&mut self.reopen_failing) {
+            tracing::info!("{} can be written again", path.display());
+        }
+        if !replaced(&self.file, &file) {
+            return;
+        }
+        tracing::warn!(
+            "{} was removed or replaced by the job; its output goes on into a new one",
+            path.display()
+        );
+        let before = self.bytes;
+        self.file = file;
+        self.line_open = false;
+        self.note(&format!(
+            "job.log was removed or replaced while the job ran (with its run folder, if that went too): \
+             the {before} bytes of output written before this line were lost with it"
+        ));
     }
 
     /// Hand over the tails so far and start new ones, so that each of a
@@ -185,6 +235,15 @@ impl LogSink {
                 }
             },
         }
+    }
+}
+
+/// Is `at_path` another file (device and inode) than `held`? When either
+/// cannot be told, no: the sink stays where it is.
+fn replaced(held: &File, at_path: &File) -> bool {
+    match (held.metadata(), at_path.metadata()) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) != (b.dev(), b.ino()),
+        _ => false,
     }
 }
 
@@ -278,6 +337,29 @@ mod tests {
             text,
             "[jobwarden: first]\nno newline\n[jobwarden: second]\nline\n[jobwarden: third]\n"
         );
+    }
+
+    #[test]
+    fn a_removed_log_is_reopened_with_the_count_and_cap_carried_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("job.log");
+        let sink = LogSink::new(File::create(&path).expect("create"), 200);
+        lock(&sink).write(Stream::Stdout, b"first\n", 64);
+        lock(&sink).reopen_if_replaced(dir.path(), &path);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "first\n");
+        std::fs::remove_file(&path).expect("remove");
+        lock(&sink).reopen_if_replaced(dir.path(), &path);
+        lock(&sink).write(Stream::Stdout, &[b'x'; 300], 64);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            text.starts_with("[jobwarden: job.log was removed or replaced")
+                && text.contains("the 6 bytes of output written before"),
+            "{text}"
+        );
+        let s = lock(&sink);
+        assert_eq!(s.bytes, 6 + text.len() as u64, "the count goes on");
+        assert!(s.truncated, "the cap counts what the old file took");
+        assert_eq!(text.matches("log capped").count(), 1);
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //!   descriptor whatever became of the file, and the daemon judges
 //!   liveness by the proven monitor process and the lock's holder, never
 //!   by the file's presence alone;
-//! - `events.jsonl`, reopened with `seq` carried on.
+//! - `events.jsonl`, reopened with `seq` carried on;
+//! - `job.log`, reopened with its byte count and cap carried on
+//!   (`output.rs`).
 //!
 //! `job.json` itself is rewritten whole by the write that follows, so a
 //! record the job deleted or filled with garbage is restored by it.
@@ -25,8 +27,8 @@ use crate::error::IoError;
 use crate::fsio::{self, Renamed};
 
 impl Monitor<'_> {
-    /// Put back the run folder, the workdir, the lock and the events file
-    /// if the job removed or replaced them. Fail-soft: the write that
+    /// Put back the run folder, the workdir, the lock, the events file and
+    /// the log if the job removed or replaced them. Fail-soft: the write that
     /// follows reports what could not be restored.
     pub(super) fn restore_records(&mut self) {
         let id = self.rec.job_id.clone();
@@ -42,6 +44,10 @@ impl Monitor<'_> {
         }
         self.relock();
         self.events.reopen_if_replaced();
+        if let Some(log) = &self.log {
+            super::output::lock(log)
+                .reopen_if_replaced(self.layout.root(), &self.layout.job_log(&id));
+        }
     }
 
     /// Make `dir` a real folder again if the job removed it or put

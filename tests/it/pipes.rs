@@ -1,11 +1,14 @@
 //! Closed and full pipes never kill anything: a daemon (and its monitors)
 //! whose stderr reader went away or stopped reading keeps claiming and
 //! running jobs, and every CLI command whose stdout reader closes early
-//! (`| head -1`) exits quietly.
+//! (`| head -1`) exits quietly. A monitor that panics exits even when its
+//! stderr is full, and a daemon started with its standard descriptors
+//! closed writes no log line into a file it opened.
 
 use std::fs::{self, File};
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -312,4 +315,94 @@ fn every_command_exits_quietly_when_its_reader_closes_early() {
             }
         }
     }
+}
+
+/// Attempt 1 arms the monitor's injected fault (`$OUT/panic-now`) and
+/// waits; later attempts disarm it and succeed.
+const PANIC_ONCE: &str = r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then
+  echo "$JOBWARDEN_JOB_ID" > "$OUT/id"
+  touch "$OUT/panic-now"
+  exec sleep 600
+fi
+rm -f "$OUT/panic-now""#;
+
+#[test]
+fn a_panicking_monitor_exits_on_a_full_stderr_and_its_job_is_requeued() {
+    let sb = Sandbox::new();
+    let job = sb.script("panic-once", PANIC_ONCE);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
+    let trigger = sb.out().join("panic-now").display().to_string();
+    // A reader that never reads: the monitor's panic report meets a full pipe.
+    let (_read, write) = small_pipe();
+    fill(&write);
+    let env = [
+        ("JOBWARDEN_TEST_FAULT", "monitor-heartbeat"),
+        ("JOBWARDEN_TEST_FAULT_WHEN", trigger.as_str()),
+    ];
+    let mut daemon = Daemon::spawn_with_stderr(&sb, &env, write.into());
+    daemon.wait_ready(&sb, secs(20));
+    sb.drop_prompt("p", "panicky", "panic in your monitor\n");
+    let first = wait_until("the first attempt to write its id", secs(30), || {
+        let id = fs::read_to_string(sb.out().join("id")).ok()?;
+        id.ends_with('\n').then(|| id.trim().to_owned())
+    });
+    let ended = sb.wait_id(
+        &first,
+        "the first attempt to end",
+        secs(60),
+        Job::is_terminal,
+    );
+    assert_eq!(ended.state(), "interrupted", "{:#}", ended.record);
+    let retry = sb.wait_done_excluding("p", "panicky", std::slice::from_ref(&first), secs(60));
+    assert_eq!(retry.state(), "succeeded", "{:#}", retry.record);
+    assert_eq!(retry.int_field("attempt"), Some(2));
+    assert!(daemon.is_running(), "the daemon lives on");
+}
+
+/// Every file under `dir` whose bytes contain one of `needles`.
+fn files_containing(sb: &Sandbox, dir: &Path, needles: &[&str]) -> Vec<String> {
+    sb.files_under(dir)
+        .into_iter()
+        .filter_map(|path| {
+            let bytes = fs::read(&path).ok()?;
+            let text = String::from_utf8_lossy(&bytes);
+            needles
+                .iter()
+                .find(|n| text.contains(*n))
+                .map(|n| format!("{} holds {n:?}", path.display()))
+        })
+        .collect()
+}
+
+#[test]
+fn closed_standard_descriptors_never_send_log_lines_into_files() {
+    let sb = Sandbox::new();
+    sb.configure(&slow_printing_job(&sb));
+    // Started as by a careless supervisor: no stdin, stdout or stderr at
+    // all, so the first files the daemon opens would get numbers 0 to 2.
+    let mut daemon = Daemon::spawn_with(&sb, &[], |cmd| {
+        // SAFETY: close(2) is async-signal-safe and touches no memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                for fd in 0..=2 {
+                    libc::close(fd);
+                }
+                Ok(())
+            });
+        }
+    });
+    daemon.wait_ready(&sb, secs(20));
+    for fd in 0..=2 {
+        let target = fs::read_link(format!("/proc/{}/fd/{fd}", daemon.pid));
+        assert_eq!(
+            target.ok().as_deref(),
+            Some(Path::new("/dev/null")),
+            "the daemon's fd {fd}"
+        );
+    }
+    drop_and_expect_success(&sb, &mut daemon, &names("closed", 3));
+    daemon.sigterm();
+    daemon.wait_exit(secs(20));
+    let spoiled = files_containing(&sb, &sb.root, &["daemon ready", " INFO ", " DEBUG "]);
+    assert!(spoiled.is_empty(), "log text in files: {spoiled:#?}");
 }

@@ -250,6 +250,52 @@ while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
 }
 
 #[test]
+fn a_job_that_removes_its_run_folder_keeps_its_later_output_in_the_log() {
+    let sb = Sandbox::new();
+    let script = sb.script(
+        "vandal",
+        r#"echo "$JOBWARDEN_JOB_ID" > "$OUT/id"
+echo "before the folder went"
+until grep -q "before the folder went" "$JOBWARDEN_RUN_DIR/job.log"; do sleep 0.05; done
+rm -rf "$JOBWARDEN_RUN_DIR"
+while [ ! -e "$JOBWARDEN_RUN_DIR/job.json" ]; do sleep 0.05; done
+echo "after the folder came back""#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let _daemon = Daemon::start(&sb);
+    sb.drop_prompt("proj", "vandal", "remove your run folder\n");
+    let id = written_id(&sb);
+    let done = sb.wait_id(&id, "the job to end", secs(30), Job::is_done);
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
+    let logs = sb.run(&["logs", &id]);
+    assert_eq!(logs.code(), 0, "{logs:?}");
+    assert!(
+        logs.stdout.contains("after the folder came back\n"),
+        "{}",
+        logs.stdout
+    );
+    assert!(
+        logs.stdout
+            .contains("job.log was removed or replaced while the job ran")
+            && logs
+                .stdout
+                .contains("bytes of output written before this line were lost"),
+        "{}",
+        logs.stdout
+    );
+    assert!(
+        !logs.stdout.contains("before the folder went"),
+        "{}",
+        logs.stdout
+    );
+    let log_bytes = done.int_field("log_bytes").expect("log_bytes") as u64;
+    assert!(
+        log_bytes > done.log_len(),
+        "log_bytes counts what went with the old file too: {log_bytes}"
+    );
+}
+
+#[test]
 fn a_job_that_empties_its_workdir_destroys_nothing_of_the_monitors() {
     let sb = Sandbox::new();
     let script = sb.script(
