@@ -12,7 +12,8 @@
 //!   daemon (this binary, or itself in its place) against the performance promises.
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
-//!   subcommand); the CLI edge (env, signals, printing).
+//!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
+//!   opened on `/dev/null` when started closed.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
 //! - [`layout`] — the only module that knows names under the root; name validation.
