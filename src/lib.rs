@@ -30,7 +30,10 @@
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
-//!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged).
+//!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
+//!   `daemon/inbox_watch.rs` (the watch follows the folder at `inbox/`),
+//!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
+//!   queued aborts).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),

@@ -1,0 +1,280 @@
+//! The daemon's side of a job's end: its monitor exiting (a normal end,
+//! or an `interrupted` one whose orphaned process group is cleared first),
+//! ends that could not be recorded yet (storage refusing writes), the
+//! claim each prompt's job holds, and a queued job aborted before it
+//! started.
+
+use std::process::ExitStatus;
+
+use serde_json::json;
+
+use super::{Daemon, Slot};
+use crate::error::{DaemonError, JobError};
+use crate::events::EventLog;
+use crate::job::{JobId, JobRecord, JobState};
+use crate::layout::PromptName;
+use crate::ledger::backfill;
+use crate::recover;
+use crate::terminal::{Ending, Finisher};
+use crate::{abort, storage};
+
+impl Daemon {
+    pub(super) fn on_monitor_joined(
+        &mut self,
+        joined: Result<(JobId, std::io::Result<ExitStatus>), tokio::task::JoinError>,
+    ) -> Result<(), DaemonError> {
+        // A lost wait task would leak its slot forever: stop instead, and let
+        // the service manager restart us (recovery re-adopts the job).
+        let (id, status) = joined.map_err(|e| DaemonError::TaskDied {
+            task: "monitor wait",
+            reason: e.to_string(),
+        })?;
+        let how = match &status {
+            Ok(s) => s.to_string(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        tracing::debug!(job = %id, status = %how, "monitor exited");
+        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_ALREADY_SUPERVISED)) {
+            // Another monitor holds the job: keep the slot and watch that
+            // monitor, once proven.
+            if let recover::Monitor::Alive(p) = recover::monitor_state(&self.layout, &id) {
+                self.running.insert(id, Slot::Adopted(p));
+                return Ok(());
+            }
+        }
+        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
+            // Nothing of the job ran: it keeps its place at the head.
+            self.running.remove(&id);
+            if let Some(w) = self.watcher.as_mut() {
+                w.watch_run_dir(&self.layout.run_dir(&id));
+            }
+            self.queue.push_front(id.clone());
+            let condition = storage::probe(self.layout.root())
+                .map(|p| p.condition)
+                .ok()
+                .filter(|c| *c == storage::Condition::ReadOnly)
+                .unwrap_or(storage::Condition::Full);
+            self.storage_failed(
+                condition,
+                format!("the monitor of job {id} could not write its first records"),
+            );
+            return Ok(());
+        }
+        self.on_job_gone(&id, &how);
+        Ok(())
+    }
+
+    /// A slot's monitor is gone: the record must be terminal; if it is not,
+    /// the monitor died mid-job and the job is `interrupted`.
+    pub(super) fn on_job_gone(&mut self, id: &JobId, how: &str) {
+        let span = tracing::info_span!("job", id = %id).entered();
+        self.running.remove(id);
+        if !self.settle(id, how) {
+            tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
+            self.unsettled.insert(id.clone(), how.to_owned());
+        }
+        drop(span);
+        self.dispatch();
+    }
+
+    /// Record the end of a job whose monitor is gone. False if its record
+    /// is still not terminal (the write failed): call again later.
+    pub(super) fn settle(&mut self, id: &JobId, how: &str) -> bool {
+        self.refresh_ledger();
+        match JobRecord::load_job(&self.layout, id) {
+            Ok(mut rec) if !rec.state.is_terminal() => {
+                let why = format!("its monitor exited ({how}) before the job ended");
+                self.release_claim(&rec.prompt_name(), id);
+                let clearing = recover::interrupt(
+                    &self.layout,
+                    &self.config,
+                    self.ledger.as_mut(),
+                    &mut rec,
+                    &why,
+                    true,
+                );
+                match clearing {
+                    Some(clearing) => {
+                        self.wait_for_group(clearing);
+                        return true;
+                    }
+                    None => self.unblock(&rec.prompt_name()),
+                }
+            }
+            Ok(mut rec) => {
+                tracing::info!(job = %id, state = %rec.state, "job ended");
+                // A monitor killed between its terminal record and the
+                // prompt's move leaves it claimed, and maybe its row unwritten:
+                // finish both, unless the claim is a newer job's (the prompt
+                // was requeued and claimed again before this end was seen).
+                let row = self
+                    .ledger
+                    .as_mut()
+                    .map(|l| backfill::ensure_row(&self.layout, l, &rec));
+                if let Some(Err(e)) = row {
+                    self.ledger_failed(&e);
+                }
+                if self.release_claim(&rec.prompt_name(), id) {
+                    crate::terminal::resume(
+                        &self.layout,
+                        &self.config,
+                        self.ledger.as_mut(),
+                        &mut rec,
+                    );
+                }
+                self.unblock(&rec.prompt_name());
+            }
+            Err(e) => {
+                tracing::error!(job = %id, "after its monitor exited: {e}");
+                return !matches!(&e, JobError::Io(io) if storage::fault_of(&io.source).is_some());
+            }
+        }
+        JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
+    }
+
+    /// Wait, off the loop, for the killed orphaned group of an interrupted
+    /// job to be gone; [`Daemon::on_group_cleared`] then ends the job.
+    pub(super) fn wait_for_group(&mut self, clearing: recover::Clearing) {
+        tracing::info!(job = %clearing.id, "waiting for what is left of its process group to exit");
+        self.clearing.spawn_blocking(move || {
+            let gone = clearing.wait_gone(recover::ORPHAN_EXIT_LIMIT);
+            (clearing, gone)
+        });
+    }
+
+    /// The orphaned group of an interrupted job is gone (or outlived the
+    /// wait): end the job, requeued if it is gone and the policy says so.
+    pub(super) fn on_group_cleared(
+        &mut self,
+        joined: Result<(recover::Clearing, bool), tokio::task::JoinError>,
+    ) -> Result<(), DaemonError> {
+        let (clearing, gone) = joined.map_err(|e| DaemonError::TaskDied {
+            task: "orphaned group wait",
+            reason: e.to_string(),
+        })?;
+        let id = clearing.id;
+        let _span = tracing::info_span!("job", id = %id).entered();
+        self.refresh_ledger();
+        match JobRecord::load_job(&self.layout, &id) {
+            Ok(mut rec) if !rec.state.is_terminal() => {
+                if !gone {
+                    tracing::warn!(job = %id, "its process group was still there after {}", humantime::format_duration(recover::ORPHAN_EXIT_LIMIT));
+                }
+                let why = "its monitor died before the job ended";
+                let ledger = self.ledger.as_mut();
+                // Not waiting again: a group still there keeps it archived.
+                recover::interrupt(&self.layout, &self.config, ledger, &mut rec, why, false);
+                self.unblock(&rec.prompt_name());
+                let ended =
+                    JobRecord::load_job(&self.layout, &id).is_ok_and(|r| r.state.is_terminal());
+                if !ended {
+                    tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
+                    self.unsettled.insert(id.clone(), why.to_owned());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::error!(job = %id, "after its process group was killed: {e}"),
+        }
+        drop(_span);
+        self.dispatch();
+        Ok(())
+    }
+
+    /// Retry recording the ends that failed for lack of storage.
+    pub(super) fn settle_unsettled(&mut self) {
+        let pending: Vec<(JobId, String)> = self.unsettled.drain().collect();
+        for (id, how) in pending {
+            if !self.settle(&id, &how) {
+                self.unsettled.insert(id, how);
+            }
+        }
+    }
+
+    /// A write failed because storage refuses it: pause claims and starts.
+    pub(super) fn storage_failed(&mut self, condition: storage::Condition, detail: String) {
+        let change = self.storage.failed(condition, detail);
+        self.storage_changed(change);
+    }
+
+    pub(super) fn storage_changed(&mut self, change: storage::Change) {
+        match change {
+            storage::Change::None => {}
+            storage::Change::Degraded => tracing::error!(
+                condition = %self.storage.condition,
+                "the root's storage refuses writes ({}); claims and job starts wait until it recovers, running jobs go on",
+                self.storage.detail.as_deref().unwrap_or("")
+            ),
+            storage::Change::Recovered => {
+                tracing::info!(
+                    "the root's storage accepts writes again; resuming claims and starts"
+                );
+                self.settle_unsettled();
+                self.rescan();
+                self.dispatch();
+            }
+        }
+    }
+
+    /// Forget that `id` holds `prompt`'s claim. False if a newer job of
+    /// this daemon's holds it: then it is not `id`'s to move.
+    pub(super) fn release_claim(&mut self, prompt: &PromptName, id: &JobId) -> bool {
+        match self.claims.get(prompt) {
+            Some(holder) if holder != id => false,
+            Some(_) => {
+                self.claims.remove(prompt);
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// A job of `prompt` ended: a same-name prompt waiting for it may go.
+    pub(super) fn unblock(&mut self, prompt: &PromptName) {
+        if let Some(path) = self.blocked.remove(prompt) {
+            self.consider(&path);
+        }
+    }
+
+    pub(super) fn abort_if_queued(&mut self, id: &JobId) {
+        let _span = tracing::info_span!("job", id = %id).entered();
+        let Some(pos) = self.queue.iter().position(|q| q == id) else {
+            return;
+        };
+        self.queue.remove(pos);
+        self.priorities.remove(id);
+        if let Some(w) = self.watcher.as_mut() {
+            w.unwatch_run_dir(&self.layout.run_dir(id));
+        }
+        self.refresh_ledger();
+        let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
+            let mut events = EventLog::open(
+                self.layout.root(),
+                &self.layout.events(id),
+                self.config.events_for(&rec),
+            );
+            events.append("abort_requested", json!({"while": "queued"}));
+            let reason = abort::reason(&self.layout, id);
+            let mut finisher = Finisher {
+                layout: &self.layout,
+                config: &self.config,
+                ledger: self.ledger.as_mut(),
+            };
+            finisher.finish(
+                &mut rec,
+                &mut events,
+                Ending::new(JobState::Aborted, Some(reason)),
+            )?;
+            tracing::info!(job = %id, "aborted while queued");
+            self.release_claim(&rec.prompt_name(), id);
+            self.unblock(&rec.prompt_name());
+            Ok(())
+        });
+        self.report(id, result);
+    }
+
+    pub(super) fn report(&self, id: &JobId, result: Result<(), JobError>) {
+        if let Err(e) = result {
+            tracing::error!(job = %id, "{e}");
+        }
+    }
+}
