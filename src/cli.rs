@@ -83,9 +83,34 @@ pub enum Command {
     /// Apply retention: prune old run folders, archived prompts and artifacts.
     Gc(GcArgs),
 
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff), or write one page per command to a folder.
+    Man(ManArgs),
+
+    /// Print the command-line reference in Markdown (docs/cli-reference.md).
+    #[command(hide = true)]
+    CliReference,
+
     /// Supervise one job (started by the daemon; not for interactive use).
     #[command(hide = true)]
     Monitor(MonitorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write jobwarden.1 and a page per command (jobwarden-submit.1, ...)
+    /// into this folder instead of printing jobwarden.1; prints the files written.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -252,10 +277,18 @@ pub struct RetryArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate the configuration; exit 0 when valid, 2 with the fault named otherwise.
-    Check,
+    /// Validate the configuration: exit 0 when valid (warnings on stderr about
+    /// programs not on PATH and missing workdirs), 2 with every problem named.
+    Check(ConfigCheckArgs),
     /// Print the effective configuration (defaults filled in) and where it came from.
     Show,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    /// Print one JSON object: problems, warnings and notes (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +334,7 @@ pub struct HistoryListArgs {
     /// At most this many rows.
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
+    /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -309,6 +343,7 @@ pub struct HistoryListArgs {
 pub struct HistoryShowArgs {
     /// Execution (job) id.
     pub job: String,
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -321,6 +356,7 @@ pub struct HistoryStatsArgs {
     /// Only this project.
     #[arg(long)]
     pub project: Option<String>,
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -344,8 +380,10 @@ pub struct HistoryRecordArgs {
     pub name: String,
     /// success, failure, timeout, rate_limited, aborted, interrupted or rejected.
     pub outcome: String,
+    /// The run's exit code.
     #[arg(long)]
     pub exit_code: Option<i32>,
+    /// Which attempt at the prompt the run was (1 for the first).
     #[arg(long, default_value_t = 1)]
     pub attempt: u32,
 }
@@ -361,12 +399,14 @@ pub struct HistoryExportArgs {
 pub struct WhoTouchedArgs {
     /// A file or folder path (absolute, or relative to the current folder).
     pub path: std::path::PathBuf,
+    /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct RepairArgs {
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -376,6 +416,7 @@ pub struct GcArgs {
     /// Say what would be pruned, prune nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
 }
