@@ -7,7 +7,13 @@ use clap::{Args, Parser, Subcommand};
 
 /// jobwarden: claims prompt files from an inbox and runs each as a monitored job.
 #[derive(Debug, Parser)]
-#[command(name = "jobwarden", version, about, propagate_version = true)]
+#[command(
+    name = "jobwarden",
+    version,
+    about,
+    propagate_version = true,
+    after_long_help = AFTER_HELP
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -15,6 +21,22 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The end of `jobwarden --help` (and of the manual page).
+const AFTER_HELP: &str = "\
+Exit status: 0 success; 1 a clean \"no\" (not found, nothing matched); 2 an error. \
+Commands whose status says more (history check, submit --wait) say so in their help.
+
+Output: data on stdout; errors, warnings, progress and the log on stderr.
+
+Environment: JOBWARDEN_HOME (the root), JOBWARDEN_CONFIG (the config file), \
+JOBWARDEN_LOG_FORMAT (text or json), RUST_LOG (what the log shows), NO_COLOR.
+
+Files: the config is --config, else JOBWARDEN_CONFIG, else \
+$XDG_CONFIG_HOME/jobwarden/config.toml (~/.config/jobwarden/config.toml), else \
+/etc/jobwarden/config.toml, else built-in defaults. The root is --root, else \
+JOBWARDEN_HOME, else the config's root, else /var/lib/jobwarden as root and \
+$XDG_DATA_HOME/jobwarden (~/.local/share/jobwarden) otherwise.";
 
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone, Default)]

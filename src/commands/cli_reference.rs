@@ -34,15 +34,14 @@ pub fn render() -> String {
         "<!-- Generated from the command-line definitions (src/cli.rs); do not edit.\n     \
          Regenerate: {REGENERATE} -->\n\n"
     ));
-    md.push_str(&format!(
+    md.push_str(
         "Every command of `jobwarden`, with its arguments and options, as `--help` \
-         shows them. Exit status, unless a command says otherwise: 0 success, 1 a clean \
-         \"no\" (not found, nothing matched), 2 an error. The JSON shapes of `--json` are \
-         in [cli-json.md](cli-json.md), [status-json.md](status-json.md) and \
-         [history-json.md](history-json.md).\n\n{}\n\n",
-        "Commands print their data on stdout and everything else (errors, warnings, \
-         progress, the daemon's log) on stderr."
-    ));
+         shows them. The JSON shapes of `--json` are in [cli-json.md](cli-json.md), \
+         [status-json.md](status-json.md) and [history-json.md](history-json.md).\n\n",
+    );
+    if let Some(after) = cmd.get_after_long_help() {
+        let _ = write!(md, "{after}\n\n");
+    }
     md.push_str("## Options of every command\n\n");
     args(&mut md, cmd.get_arguments().filter(|a| a.is_global_set()));
     md.push_str("## Commands\n\n");
@@ -97,6 +96,9 @@ fn command(md: &mut String, cmd: &Command, level: usize) {
         .unwrap_or_default();
     if !text.is_empty() {
         let _ = write!(md, "{text}\n\n");
+    }
+    if let Some(after) = cmd.get_after_long_help().or(cmd.get_after_help()) {
+        let _ = write!(md, "{after}\n\n");
     }
     let usage = cmd.clone().render_usage().to_string();
     let usage = usage.trim_start_matches("Usage: ").trim_end();

@@ -10,7 +10,16 @@ use clap::CommandFactory;
 use crate::cli::{Cli, CompletionsArgs};
 
 pub fn run(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
-    let mut cmd = Cli::command();
+    // The generators complete hidden commands too: leave them out.
+    let full = Cli::command();
+    let visible: Vec<clap::Command> = full
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .collect();
+    let mut cmd = clap::Command::new("jobwarden")
+        .args(full.get_arguments().cloned())
+        .subcommands(visible);
     // Generated into memory: the generators panic when a write fails, and
     // stdout may be a pipe whose reader has gone.
     let mut script = Vec::new();
