@@ -257,3 +257,45 @@ fn route_exit_codes_are_as_documented() {
         assert!(section.contains(claim), "route's docs lack {claim:?}");
     }
 }
+
+/// Every ledger outcome is named where the help and the docs list them, so
+/// that a new outcome cannot be added without them.
+#[test]
+fn outcome_names_in_help_and_docs_are_the_ledgers() {
+    let outcomes: Vec<&str> = jobwarden::ledger::Outcome::ALL
+        .iter()
+        .map(|o| o.as_str())
+        .collect();
+    let mut places: Vec<(String, String)> = Vec::new();
+    for cmd in commands() {
+        let name = full_name(&cmd);
+        for arg in cmd.get_arguments() {
+            if (name == "history list" && arg.get_id() == "outcome")
+                || (name == "history record" && arg.get_id() == "outcome")
+            {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                places.push((format!("{name} {} help", arg.get_id()), help));
+            }
+        }
+    }
+    assert_eq!(places.len(), 2, "{places:?}");
+    for (path, marker) in [
+        ("docs/history-json.md", "| `outcome` "),
+        ("docs/on-disk.md", "| `outcome` "),
+    ] {
+        let line = doc(path)
+            .lines()
+            .find(|l| l.starts_with(marker))
+            .unwrap_or_else(|| panic!("{path} has no row {marker:?}"))
+            .to_owned();
+        places.push((path.to_owned(), line));
+    }
+    for (place, text) in &places {
+        for outcome in &outcomes {
+            assert!(
+                text.contains(outcome),
+                "{place} does not name outcome {outcome:?}: {text}"
+            );
+        }
+    }
+}
