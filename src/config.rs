@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::GlobalArgs;
-
 mod limits;
 mod route;
 mod template;
@@ -64,6 +62,16 @@ impl Env {
             is_root: nix::unistd::geteuid().is_root(),
         }
     }
+}
+
+/// What the command line chose: `--config` and `--root` (`None` when not
+/// given). With [`Env`], everything resolution reads; plain values, so that
+/// config knows nothing of the CLI, and the daemon can resolve again on a
+/// reload exactly as it did at start.
+#[derive(Debug, Clone, Default)]
+pub struct Choices {
+    pub config: Option<PathBuf>,
+    pub root: Option<PathBuf>,
 }
 
 /// A configuration problem, naming the file (or "built-in defaults") and
@@ -303,8 +311,8 @@ enum RawSize {
 /// Find the config file: `--config`, `JOBWARDEN_CONFIG`, the user's config
 /// folder, `/etc/jobwarden/config.toml`. An explicitly named file must
 /// exist; the default locations are optional.
-pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
-    let explicit = global
+pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
+    let explicit = chosen
         .config
         .clone()
         .or_else(|| env.jobwarden_config.clone());
@@ -329,8 +337,8 @@ pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, Co
 }
 
 /// Load and validate the configuration the CLI flags and environment select.
-pub fn load(global: &GlobalArgs, env: &Env) -> Result<Config, ConfigError> {
-    match config_path(global, env)? {
+pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
+    match config_path(chosen, env)? {
         Some(path) => {
             let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
                 origin: path.display().to_string(),
@@ -345,11 +353,11 @@ pub fn load(global: &GlobalArgs, env: &Env) -> Result<Config, ConfigError> {
 /// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
 /// `/var/lib/jobwarden` for root and the XDG data folder otherwise.
 pub fn resolve_root(
-    global: &GlobalArgs,
+    chosen: &Choices,
     env: &Env,
     config: &Config,
 ) -> Result<PathBuf, ConfigError> {
-    let chosen = global
+    let chosen = chosen
         .root
         .clone()
         .or_else(|| env.jobwarden_home.clone())

@@ -162,7 +162,15 @@ fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::R
 /// The validated config and the layout of the root it selects.
 fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     let env = Env::from_process();
-    let config = crate::config::load(global, &env)?;
-    let root = crate::config::resolve_root(global, &env, &config)?;
+    let config = crate::config::load(&choices(global), &env)?;
+    let root = crate::config::resolve_root(&choices(global), &env, &config)?;
     Ok((config, Layout::new(root)))
+}
+
+/// What the command line chose for config resolution (`--config`, `--root`).
+fn choices(global: &crate::cli::GlobalArgs) -> crate::config::Choices {
+    crate::config::Choices {
+        config: global.config.clone(),
+        root: global.root.clone(),
+    }
 }
