@@ -103,10 +103,11 @@ impl std::fmt::Display for ConfigSource {
 }
 
 /// What to do with running jobs when the daemon stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ShutdownPolicy {
     /// Leave monitors running; a restarted daemon re-adopts them.
+    #[default]
     Detach,
     /// Wait for running jobs to end (at most `drain_timeout`), start no more.
     Drain,
@@ -115,10 +116,11 @@ pub enum ShutdownPolicy {
 }
 
 /// How the daemon learns of new prompts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WatchMode {
     /// inotify, plus rescans as a safety net.
+    #[default]
     Inotify,
     /// Rescans only, every `rescan_interval` (for inboxes on filesystems
     /// where inotify sees nothing, such as network mounts).
@@ -352,11 +354,7 @@ pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
 
 /// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
 /// `/var/lib/jobwarden` for root and the XDG data folder otherwise.
-pub fn resolve_root(
-    chosen: &Choices,
-    env: &Env,
-    config: &Config,
-) -> Result<PathBuf, ConfigError> {
+pub fn resolve_root(chosen: &Choices, env: &Env, config: &Config) -> Result<PathBuf, ConfigError> {
     let chosen = chosen
         .root
         .clone()
@@ -388,56 +386,126 @@ fn absolute(root: PathBuf) -> Result<PathBuf, ConfigError> {
 // ---------------------------------------------------------------------------
 // Validation.
 
-/// Parse and validate TOML text into a [`Config`].
+/// Parse and validate TOML text into a [`Config`]; an invalid one is
+/// refused with its first error ([`parse_all`] gives every one).
 pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
+    parse_all(text, source).map_err(|errors| {
+        errors.into_iter().next().unwrap_or_else(|| ConfigError {
+            origin: "config".into(),
+            message: "invalid, for no reason given".into(),
+        })
+    })
+}
+
+/// Parse and validate TOML text into a [`Config`], or every error found:
+/// each setting is checked even when another one failed. TOML that does
+/// not parse (bad syntax, an unknown key) stops at its first error, as
+/// there is nothing to check then; routes are checked once the profiles
+/// they name are valid.
+pub fn parse_all(text: &str, source: ConfigSource) -> Result<Config, Vec<ConfigError>> {
     let origin = source.to_string();
     let err = |message: String| ConfigError {
         origin: origin.clone(),
         message,
     };
     let raw: RawConfig =
-        toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
+        toml::from_str(text).map_err(|e| vec![err(e.to_string().trim_end().to_owned())])?;
     let v = Validator { err: &err };
-    let profiles = v.profiles(&raw.profiles)?;
+    let found = Found::default();
+    let profiles = found.keep(v.profiles(&raw.profiles));
     let env_name = |key: &str, name: &str| v.env_name(key, name).map_err(|e| e.message);
-    let routes = route::build(&raw.routes, &profiles, &env_name).map_err(&err)?;
-    Ok(Config {
+    let routes = if found.is_empty() {
+        found.keep(route::build(&raw.routes, &profiles, &env_name).map_err(&err))
+    } else {
+        Vec::new()
+    };
+    let config = Config {
         source,
         text: text.to_owned(),
         root: raw.root,
-        max_jobs: v.max_jobs(raw.max_jobs)?,
-        heartbeat_interval: v.duration("heartbeat_interval", raw.heartbeat_interval, "5s", true)?,
-        rescan_interval: v.duration("rescan_interval", raw.rescan_interval, "60s", true)?,
-        settle: v.duration("settle", raw.settle, "2s", false)?,
-        abort_grace: v.duration("abort_grace", raw.abort_grace, "10s", false)?,
-        max_prompt_bytes: v.size(
+        max_jobs: found.keep(v.max_jobs(raw.max_jobs)),
+        heartbeat_interval: found.keep(v.duration(
+            "heartbeat_interval",
+            raw.heartbeat_interval,
+            "5s",
+            true,
+        )),
+        rescan_interval: found.keep(v.duration(
+            "rescan_interval",
+            raw.rescan_interval,
+            "60s",
+            true,
+        )),
+        settle: found.keep(v.duration("settle", raw.settle, "2s", false)),
+        abort_grace: found.keep(v.duration("abort_grace", raw.abort_grace, "10s", false)),
+        max_prompt_bytes: found.keep(v.size(
             "max_prompt_bytes",
             raw.max_prompt_bytes,
             1 << 20,
             MAX_PROMPT_BYTES,
-        )?,
-        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES)?,
-        shutdown: v.shutdown(raw.shutdown)?,
-        watch: v.watch(raw.watch)?,
-        drain_timeout: v.duration("drain_timeout", raw.drain_timeout, "10m", false)?,
+        )),
+        max_log_bytes: found.keep(v.size(
+            "max_log_bytes",
+            raw.max_log_bytes,
+            64 << 20,
+            MAX_LOG_BYTES,
+        )),
+        shutdown: found.keep(v.shutdown(raw.shutdown)),
+        watch: found.keep(v.watch(raw.watch)),
+        drain_timeout: found.keep(v.duration("drain_timeout", raw.drain_timeout, "10m", false)),
         events: raw.events.unwrap_or(true),
         profiles,
-        max_interrupts: v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000)? as u32,
-        artifact_tail_bytes: v.size(
+        max_interrupts: found.keep(v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000))
+            as u32,
+        artifact_tail_bytes: found.keep(v.size(
             "artifact_tail_bytes",
             raw.artifact_tail_bytes,
             64 << 10,
             16 << 20,
-        )?,
+        )),
         retention: Retention {
-            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000)? as usize,
-            keep_days: v.count("keep_days", raw.keep_days, 30, 0, 36_500)? as u32,
-            keep_artifacts: v.count("keep_artifacts", raw.keep_artifacts, 10, 0, 1_000_000)?
+            keep_runs: found.keep(v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000))
                 as usize,
-            gc_interval: v.duration("gc_interval", raw.gc_interval, "1h", true)?,
+            keep_days: found.keep(v.count("keep_days", raw.keep_days, 30, 0, 36_500)) as u32,
+            keep_artifacts: found.keep(v.count(
+                "keep_artifacts",
+                raw.keep_artifacts,
+                10,
+                0,
+                1_000_000,
+            )) as usize,
+            gc_interval: found.keep(v.duration("gc_interval", raw.gc_interval, "1h", true)),
         },
         routes,
-    })
+    };
+    found.into_result(config)
+}
+
+/// The errors validation found so far; a failed setting stands in with
+/// its type's default, and the whole is refused at the end.
+#[derive(Default)]
+struct Found(std::cell::RefCell<Vec<ConfigError>>);
+
+impl Found {
+    fn keep<T: Default>(&self, checked: Result<T, ConfigError>) -> T {
+        checked.unwrap_or_else(|e| {
+            self.0.borrow_mut().push(e);
+            T::default()
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.borrow().is_empty()
+    }
+
+    fn into_result(self, config: Config) -> Result<Config, Vec<ConfigError>> {
+        let errors = self.0.into_inner();
+        if errors.is_empty() {
+            Ok(config)
+        } else {
+            Err(errors)
+        }
+    }
 }
 
 struct Validator<'a, F: Fn(String) -> ConfigError> {

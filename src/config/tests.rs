@@ -215,3 +215,24 @@ fn selection_follows_the_first_matching_route_and_front_matter() {
     let err = c.select("api", Some("ghost")).expect_err("unknown profile");
     assert!(err.contains("\"ghost\" is not defined"), "{err}");
 }
+
+#[test]
+fn parse_all_reports_every_invalid_setting() {
+    let text = "max_jobs = 0\nheartbeat_interval = \"soon\"\nwatch = \"poll\"\n";
+    let errors = parse_all(text, ConfigSource::BuiltIn).expect_err("invalid");
+    let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert_eq!(messages.len(), 3, "{messages:?}");
+    for key in [
+        "max_jobs = 0",
+        "heartbeat_interval = \"soon\"",
+        "watch = \"poll\"",
+    ] {
+        assert!(
+            messages.iter().any(|m| m.contains(key)),
+            "{key}: {messages:?}"
+        );
+    }
+    // The first one is what `parse` reports.
+    let first = parse(text, ConfigSource::BuiltIn).expect_err("invalid");
+    assert_eq!(first.to_string(), messages[0]);
+}
