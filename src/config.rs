@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+mod diff;
 mod limits;
 mod route;
 mod template;
 
+pub use diff::changes;
 pub use limits::{Limits, ShownLimits};
 pub use route::{Route, RoutePattern};
 pub use template::{Template, Vars, vars};
@@ -341,15 +343,17 @@ pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, Confi
 /// Load and validate the configuration the CLI flags and environment select.
 pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
     match config_path(chosen, env)? {
-        Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                origin: path.display().to_string(),
-                message: format!("cannot read: {e}"),
-            })?;
-            parse(&text, ConfigSource::File(path))
-        }
+        Some(path) => parse(&read_file(&path)?, ConfigSource::File(path)),
         None => parse("", ConfigSource::BuiltIn),
     }
+}
+
+/// The text of the config file at `path`.
+pub fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        origin: path.display().to_string(),
+        message: format!("cannot read: {e}"),
+    })
 }
 
 /// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
