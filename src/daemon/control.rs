@@ -354,28 +354,25 @@ impl Daemon {
                 *routes.entry(route.clone()).or_default() += 1;
             }
         }
-        let jobs = |n: usize| {
-            if n == 1 {
-                "1 queued job".to_owned()
-            } else {
-                format!("{n} queued jobs")
-            }
+        let jobs = |n: usize, one: &str, many: &str| match n {
+            1 => format!("1 queued job {one}"),
+            n => format!("{n} queued jobs {many}"),
         };
         let mut out: Vec<String> = profiles
             .into_iter()
             .map(|(p, n)| {
                 format!(
-                    "profile {p:?} is gone but {} use it: they will fail at start \
+                    "profile {p:?} was removed but {} it; such jobs fail at start \
                      (restore the profile, or `jobwarden retry` them once they ended)",
-                    jobs(n)
+                    jobs(n, "uses", "use")
                 )
             })
             .collect();
         out.extend(routes.into_iter().map(|(r, n)| {
             format!(
-                "route {r:?} is gone but {} were claimed through it: they will run \
+                "route {r:?} was removed but {} claimed through it; such jobs run \
                  without that route's workdir and env",
-                jobs(n)
+                jobs(n, "was", "were")
             )
         }));
         out

@@ -34,6 +34,7 @@ mod pipes;
 mod races;
 mod readme;
 mod recovery;
+mod reload;
 mod routes;
 mod shutdown;
 mod storage;
