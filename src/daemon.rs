@@ -33,7 +33,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::{Config, ShutdownPolicy, WatchMode};
+use crate::config::{Config, ShutdownPolicy};
 use crate::error::{DaemonError, IoContext, JobError};
 use crate::inbox::{self, Found, InboxWatcher, Signal};
 use crate::job::JobId;
@@ -41,7 +41,6 @@ use crate::layout::{self, Layout, PromptName};
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::{abort, fsio, retry, storage};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
 
@@ -739,47 +738,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Watch the inbox as configured. If inotify cannot be had (instance or
-    /// watch limits, a filesystem that does not support it), say so once and
-    /// live on rescans: a daemon that claims slowly beats one that stops.
-    fn start_watching(&mut self) -> UnboundedReceiver<Signal> {
-        if self.config.watch == WatchMode::Inotify {
-            match InboxWatcher::start(&self.layout) {
-                Ok((watcher, signals)) => {
-                    self.watcher = Some(watcher);
-                    return signals;
-                }
-                Err(e) => tracing::warn!(
-                    "{e}; falling back to rescanning the inbox every {}",
-                    humantime::format_duration(self.rescan_period_without_events())
-                ),
-            }
-        }
-        self.watch_degraded = true;
-        // No watcher sends anything; the sender is kept so the channel stays open.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.idle_sender = Some(tx);
-        rx
-    }
-
-    /// How often to rescan: the configured interval, but at most 2 s when
-    /// rescans are the only dependable way prompts are found (no watcher,
-    /// or it lost events) and nobody chose that.
-    fn rescan_period(&self) -> Duration {
-        if self.watcher.is_some() && !self.watch_degraded {
-            self.config.rescan_interval
-        } else {
-            self.rescan_period_without_events()
-        }
-    }
-
-    fn rescan_period_without_events(&self) -> Duration {
-        match self.config.watch {
-            WatchMode::Rescan => self.config.rescan_interval,
-            WatchMode::Inotify => self.config.rescan_interval.min(Duration::from_secs(2)),
-        }
     }
 
     /// Retention, off the loop's thread and on its own ledger connection
