@@ -396,3 +396,19 @@ fn receive_until(sock: &UnixDatagram, what: &str, done: impl Fn(&str) -> bool) -
         }
     }
 }
+
+#[test]
+fn the_units_reload_with_sighup() {
+    for unit in [
+        "systemd/jobwarden.service",
+        "systemd/jobwarden-user.service",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(unit);
+        let text = fs::read_to_string(&path).expect("read unit");
+        assert!(
+            text.lines()
+                .any(|l| l == "ExecReload=/bin/kill -HUP $MAINPID"),
+            "{unit} has no ExecReload sending SIGHUP"
+        );
+    }
+}
