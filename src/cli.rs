@@ -95,6 +95,11 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
 
+    /// Make the running daemon reload its config (SIGHUP) and say what
+    /// changed, or every error that got it refused (exit 2); exit 1 when no
+    /// daemon runs.
+    Reload(ReloadArgs),
+
     /// Which route, profile and commands a prompt at a path would get (runs nothing).
     Route(RouteArgs),
 
@@ -295,6 +300,17 @@ pub struct RetryArgs {
     /// timeout or rate limit).
     #[arg(long)]
     pub now: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    /// How long to wait for the daemon to report the reload's result.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

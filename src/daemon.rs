@@ -3,13 +3,14 @@
 //! them, starts a detached monitor per job when a slot is free (FIFO by
 //! claim time), notices monitors ending, and heartbeats `daemon.json`.
 //!
-//! `run` takes its world as parameters (config, layout, a shutdown token):
-//! it reads no environment and installs no signal handler.
+//! `run` takes its world as parameters (config, layout, a shutdown token,
+//! reload requests): it reads no environment and installs no signal handler.
 //!
 //! The loop does its small synchronous file operations (a claim is a rename
 //! and three fsynced writes) inline: they are sub-millisecond, and one
 //! owner of the queue needs no locks.
 
+pub mod control;
 mod inbox_watch;
 mod job_ends;
 mod ledger_state;
@@ -32,7 +33,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::{Config, ShutdownPolicy, WatchMode};
+use crate::config::{Config, ShutdownPolicy};
 use crate::error::{DaemonError, IoContext, JobError};
 use crate::inbox::{self, Found, InboxWatcher, Signal};
 use crate::job::JobId;
@@ -40,17 +41,18 @@ use crate::layout::{self, Layout, PromptName};
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::{abort, fsio, retry, storage};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
 
-/// Run the daemon until `shutdown` is cancelled, telling the service
-/// manager how it goes through `notifier`.
+/// Run the daemon until `shutdown` is cancelled, reloading its config on
+/// each of `reloads`' requests and telling the service manager how it goes
+/// through `notifier`.
 pub async fn run(
     config: Arc<Config>,
     layout: Layout,
     shutdown: CancellationToken,
     notifier: notify::Notifier,
+    reloads: control::Reloads,
 ) -> Result<(), DaemonError> {
     prepare_root(&layout)?;
     let _lock = lock::acquire(&layout)?;
@@ -58,6 +60,7 @@ pub async fn run(
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.notifier = notifier;
+    daemon.control.listen(reloads);
     // The ledger drives cooldowns and retries. A damaged one does not stop
     // jobs (see `daemon/ledger_state.rs`); one that cannot be opened for
     // another reason stops the start, naming the file.
@@ -213,11 +216,14 @@ struct Daemon {
     /// (storage refusing writes): retried every tick.
     /// The value says how the monitor ended.
     unsettled: HashMap<JobId, String>,
+    /// Reload requests, and the config state `daemon.json` reports.
+    control: control::Control,
 }
 
 impl Daemon {
     fn new(config: Arc<Config>, layout: Layout) -> Self {
         Daemon {
+            control: control::Control::new(&config),
             config,
             layout,
             host: hostname(),
@@ -266,6 +272,7 @@ impl Daemon {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = watchdog.tick(), if watchdog_period.is_some() => self.notifier.watchdog(),
+                _ = self.control.next_request() => self.reload(),
                 signal = signals.recv() => match signal {
                     Some(signal) => self.on_signal(signal),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
@@ -282,11 +289,7 @@ impl Daemon {
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
             }
-            // Events were lost (watch limit, queue overflow): rescans now
-            // carry the load, so they come as often as without a watcher.
-            if rescan.period() != self.rescan_period() {
-                rescan = interval_after(self.rescan_period());
-            }
+            self.follow_intervals(&mut rescan, &mut tick, &mut gc);
         }
     }
 
@@ -690,6 +693,10 @@ impl Daemon {
                 self.storage.condition
             ));
         }
+        if let Some(note) = self.control.status_note() {
+            line.push_str("; ");
+            line.push_str(note);
+        }
         match self.watch_state() {
             (inbox_watch::WatchState::Inotify, _) => {}
             (inbox_watch::WatchState::Rescan, _) => {
@@ -731,47 +738,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Watch the inbox as configured. If inotify cannot be had (instance or
-    /// watch limits, a filesystem that does not support it), say so once and
-    /// live on rescans: a daemon that claims slowly beats one that stops.
-    fn start_watching(&mut self) -> UnboundedReceiver<Signal> {
-        if self.config.watch == WatchMode::Inotify {
-            match InboxWatcher::start(&self.layout) {
-                Ok((watcher, signals)) => {
-                    self.watcher = Some(watcher);
-                    return signals;
-                }
-                Err(e) => tracing::warn!(
-                    "{e}; falling back to rescanning the inbox every {}",
-                    humantime::format_duration(self.rescan_period_without_events())
-                ),
-            }
-        }
-        self.watch_degraded = true;
-        // No watcher sends anything; the sender is kept so the channel stays open.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.idle_sender = Some(tx);
-        rx
-    }
-
-    /// How often to rescan: the configured interval, but at most 2 s when
-    /// rescans are the only dependable way prompts are found (no watcher,
-    /// or it lost events) and nobody chose that.
-    fn rescan_period(&self) -> Duration {
-        if self.watcher.is_some() && !self.watch_degraded {
-            self.config.rescan_interval
-        } else {
-            self.rescan_period_without_events()
-        }
-    }
-
-    fn rescan_period_without_events(&self) -> Duration {
-        match self.config.watch {
-            WatchMode::Rescan => self.config.rescan_interval,
-            WatchMode::Inotify => self.config.rescan_interval.min(Duration::from_secs(2)),
-        }
     }
 
     /// Retention, off the loop's thread and on its own ledger connection
@@ -849,6 +815,7 @@ impl Daemon {
                 .map(JobId::as_str)
                 .collect(),
             deferred: self.deferred_list(),
+            config: &self.control.state,
         };
         if let Some(condition) = state_file::write(&self.layout, &file) {
             self.storage_failed(condition, "daemon.json could not be written".into());

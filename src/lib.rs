@@ -14,14 +14,15 @@
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
 //!   opened on `/dev/null` when started closed; `completions.rs`, `man.rs` and
-//!   `cli_reference.rs` (hidden; `docs/cli-reference.md`): generated from the clap types.
+//!   `cli_reference.rs` (hidden; `docs/cli-reference.md`): generated from the clap types;
+//!   `commands/reload.rs`: `reload`, and the config part of `status`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
 //!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
-//!   PATH, missing workdirs).
+//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key).
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
@@ -37,9 +38,10 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
-//!   `daemon/inbox_watch.rs` (the watch follows the folder at `inbox/`),
+//!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
+//!   follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts).
+//!   queued aborts), `daemon/control.rs` (reloading the config on request: SIGHUP).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),

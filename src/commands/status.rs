@@ -30,6 +30,7 @@ use super::jobs::JobJson;
 use super::output::{
     alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
 };
+use super::reload::ConfigView;
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
@@ -40,7 +41,9 @@ const RECENT: usize = 5;
 const LISTED: usize = 20;
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
+    // An invalid config on disk is part of the answer (`config.errors`).
+    let loaded = super::load_lenient(global)?;
+    let (config, layout) = (loaded.config, loaded.layout);
     // A damaged ledger is an answer too: `ledger` says what is wrong.
     let (ledger, damage) = match super::open_ledger(&layout) {
         Ok(ledger) => (ledger, None),
@@ -49,6 +52,11 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     };
     let mut status = Status::gather(&config, &layout, ledger.as_ref())?;
     status.set_ledger(damage.as_ref());
+    status.config = ConfigView::gather(
+        status.live.as_ref(),
+        loaded.path.as_deref(),
+        loaded.problems,
+    );
     if args.json {
         print_json(&status)?;
     } else {
@@ -82,6 +90,11 @@ pub struct Status {
     /// What the live daemon said of the ledger (taken by `set_ledger`).
     #[serde(skip)]
     live_ledger: Option<health::Condition>,
+    /// The live daemon's `daemon.json`.
+    #[serde(skip)]
+    live: Option<DaemonSeen>,
+    /// The config in force, its reloads, and the one on disk.
+    config: ConfigView,
     needs_attention: Vec<AttentionView>,
 }
 
@@ -194,6 +207,8 @@ impl Status {
             recent: Vec::new(),
             recent_rows: Vec::new(),
             live_ledger: live.and_then(|s| s.ledger.clone()),
+            live: live.cloned(),
+            config: ConfigView::gather(None, None, Vec::new()),
             needs_attention: Vec::new(),
         };
         if let Some(ledger) = ledger {
@@ -451,6 +466,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     }
     if let Some(p) = &d.problem {
         line("warning", p)?;
+    }
+    for (label, text) in s.config.lines() {
+        line(label, &text)?;
     }
     if let Some(watch) = d.watch.as_deref().filter(|w| *w != "inotify") {
         let why = d.watch_reason.as_deref().unwrap_or("no reason given");

@@ -87,16 +87,16 @@ fn root_resolution_order() {
         home: Some("/home/u".into()),
         ..Env::default()
     };
-    let flag = GlobalArgs {
+    let flag = Choices {
         root: Some("/from/flag".into()),
-        ..GlobalArgs::default()
+        ..Choices::default()
     };
     assert_eq!(
         resolve_root(&flag, &env, &c).expect("flag"),
         PathBuf::from("/from/flag")
     );
     env.jobwarden_home = Some("/from/env".into());
-    let none = GlobalArgs::default();
+    let none = Choices::default();
     assert_eq!(
         resolve_root(&none, &env, &c).expect("env"),
         PathBuf::from("/from/env")
@@ -120,9 +120,9 @@ fn root_resolution_order() {
 
 #[test]
 fn explicit_config_must_exist() {
-    let g = GlobalArgs {
+    let g = Choices {
         config: Some("/nonexistent/jobwarden.toml".into()),
-        ..GlobalArgs::default()
+        ..Choices::default()
     };
     let err = config_path(&g, &Env::default()).expect_err("missing");
     assert!(

@@ -51,6 +51,8 @@ pub struct DaemonFile<'a> {
     pub queue: Vec<&'a str>,
     /// Prompts waiting for their cooldown to end, soonest first.
     pub deferred: Vec<Deferred>,
+    /// The config in force, and the last reload.
+    pub config: &'a super::control::ConfigState,
 }
 
 /// A prompt in cooldown, as `daemon.json` lists it.
@@ -121,6 +123,9 @@ pub struct DaemonSeen {
     pub queue: Vec<String>,
     #[serde(default)]
     pub deferred: Vec<Deferred>,
+    /// Absent from a daemon that cannot reload (it would die of SIGHUP).
+    #[serde(default)]
+    pub config: Option<super::control::ConfigState>,
 }
 
 /// Read `daemon.json`: `Ok(None)` if no daemon ever wrote one; an

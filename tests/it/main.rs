@@ -35,6 +35,7 @@ mod pipes;
 mod races;
 mod readme;
 mod recovery;
+mod reload;
 mod routes;
 mod shutdown;
 mod storage;
