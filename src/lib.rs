@@ -16,7 +16,8 @@
 //!   opened on `/dev/null` when started closed.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
-//! - [`layout`] — the only module that knows names under the root; name validation.
+//! - [`layout`] — the only module that knows names under the root; name validation;
+//!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
 //! - [`clock`] — RFC 3339 millisecond timestamps.
@@ -51,6 +52,7 @@
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
+//! - [`control`] — pause markers under `control/` (write, read, lift).
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
@@ -64,6 +66,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod error;
 pub mod events;
