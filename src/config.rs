@@ -154,6 +154,11 @@ pub struct Profile {
     pub publish: Option<Phase>,
     /// Resource limits on the job's processes (and its cgroup).
     pub limits: Limits,
+    /// At most this many of its jobs run at once (besides `max_jobs`).
+    pub max_jobs: Option<usize>,
+    /// Its jobs may run beside other jobs in the same workdir (by default
+    /// jobs sharing a workdir that is not their own run one at a time).
+    pub shared_workdir: bool,
 }
 
 /// A `prepare` or `publish` command.
@@ -272,6 +277,8 @@ struct RawProfile {
     prepare: Option<RawPhase>,
     publish: Option<RawPhase>,
     limits: Option<limits::RawLimits>,
+    max_jobs: Option<i64>,
+    shared_workdir: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -619,6 +626,10 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             .or_else(|| base.rate_limit.clone())
             .unwrap_or_default();
         let limits = p.limits.clone().or_else(|| base.limits.clone());
+        let max_jobs = match p.max_jobs.or(base.max_jobs) {
+            Some(n) => Some(self.count(&key("max_jobs"), Some(n), n, 1, 4096)? as usize),
+            None => None,
+        };
         Ok(Profile {
             name: name.to_owned(),
             command,
@@ -645,6 +656,8 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             prepare,
             publish,
             limits: self.limits(&key("limits"), limits.unwrap_or_default())?,
+            max_jobs,
+            shared_workdir: p.shared_workdir.or(base.shared_workdir).unwrap_or(false),
         })
     }
 
@@ -762,6 +775,10 @@ struct ShownRoute<'a> {
     workdir: Option<&'a str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<&'a str, &'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_workdir: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -787,6 +804,9 @@ struct ShownProfile<'a> {
     publish: Option<ShownPhase<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<ShownLimits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    shared_workdir: bool,
 }
 
 #[derive(Serialize)]
@@ -851,6 +871,8 @@ impl Config {
                             timeout: dur(ph.timeout),
                         }),
                         limits: p.limits.any().then(|| p.limits.shown()),
+                        max_jobs: p.max_jobs,
+                        shared_workdir: p.shared_workdir,
                     };
                     (n.as_str(), shown)
                 })
@@ -867,6 +889,8 @@ impl Config {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.source()))
                         .collect(),
+                    max_jobs: r.max_jobs,
+                    shared_workdir: r.shared_workdir,
                 })
                 .collect(),
         };

@@ -194,6 +194,11 @@ pub struct Route {
     /// Added to (and overriding) the profile's `env`; values may use the
     /// captures and the job placeholders.
     pub env: BTreeMap<String, Template>,
+    /// At most this many of its jobs run at once (besides `max_jobs` and
+    /// the profile's).
+    pub max_jobs: Option<usize>,
+    /// Overrides the profile's `shared_workdir`.
+    pub shared_workdir: Option<bool>,
 }
 
 /// A `[[route]]` as written.
@@ -205,6 +210,8 @@ pub(super) struct RawRoute {
     profile: Option<String>,
     workdir: Option<String>,
     env: Option<BTreeMap<String, String>>,
+    max_jobs: Option<i64>,
+    shared_workdir: Option<bool>,
 }
 
 /// Validate the routes against the profiles: patterns, the profile each
@@ -270,11 +277,20 @@ pub(super) fn build(
                 earlier.pattern.source()
             ));
         }
+        let max_jobs = match r.max_jobs {
+            Some(n @ 1..=4096) => Some(n as usize),
+            Some(n) => {
+                return Err(format!("{key}: max_jobs = {n}: must be between 1 and 4096"));
+            }
+            None => None,
+        };
         let route = Route {
             pattern,
             profile,
             workdir,
             env,
+            max_jobs,
+            shared_workdir: r.shared_workdir,
         };
         missing_captures(&profiles[&route.profile], &route)
             .map_or(Ok(()), |v| Err(format!("{key}: {v}")))?;
