@@ -34,7 +34,9 @@
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
 //!   `daemon/inbox_watch.rs` (the watch follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts).
+//!   queued aborts), `daemon/schedule.rs` (which queued job starts next: pauses, limits of
+//!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
+//!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
