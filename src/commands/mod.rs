@@ -18,12 +18,14 @@ mod jobs;
 mod logs;
 mod monitor;
 mod output;
+mod pause;
 mod retry;
 mod route;
 mod show;
 mod status;
 mod stdio;
 mod submit;
+mod waiting;
 
 use std::process::ExitCode;
 
@@ -108,6 +110,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
+        Command::Pause(args) => pause::pause(&cli.global, &args),
+        Command::Resume(args) => pause::resume(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
         Command::Route(args) => route::run(&cli.global, &args),
