@@ -1,7 +1,8 @@
 //! Watching: the bridge from `notify` (inotify) to a channel of
 //! [`Signal`]s for the daemon's loop, and the full rescans that catch what
 //! events missed. Deciding what to claim is the daemon's; this module only
-//! says what happened and where.
+//! says what happened and where. The same watcher follows queued jobs' run
+//! folders (their `ABORT`) and `control/` (pause markers).
 //!
 //! Completeness rule (DESIGN §2): a prompt that arrived by rename, or whose
 //! writer closed it, is complete and is claimed at once. A file merely
