@@ -91,6 +91,13 @@ pub enum Command {
     /// Put a finished job's prompt back in the inbox for another attempt.
     Retry(RetryArgs),
 
+    /// Start no new job (the whole daemon, one profile or one project) until resumed;
+    /// prompts are still claimed and queued, running jobs go on.
+    Pause(PauseArgs),
+
+    /// Lift a pause: queued jobs start again.
+    Resume(ResumeArgs),
+
     /// Validate or print the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -307,6 +314,47 @@ pub struct ReloadArgs {
     /// How long to wait for the daemon to report the reload's result.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub timeout: std::time::Duration,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a pause or resume is about: no flag means the whole daemon.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct PauseScopeArgs {
+    /// Only the jobs of this profile.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+
+    /// Only the jobs of prompts in this inbox folder (`acme/api`; not its sub-folders).
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub scope: PauseScopeArgs,
+
+    /// Why; kept in the marker and shown by `status` and `jobs`.
+    #[arg(long)]
+    pub reason: Option<String>,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub scope: PauseScopeArgs,
+
+    /// Lift every pause: the daemon's, and every profile's and project's.
+    #[arg(long, conflicts_with_all = ["profile", "project"])]
+    pub all: bool,
 
     /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]

@@ -215,6 +215,11 @@ pub struct Profile {
     pub publish: Option<Phase>,
     /// Resource limits on the job's processes (and its cgroup).
     pub limits: Limits,
+    /// At most this many of its jobs run at once (besides `max_jobs`).
+    pub max_jobs: Option<usize>,
+    /// Its jobs may run beside other jobs in the same workdir (by default
+    /// jobs sharing a workdir that is not their own run one at a time).
+    pub shared_workdir: bool,
 }
 
 /// A `prepare` or `publish` command.
@@ -497,6 +502,10 @@ struct ShownRoute<'a> {
     workdir: Option<&'a str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<&'a str, &'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_workdir: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -522,6 +531,9 @@ struct ShownProfile<'a> {
     publish: Option<ShownPhase<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<ShownLimits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    shared_workdir: bool,
 }
 
 #[derive(Serialize)]
@@ -586,6 +598,8 @@ impl Config {
                             timeout: dur(ph.timeout),
                         }),
                         limits: p.limits.any().then(|| p.limits.shown()),
+                        max_jobs: p.max_jobs,
+                        shared_workdir: p.shared_workdir,
                     };
                     (n.as_str(), shown)
                 })
@@ -602,6 +616,8 @@ impl Config {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.source()))
                         .collect(),
+                    max_jobs: r.max_jobs,
+                    shared_workdir: r.shared_workdir,
                 })
                 .collect(),
         };

@@ -16,9 +16,10 @@ mod job_ends;
 mod ledger_state;
 mod lock;
 pub mod notify;
+mod schedule;
 pub mod state_file;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -83,6 +84,8 @@ pub async fn run(
     }
     daemon.start_quick_check();
     let signals = daemon.start_watching();
+    // A pause outlives restarts: read before the first job can start.
+    daemon.refresh_pauses();
     daemon.take_recovered(recovered);
     daemon.rescan();
     daemon.dispatch();
@@ -164,11 +167,9 @@ struct Daemon {
     host: String,
     started_at: Timestamp,
     watcher: Option<InboxWatcher>,
-    /// Claimed jobs waiting for a slot: higher priority first, then oldest
-    /// claim first.
-    queue: VecDeque<JobId>,
-    /// Priorities of queued jobs other than 0.
-    priorities: HashMap<JobId, i32>,
+    /// Claimed jobs waiting to start, what running jobs hold, and the
+    /// pauses in force (see `daemon/schedule.rs`).
+    sched: schedule::Schedule,
     running: HashMap<JobId, Slot>,
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
     /// Waits for killed orphaned process groups of interrupted jobs to be
@@ -229,8 +230,7 @@ impl Daemon {
             host: hostname(),
             started_at: Timestamp::now(),
             watcher: None,
-            queue: VecDeque::new(),
-            priorities: HashMap::new(),
+            sched: schedule::Schedule::default(),
             running: HashMap::new(),
             monitors: JoinSet::new(),
             clearing: JoinSet::new(),
@@ -305,6 +305,7 @@ impl Daemon {
                 .into_iter()
                 .for_each(|f| self.consider_found(f)),
             Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::Control => self.refresh_pauses(),
             Signal::InboxGone(how) => {
                 tracing::warn!(
                     "{} was {how}; re-establishing the watch",
@@ -504,7 +505,7 @@ impl Daemon {
                     }
                     _ => {}
                 }
-                self.enqueue(rec.job_id, rec.priority);
+                self.enqueue(&rec);
                 drop(_span);
                 self.dispatch();
             }
@@ -541,52 +542,7 @@ impl Daemon {
         }
     }
 
-    /// Queue a claimed job: after every job of the same or a higher
-    /// priority (equal priorities keep their claim order).
-    fn enqueue(&mut self, id: JobId, priority: i32) {
-        if let Some(w) = self.watcher.as_mut() {
-            w.watch_run_dir(&self.layout.run_dir(&id));
-        }
-        let at = self
-            .queue
-            .iter()
-            .position(|q| self.priorities.get(q).copied().unwrap_or(0) < priority)
-            .unwrap_or(self.queue.len());
-        if priority != 0 {
-            self.priorities.insert(id.clone(), priority);
-        }
-        self.queue.insert(at, id);
-    }
-
-    // -- scheduling ----------------------------------------------------------
-
-    /// Start monitors while slots are free.
-    fn dispatch(&mut self) {
-        while !self.stopping && self.storage.is_ok() && self.running.len() < self.config.max_jobs {
-            let Some(id) = self.queue.pop_front() else {
-                return;
-            };
-            self.priorities.remove(&id);
-            if let Some(w) = self.watcher.as_mut() {
-                w.unwatch_run_dir(&self.layout.run_dir(&id));
-            }
-            match self.spawn_monitor(&id) {
-                Ok(()) => {
-                    self.running.insert(id, Slot::Child);
-                }
-                Err(e) => {
-                    // Out of processes, memory or descriptors: the job is not
-                    // at fault. It keeps its place; the next tick retries.
-                    tracing::error!(job = %id, "could not start its monitor, retrying on the next tick: {e}");
-                    if let Some(w) = self.watcher.as_mut() {
-                        w.watch_run_dir(&self.layout.run_dir(&id));
-                    }
-                    self.queue.push_front(id);
-                    return;
-                }
-            }
-        }
-    }
+    // -- scheduling (see `daemon/schedule.rs`) ---------------------------------
 
     /// Start `jobwarden monitor <id>` in its own session, so that it and its
     /// job outlive this daemon. It reads the daemon's exact config text on
@@ -649,8 +605,9 @@ impl Daemon {
             self.settle_unsettled();
         }
         let aborted: Vec<JobId> = self
+            .sched
             .queue
-            .iter()
+            .ids()
             .filter(|id| abort::requested(&self.layout, id))
             .cloned()
             .collect();
@@ -669,6 +626,7 @@ impl Daemon {
         if self.check_inbox() == Some(true) {
             self.rescan();
         }
+        self.refresh_pauses();
         self.dispatch();
         self.write_state(if self.stopping {
             Phase::Stopping
@@ -684,9 +642,10 @@ impl Daemon {
         let mut line = format!(
             "{} running, {} queued, {} deferred",
             self.running.len(),
-            self.queue.len(),
+            self.sched.queue.len(),
             self.deferred.len()
         );
+        line.push_str(&self.pauses_line());
         if !self.storage.is_ok() {
             line.push_str(&format!(
                 "; storage {}, claims paused",
@@ -766,13 +725,14 @@ impl Daemon {
     fn take_recovered(&mut self, recovered: Recovered) {
         for (id, monitor) in recovered.adopted {
             tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
+            self.hold_adopted(&id);
             self.running.insert(id, Slot::Adopted(monitor));
         }
         for clearing in recovered.clearing {
             self.wait_for_group(clearing);
         }
         for (id, priority) in recovered.queued {
-            self.enqueue(id, priority);
+            self.enqueue_recovered(&id, priority);
         }
     }
 
@@ -802,18 +762,13 @@ impl Daemon {
             root: self.layout.root(),
             phase,
             running: self.running.len(),
-            queued: self.queue.len(),
+            queued: self.sched.queue.len(),
             watch: watch.as_str(),
             watch_reason,
             storage: &self.storage,
             ledger: &self.ledger_condition,
             unsettled: self.unsettled.len(),
-            queue: self
-                .queue
-                .iter()
-                .take(state_file::LISTED)
-                .map(JobId::as_str)
-                .collect(),
+            queue: self.queue_listing(),
             deferred: self.deferred_list(),
             config: &self.control.state,
         };

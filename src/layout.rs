@@ -10,6 +10,10 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::job::{JobId, JobState};
 
+mod control;
+
+pub use control::{paused_profile, paused_project};
+
 /// Suffix of a prompt waiting in the inbox.
 pub const PROMPT_SUFFIX: &str = ".prompt.md";
 /// Suffix of a prompt claimed by a job.
@@ -72,8 +76,16 @@ impl Layout {
     }
 
     /// The folders the daemon creates at start.
-    pub fn skeleton(&self) -> [PathBuf; 3] {
-        [self.inbox(), self.runs(), self.archive()]
+    pub fn skeleton(&self) -> [PathBuf; 6] {
+        let [control, profiles, projects] = self.control_folders();
+        [
+            self.inbox(),
+            self.runs(),
+            self.archive(),
+            control,
+            profiles,
+            projects,
+        ]
     }
 
     pub fn run_dir(&self, id: &JobId) -> PathBuf {

@@ -23,7 +23,8 @@
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key).
-//! - [`layout`] — the only module that knows names under the root; name validation.
+//! - [`layout`] — the only module that knows names under the root; name validation;
+//!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
 //! - [`clock`] — RFC 3339 millisecond timestamps.
@@ -41,7 +42,10 @@
 //!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
 //!   follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts), `daemon/control.rs` (reloading the config on request: SIGHUP).
+//!   queued aborts), `daemon/control.rs` (reloading the config on request: SIGHUP),
+//!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
+//!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
+//!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
@@ -59,6 +63,7 @@
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
+//! - [`control`] — pause markers under `control/` (write, read, lift).
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
@@ -72,6 +77,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod error;
 pub mod events;

@@ -17,6 +17,7 @@ use super::args::parse_since;
 use super::output::{
     fit, fmt_ago, fmt_duration, found, paint_state, print_json, print_line, prompt_label, timestamp,
 };
+use super::waiting::{Waiting, pause_lines};
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let filter = JobFilter {
@@ -47,13 +48,31 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         .map(|j| current(&layout, j))
         .filter(|j| filter.states.is_empty() || filter.states.contains(&j.state))
         .collect();
+    let waiting = Waiting::load(&layout);
+    let reasons: Vec<Option<String>> = rows
+        .iter()
+        .map(|j| {
+            (j.state == "queued")
+                .then(|| waiting.reason(&j.id, &j.project))
+                .flatten()
+        })
+        .collect();
     if args.json {
-        let view: Vec<JobJson> = rows.iter().map(JobJson::from).collect();
+        let view: Vec<JobJson> = rows
+            .iter()
+            .zip(&reasons)
+            .map(|(j, why)| JobJson::from(j).waiting(why.clone()))
+            .collect();
         print_json(&view)?;
-    } else if rows.is_empty() {
-        print_line("no jobs matched")?;
     } else {
-        print_table(&rows)?;
+        for p in pause_lines(&waiting.pauses) {
+            print_line(format_args!("paused: {p}"))?;
+        }
+        if rows.is_empty() {
+            print_line("no jobs matched")?;
+        } else {
+            print_waiting_table(&rows, &reasons)?;
+        }
     }
     Ok(found(!rows.is_empty()))
 }
@@ -106,6 +125,15 @@ pub(super) struct JobJson {
     duration_ms: Option<u64>,
     exit_code: Option<i32>,
     state_reason: Option<String>,
+    /// Why a queued job has not started, when known.
+    waiting: Option<String>,
+}
+
+impl JobJson {
+    fn waiting(mut self, why: Option<String>) -> Self {
+        self.waiting = why;
+        self
+    }
 }
 
 impl From<&IndexedJob> for JobJson {
@@ -125,6 +153,7 @@ impl From<&IndexedJob> for JobJson {
                 .map(|(s, f)| f.saturating_sub(s)),
             exit_code: j.exit_code,
             state_reason: j.state_reason.clone(),
+            waiting: None,
         }
     }
 }
@@ -132,8 +161,16 @@ impl From<&IndexedJob> for JobJson {
 /// Width of the PROMPT column; with the others a row fits 80 columns.
 const PROMPT_WIDTH: usize = 26;
 
-pub(super) fn print_table(rows: &[IndexedJob]) -> anyhow::Result<()> {
-    super::output::print_table(&header(), rows, table_row)
+/// The table, with why each queued job waits on a line under it.
+fn print_waiting_table(rows: &[IndexedJob], reasons: &[Option<String>]) -> anyhow::Result<()> {
+    let lines: Vec<(&IndexedJob, &Option<String>)> = rows.iter().zip(reasons).collect();
+    super::output::print_table(&header(), &lines, |(j, why), now| {
+        let row = table_row(j, now);
+        match why {
+            Some(why) => format!("{row}\n{:<8}  waits: {why}", ""),
+            None => row,
+        }
+    })
 }
 
 pub(super) fn header() -> String {

@@ -22,12 +22,14 @@ mod man;
 mod monitor;
 mod output;
 mod reload;
+mod pause;
 mod retry;
 mod route;
 mod show;
 mod status;
 mod stdio;
 mod submit;
+mod waiting;
 
 use std::process::ExitCode;
 
@@ -112,6 +114,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
+        Command::Pause(args) => pause::pause(&cli.global, &args),
+        Command::Resume(args) => pause::resume(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Completions(args) => completions::run(&args),
         Command::Man(args) => man::run(&args),

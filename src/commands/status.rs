@@ -31,6 +31,7 @@ use super::output::{
     alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
 };
 use super::reload::ConfigView;
+use super::waiting::{Waiting, pause_lines};
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
@@ -82,6 +83,8 @@ pub struct Status {
     counts: BTreeMap<&'static str, u64>,
     running: Vec<RunningView>,
     queued: Vec<QueuedView>,
+    /// The pauses in force (markers under `control/`).
+    paused: crate::control::Pauses,
     deferred: Vec<state_file::Deferred>,
     /// The last finished jobs, newest first.
     recent: Vec<JobJson>,
@@ -123,6 +126,8 @@ struct QueuedView {
     project: String,
     name: String,
     created_at: Timestamp,
+    /// Why it has not started, when known.
+    waiting: Option<String>,
 }
 
 /// A prompt whose last run went wrong.
@@ -193,6 +198,7 @@ impl Status {
         let daemon = DaemonView::new(alive, pid, seen.as_ref(), config, problem);
         let live = alive.then_some(seen.as_ref()).flatten();
         let storage = StorageView::new(layout, live);
+        let waiting = Waiting::gather(layout, seen.as_ref(), alive);
         let mut status = Status {
             root: layout.root().display().to_string(),
             version: env!("CARGO_PKG_VERSION"),
@@ -203,6 +209,7 @@ impl Status {
             counts: JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
             running: Vec::new(),
             queued: Vec::new(),
+            paused: waiting.pauses.clone(),
             deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
             recent: Vec::new(),
             recent_rows: Vec::new(),
@@ -212,7 +219,7 @@ impl Status {
             needs_attention: Vec::new(),
         };
         if let Some(ledger) = ledger {
-            status.add_jobs(config, layout, ledger, live)?;
+            status.add_jobs(config, layout, ledger, live, &waiting)?;
         }
         Ok(status)
     }
@@ -247,6 +254,7 @@ impl Status {
         layout: &Layout,
         ledger: &Ledger,
         live: Option<&DaemonSeen>,
+        waiting: &Waiting,
     ) -> anyhow::Result<()> {
         for (state, n) in ledger.count_jobs_by_state()? {
             if let Some(st) = state.parse::<JobState>().ok().map(JobState::as_str) {
@@ -286,13 +294,14 @@ impl Status {
             Some(s) => s
                 .queue
                 .iter()
-                .filter_map(|id| ledger.indexed_job(id).ok().flatten())
+                .filter_map(|q| ledger.indexed_job(q.job_id()).ok().flatten())
                 .collect(),
             None => ledger.jobs_in_states(&["queued"], LISTED)?,
         };
         self.queued = queued
             .into_iter()
             .map(|j| QueuedView {
+                waiting: waiting.reason(&j.id, &j.project),
                 created_at: timestamp(j.created_at),
                 id: j.id,
                 project: j.project,
@@ -488,6 +497,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         summary.push_str(&format!(", {u} waiting to be recorded"));
     }
     line("jobs", &summary)?;
+    for (i, p) in pause_lines(&s.paused).iter().enumerate() {
+        line(if i == 0 { "paused" } else { "" }, p)?;
+    }
     let ended: Vec<String> = JobState::ALL
         .iter()
         .filter(|st| st.is_terminal() && n(st.as_str()) > 0)
@@ -521,10 +533,14 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "queued" } else { "" },
             &format!(
-                "{}  {:<24}  claimed {}",
+                "{}  {:<24}  claimed {}{}",
                 short(&q.id),
                 fit(&prompt_label(&q.project, &q.name), 24),
-                fmt_ago(q.created_at.epoch_ms(), now)
+                fmt_ago(q.created_at.epoch_ms(), now),
+                q.waiting
+                    .as_deref()
+                    .map(|w| format!("; waits: {w}"))
+                    .unwrap_or_default()
             ),
         )?;
     }

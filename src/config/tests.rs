@@ -280,3 +280,24 @@ fn a_route_without_match_or_with_a_bad_pattern_is_named_by_position() {
             .contains("route #1: `match` is missing")
     );
 }
+
+#[test]
+fn limits_and_shared_workdir_are_typed_inherited_and_shown() {
+    let c = config(
+        "[profiles.default]\nmax_jobs = 3\n\n[profiles.review]\nshared_workdir = true\n\n[profiles.solo]\nmax_jobs = 1\n\n[[route]]\nmatch = \"{repo}/**\"\nprofile = \"review\"\nmax_jobs = 2\nshared_workdir = false\n",
+    );
+    assert_eq!(c.profiles["default"].max_jobs, Some(3));
+    assert_eq!(c.profiles["review"].max_jobs, Some(3), "inherited");
+    assert!(c.profiles["review"].shared_workdir);
+    assert!(!c.profiles["default"].shared_workdir);
+    assert_eq!(c.profiles["solo"].max_jobs, Some(1));
+    assert_eq!(c.routes[0].max_jobs, Some(2));
+    assert_eq!(c.routes[0].shared_workdir, Some(false));
+    let shown = c.to_toml();
+    let again = config(&shown);
+    assert_eq!(again.routes[0].max_jobs, Some(2), "{shown}");
+    assert_eq!(again.routes[0].shared_workdir, Some(false), "{shown}");
+    assert!(again.profiles["review"].shared_workdir, "{shown}");
+    assert_eq!(again.profiles["solo"].max_jobs, Some(1), "{shown}");
+    assert_eq!(config("").profiles["default"].max_jobs, None);
+}

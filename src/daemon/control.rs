@@ -299,6 +299,7 @@ impl Daemon {
         let read = Some(self.control.state.digest.clone());
         self.control.state.loaded_at = at;
         self.config = Arc::new(new);
+        self.reschedule_all();
         log_applied(generation, &changes, &restart_needed, &warnings);
         self.reconsider_deferred();
         ReloadResult {
@@ -342,7 +343,7 @@ impl Daemon {
         }
         let mut profiles: BTreeMap<String, usize> = BTreeMap::new();
         let mut routes: BTreeMap<String, usize> = BTreeMap::new();
-        for id in &self.queue {
+        for id in self.sched.queue.ids() {
             let Ok(rec) = JobRecord::load_job(&self.layout, id) else {
                 continue;
             };

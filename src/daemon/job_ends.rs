@@ -43,12 +43,8 @@ impl Daemon {
             }
         }
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
-            // Nothing of the job ran: it keeps its place at the head.
-            self.running.remove(&id);
-            if let Some(w) = self.watcher.as_mut() {
-                w.watch_run_dir(&self.layout.run_dir(&id));
-            }
-            self.queue.push_front(id.clone());
+            // Nothing of the job ran: it goes back to its place.
+            self.requeue_unstarted(&id);
             let condition = storage::probe(self.layout.root())
                 .map(|p| p.condition)
                 .ok()
@@ -68,7 +64,7 @@ impl Daemon {
     /// the monitor died mid-job and the job is `interrupted`.
     pub(super) fn on_job_gone(&mut self, id: &JobId, how: &str) {
         let span = tracing::info_span!("job", id = %id).entered();
-        self.running.remove(id);
+        self.free_slot(id);
         if !self.settle(id, how) {
             tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
             self.unsettled.insert(id.clone(), how.to_owned());
@@ -237,13 +233,8 @@ impl Daemon {
 
     pub(super) fn abort_if_queued(&mut self, id: &JobId) {
         let _span = tracing::info_span!("job", id = %id).entered();
-        let Some(pos) = self.queue.iter().position(|q| q == id) else {
+        if !self.dequeue(id) {
             return;
-        };
-        self.queue.remove(pos);
-        self.priorities.remove(id);
-        if let Some(w) = self.watcher.as_mut() {
-            w.unwatch_run_dir(&self.layout.run_dir(id));
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
@@ -270,6 +261,9 @@ impl Daemon {
             Ok(())
         });
         self.report(id, result);
+        drop(_span);
+        // A place it had been woken for may go to another job.
+        self.dispatch();
     }
 
     pub(super) fn report(&self, id: &JobId, result: Result<(), JobError>) {
