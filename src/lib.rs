@@ -51,6 +51,10 @@
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
+//! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
+//!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
+//! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
+//!   cooldown, an earlier job of the same prompt), as the daemon decides it.
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
@@ -58,6 +62,7 @@
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
+pub mod cancel;
 pub mod cgroup;
 pub mod claim;
 pub mod cli;
@@ -85,3 +90,4 @@ pub mod recover;
 pub mod retry;
 pub mod storage;
 pub mod terminal;
+pub mod waiting;
