@@ -13,7 +13,9 @@
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
-//!   opened on `/dev/null` when started closed.
+//!   opened on `/dev/null` when started closed; `commands/waiting.rs`: prompts in the inbox
+//!   as `jobs`, `show`, `logs` and `events` show them; `commands/cancel.rs`: `abort` of what
+//!   has not started.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
 //! - [`layout`] — the only module that knows names under the root; name validation.
@@ -35,7 +37,8 @@
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
 //!   queued aborts).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
-//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
+//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
+//!   name; for some commands also a prompt waiting in the inbox.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),

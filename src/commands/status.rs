@@ -190,7 +190,9 @@ impl Status {
             counts: JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
             running: Vec::new(),
             queued: Vec::new(),
-            deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
+            deferred: live
+                .map(|s| still_waiting(layout, &s.deferred))
+                .unwrap_or_default(),
             recent: Vec::new(),
             recent_rows: Vec::new(),
             live_ledger: live.and_then(|s| s.ledger.clone()),
@@ -539,4 +541,21 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The daemon's deferred prompts that still wait in the inbox: one
+/// cancelled (`jobwarden abort`) is gone before the daemon's timer says so.
+fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<state_file::Deferred> {
+    deferred
+        .iter()
+        .filter(|d| {
+            let (project, name) = d.prompt.rsplit_once('/').unwrap_or(("", &d.prompt));
+            let prompt = crate::layout::PromptName {
+                project: project.to_owned(),
+                name: name.to_owned(),
+            };
+            crate::waiting::look(layout, &prompt).is_some()
+        })
+        .cloned()
+        .collect()
 }
