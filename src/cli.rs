@@ -73,7 +73,7 @@ pub enum Command {
     /// Is the daemon alive, and does the root accept writes?
     Status(StatusArgs),
 
-    /// List jobs, newest first.
+    /// List prompts waiting in the inbox (waiting, deferred) and jobs, newest first.
     Jobs(JobsArgs),
 
     /// Show one job: its record, files, ledger row and the end of its log.
@@ -85,7 +85,7 @@ pub enum Command {
     /// Print a job's lifecycle events.
     Events(EventsArgs),
 
-    /// Ask jobs to stop by writing their ABORT marker.
+    /// Ask jobs to stop by writing their ABORT marker; cancel what has not started.
     Abort(AbortArgs),
 
     /// Put a finished job's prompt back in the inbox for another attempt.
@@ -196,7 +196,9 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct AbortArgs {
     /// Jobs to abort: ids, unique prefixes (4+ characters) of ids or short ids, or
-    /// prompt names (project/name: its newest job).
+    /// prompt names (project/name: its job while one is live, else the prompt
+    /// waiting in the inbox, which is cancelled; project/name.prompt.md: only the
+    /// waiting file). A queued job or a waiting prompt ends `cancelled`.
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
@@ -220,9 +222,14 @@ pub struct AbortArgs {
 /// How the `<job>` argument reads, for every command that takes one.
 pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name) meaning its newest job";
 
+/// How the `<job>` argument reads for the commands that also take a prompt
+/// waiting in the inbox (`show`, `logs`, `events`).
+pub const TARGET_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name): its live job, else the prompt waiting in the inbox (project/name.prompt.md: only that), else its newest job";
+
 #[derive(Debug, Args)]
 pub struct JobsArgs {
-    /// Only jobs in these states (repeatable, or comma-separated).
+    /// Only rows in these states (repeatable, or comma-separated): job states, or
+    /// `waiting` / `deferred` for prompts in the inbox that have no job yet.
     #[arg(long, value_name = "STATE", value_delimiter = ',')]
     pub state: Vec<String>,
 
@@ -249,7 +256,7 @@ pub struct JobsArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Print one JSON object (shape in docs/cli-json.md).
@@ -259,7 +266,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N lines.
@@ -274,7 +281,7 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N events (after the other filters).

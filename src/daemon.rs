@@ -72,12 +72,16 @@ pub async fn run(
     if let Some(ledger) = ledger.as_mut() {
         backfill::run(&daemon.layout, ledger);
     }
+    // A job `jobwarden abort` is making and ending itself must not be
+    // found half-made: take turns with it (see `cancel.rs`).
+    let turn = daemon.turn_for_recovery();
     let recovered = recover::reconcile(
         &daemon.layout,
         &daemon.config,
         &daemon.host,
         ledger.as_mut(),
     );
+    drop(turn);
     if ledger.is_some() {
         daemon.ledger = ledger;
         daemon.ledger_identity = file_identity(&daemon.layout.ledger());
@@ -436,34 +440,13 @@ impl Daemon {
             }
         };
         let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
-        // The cooldowns of the profile the last run used (a profile since
-        // removed from the config: the default's).
-        let last_profile = last
-            .as_ref()
-            .and_then(|l| l.profile.as_deref())
-            .and_then(|p| self.config.profiles.get(p))
-            .unwrap_or_else(|| self.config.default_profile());
-        let cooldowns = retry::cooldowns(last_profile);
         let now = Timestamp::now().epoch_ms();
-        let skip_cooldown = request.as_ref().is_some_and(|r| r.now);
-        if let Some(until) = last
-            .as_ref()
-            .filter(|_| !skip_cooldown)
-            .and_then(|last| last.cooldown_end(cooldowns, now))
-        {
-            self.defer(prompt, path, until);
+        if let Some(d) = retry::deferral(&self.config, last.as_ref(), request.as_ref(), now) {
+            self.defer(prompt, path, d.until_ms);
             return None;
         }
         self.deferred.remove(prompt);
-        let requeued_by = match &request {
-            Some(request) => Some(request.prior()),
-            None => last.and_then(|last| {
-                JobId::parse(&last.id)
-                    .ok()
-                    .filter(|_| last.requeued)
-                    .map(|id| (id, last.attempt))
-            }),
-        };
+        let requeued_by = retry::continues(last.as_ref(), request.as_ref());
         Some((Prior { requeued_by }, request))
     }
 

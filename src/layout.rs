@@ -221,6 +221,15 @@ impl Layout {
         self.root.join("retry.lock")
     }
 
+    /// Locked (flock) by `jobwarden abort` while it claims and ends a job
+    /// itself (a prompt cancelled in the inbox, a queued job cancelled with
+    /// no daemon running), and by a starting daemon while it reconciles
+    /// `runs/`: the two take turns, so that recovery never finds such a
+    /// job half made and starts it.
+    pub fn claim_lock(&self) -> PathBuf {
+        self.root.join("claim.lock")
+    }
+
     /// Written once by `jobwarden retry` when it has put job `id`'s prompt
     /// back: a job is retried at most once (its retry is the next to retry).
     pub fn retried_marker(&self, id: &JobId) -> PathBuf {

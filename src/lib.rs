@@ -15,7 +15,10 @@
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
 //!   opened on `/dev/null` when started closed; `completions.rs`, `man.rs` and
 //!   `cli_reference.rs` (hidden; `docs/cli-reference.md`): generated from the clap types;
-//!   `commands/reload.rs`: `reload`, and the config part of `status`.
+//!   `commands/reload.rs`: `reload`, and the config part of `status`; `commands/waiting.rs`:
+//!   prompts in the inbox as `jobs`, `show`, `logs` and `events` show them;
+//!   `commands/cancel.rs`: `abort` of what has not started; `commands/queue_view.rs`: why
+//!   queued jobs wait and what is paused, for `status` and `jobs`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
@@ -47,7 +50,8 @@
 //!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
 //!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
-//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
+//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
+//!   name; for some commands also a prompt waiting in the inbox.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
@@ -64,6 +68,10 @@
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`control`] — pause markers under `control/` (write, read, lift).
+//! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
+//!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
+//! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
+//!   cooldown, an earlier job of the same prompt), as the daemon decides it.
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
@@ -71,6 +79,7 @@
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
+pub mod cancel;
 pub mod cgroup;
 pub mod claim;
 pub mod cli;
@@ -99,3 +108,4 @@ pub mod recover;
 pub mod retry;
 pub mod storage;
 pub mod terminal;
+pub mod waiting;

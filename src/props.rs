@@ -385,7 +385,7 @@ proptest! {
         } else {
             format!("aborted by request: {clean}")
         };
-        prop_assert_eq!(crate::abort::reason(&layout, &id), want);
+        prop_assert_eq!(crate::abort::reason(&layout, &id, crate::job::JobState::Aborted), want);
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod abort;
 mod args;
+mod cancel;
 pub mod cli_reference;
 mod completions;
 mod config;
@@ -21,6 +22,7 @@ mod logs;
 mod man;
 mod monitor;
 mod output;
+mod queue_view;
 mod reload;
 mod pause;
 mod retry;
@@ -153,19 +155,38 @@ fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerE
 /// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a
 /// clean "no" (exit 1), a malformed or ambiguous one a usage error (2).
 fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::Result<JobId> {
-    use crate::lookup::{self, LookupError};
+    with_ledger(ledger, |ledger| crate::lookup::resolve(layout, ledger, arg))
+}
+
+/// [`resolve_job`] for the commands that also take a prompt waiting in the
+/// inbox, which has no job yet ([`crate::lookup::resolve_target`]).
+fn resolve_target(
+    layout: &Layout,
+    ledger: Option<&Ledger>,
+    arg: &str,
+) -> anyhow::Result<crate::lookup::Target> {
+    with_ledger(ledger, |ledger| {
+        crate::lookup::resolve_target(layout, ledger, arg)
+    })
+}
+
+/// Run a lookup against `ledger`, or, without one yet, an in-memory one
+/// that answers "not indexed" (the lookup then reads the run folders).
+fn with_ledger<T>(
+    ledger: Option<&Ledger>,
+    lookup: impl FnOnce(&Ledger) -> Result<T, crate::lookup::LookupError>,
+) -> anyhow::Result<T> {
+    use crate::lookup::LookupError;
     let empty;
     let ledger = match ledger {
         Some(l) => l,
         None => {
-            // No ledger yet: an in-memory one answers "not indexed", and the
-            // lookup falls back to the run folders.
             empty = Ledger::open(std::path::Path::new(":memory:"))?;
             &empty
         }
     };
-    match lookup::resolve(layout, ledger, arg) {
-        Ok(id) => Ok(id),
+    match lookup(ledger) {
+        Ok(found) => Ok(found),
         Err(LookupError::NotFound(msg)) => Err(No(msg).into()),
         Err(e) => Err(e.into()),
     }

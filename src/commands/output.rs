@@ -166,7 +166,8 @@ pub fn colour() -> bool {
 
 /// `cell` (already padded to its column) coloured by the job state it
 /// shows: green succeeded, red failed / timed out / rejected, yellow
-/// aborted / interrupted, cyan live. Plain without [`colour`].
+/// aborted / interrupted / cancelled, cyan live (and waiting in the
+/// inbox). Plain without [`colour`].
 pub fn paint_state(state: &str, cell: String) -> String {
     if !colour() {
         return cell;
@@ -174,8 +175,8 @@ pub fn paint_state(state: &str, cell: String) -> String {
     let code = match state {
         "succeeded" => "32",
         "failed" | "timed_out" | "rejected" => "31",
-        "aborted" | "interrupted" => "33",
-        "queued" | "preparing" | "running" | "publishing" => "36",
+        "aborted" | "interrupted" | "cancelled" => "33",
+        "waiting" | "deferred" | "queued" | "preparing" | "running" | "publishing" => "36",
         _ => return cell,
     };
     format!("\x1b[{code}m{cell}\x1b[0m")

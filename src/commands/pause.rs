@@ -17,7 +17,7 @@ use crate::control::{self, Pause, Paused, Scope};
 use crate::layout::Layout;
 
 use super::output::{fmt_ago, print_json, print_line};
-use super::waiting::daemon_alive;
+use super::queue_view::daemon_alive;
 
 pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;

@@ -31,7 +31,7 @@ use super::output::{
     alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
 };
 use super::reload::ConfigView;
-use super::waiting::{Waiting, pause_lines};
+use super::queue_view::{QueueView, pause_lines};
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
@@ -127,7 +127,7 @@ struct QueuedView {
     name: String,
     created_at: Timestamp,
     /// Why it has not started, when known.
-    waiting: Option<String>,
+    waits: Option<String>,
 }
 
 /// A prompt whose last run went wrong.
@@ -198,7 +198,7 @@ impl Status {
         let daemon = DaemonView::new(alive, pid, seen.as_ref(), config, problem);
         let live = alive.then_some(seen.as_ref()).flatten();
         let storage = StorageView::new(layout, live);
-        let waiting = Waiting::gather(layout, seen.as_ref(), alive);
+        let waiting = QueueView::gather(layout, seen.as_ref(), alive);
         let mut status = Status {
             root: layout.root().display().to_string(),
             version: env!("CARGO_PKG_VERSION"),
@@ -210,7 +210,9 @@ impl Status {
             running: Vec::new(),
             queued: Vec::new(),
             paused: waiting.pauses.clone(),
-            deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
+            deferred: live
+                .map(|s| still_waiting(layout, &s.deferred))
+                .unwrap_or_default(),
             recent: Vec::new(),
             recent_rows: Vec::new(),
             live_ledger: live.and_then(|s| s.ledger.clone()),
@@ -254,7 +256,7 @@ impl Status {
         layout: &Layout,
         ledger: &Ledger,
         live: Option<&DaemonSeen>,
-        waiting: &Waiting,
+        waiting: &QueueView,
     ) -> anyhow::Result<()> {
         for (state, n) in ledger.count_jobs_by_state()? {
             if let Some(st) = state.parse::<JobState>().ok().map(JobState::as_str) {
@@ -301,7 +303,7 @@ impl Status {
         self.queued = queued
             .into_iter()
             .map(|j| QueuedView {
-                waiting: waiting.reason(&j.id, &j.project),
+                waits: waiting.reason(&j.id, &j.project),
                 created_at: timestamp(j.created_at),
                 id: j.id,
                 project: j.project,
@@ -573,4 +575,21 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The daemon's deferred prompts that still wait in the inbox: one
+/// cancelled (`jobwarden abort`) is gone before the daemon's timer says so.
+fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<state_file::Deferred> {
+    deferred
+        .iter()
+        .filter(|d| {
+            let (project, name) = d.prompt.rsplit_once('/').unwrap_or(("", &d.prompt));
+            let prompt = crate::layout::PromptName {
+                project: project.to_owned(),
+                name: name.to_owned(),
+            };
+            crate::waiting::look(layout, &prompt).is_some()
+        })
+        .cloned()
+        .collect()
 }

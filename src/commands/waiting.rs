@@ -1,95 +1,194 @@
-//! Why queued jobs wait, and what is paused, for `status` and `jobs`: the
-//! live daemon's word (its bounded queue listing in `daemon.json`), else
-//! what the pause markers and a daemon's absence say.
+//! Prompts waiting in the inbox, as the commands show them: a row of
+//! `jobs`, the whole of `show`, and the clean "no" of `logs` and `events`
+//! for something that has not started. What each waits for is
+//! [`crate::waiting`]'s.
 
-use std::collections::HashMap;
+use std::io::Write;
+use std::process::ExitCode;
 
+use anyhow::Context;
+use serde::Serialize;
+
+use super::No;
+use super::output::{fmt_ago, fmt_duration, print_json, timestamp};
 use crate::clock::Timestamp;
-use crate::control::{self, Pause, Pauses};
-use crate::daemon::state_file::{self, DaemonSeen};
-use crate::layout::Layout;
+use crate::config::Config;
+use crate::layout::{Layout, PromptName};
+use crate::ledger::{Ledger, short_id};
+use crate::waiting::{self, Waiting};
 
-use super::output::fmt_ago;
-
-/// What is known of why queued jobs wait.
-pub struct Waiting {
-    /// The live daemon's listing: job id → why it waits (null: about to start).
-    listed: HashMap<String, Option<String>>,
-    pub pauses: Pauses,
-    alive: bool,
+/// A prompt in the inbox in `jobs --json` rows (`waiting`) and in
+/// `show --json` (docs/cli-json.md).
+#[derive(Debug, Serialize)]
+pub(super) struct WaitingJson {
+    label: String,
+    project: String,
+    name: String,
+    /// `waiting` or `deferred`.
+    state: &'static str,
+    /// The attempt its claim starts.
+    attempt: u32,
+    /// Its file, relative to the root.
+    path: String,
+    /// Its file's mtime: dropped, or put back for another attempt.
+    since: Timestamp,
+    deferred_until: Option<Timestamp>,
+    reason: String,
+    /// The job whose next attempt its claim starts.
+    retry_of: Option<String>,
+    /// Its newest finished attempt and how that ended.
+    last_job: Option<String>,
+    last_outcome: Option<String>,
 }
 
-impl Waiting {
-    /// From a `daemon.json` already read; `alive`: whether its daemon runs.
-    pub fn gather(layout: &Layout, seen: Option<&DaemonSeen>, alive: bool) -> Self {
-        let listed = seen
-            .filter(|_| alive)
-            .map(|s| {
-                s.queue
-                    .iter()
-                    .map(|q| (q.job_id().to_owned(), q.waiting().map(str::to_owned)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        Waiting {
-            listed,
-            pauses: control::read(layout),
-            alive,
+impl WaitingJson {
+    pub(super) fn new(layout: &Layout, w: &Waiting, daemon: bool) -> Self {
+        WaitingJson {
+            label: w.label(),
+            project: w.prompt.project.clone(),
+            name: w.prompt.name.clone(),
+            state: w.state(),
+            attempt: w.attempt,
+            path: waiting::relative(layout, &w.path),
+            since: timestamp(w.since_ms),
+            deferred_until: w.deferral.as_ref().map(|d| timestamp(d.until_ms)),
+            reason: w.reason(daemon),
+            retry_of: w.retry_of.as_ref().map(ToString::to_string),
+            last_job: w.last.as_ref().map(|l| l.id.clone()),
+            last_outcome: w.last.as_ref().map(|l| l.outcome.to_string()),
         }
-    }
-
-    /// Read `daemon.json` and whether its daemon holds the lock.
-    pub fn load(layout: &Layout) -> Self {
-        let seen = state_file::read(layout).ok().flatten();
-        let alive = daemon_alive(layout, seen.as_ref());
-        Self::gather(layout, seen.as_ref(), alive)
-    }
-
-    /// Why the queued job `id` of `project` waits, if that is known.
-    pub fn reason(&self, id: &str, project: &str) -> Option<String> {
-        if let Some(said) = self.listed.get(id) {
-            return said.clone();
-        }
-        // Not listed (beyond the listing, or no daemon): what the markers
-        // say. A profile's pause needs the daemon's word (the row has no
-        // profile); "" never names one.
-        if let Some(scope) = self.pauses.holding(project, "") {
-            return Some(format!("paused ({scope})"));
-        }
-        (!self.alive).then(|| "no daemon is running".to_owned())
     }
 }
 
-/// Does a daemon run on the root? Someone holds its lock (from
-/// `/proc/locks`, without touching it); where that cannot be read, the pid
-/// in `daemon.json` runs.
-pub fn daemon_alive(layout: &Layout, seen: Option<&DaemonSeen>) -> bool {
-    match crate::procfs::flock_holder(&layout.daemon_lock()) {
-        Ok(holder) => holder.is_some(),
-        Err(_) => seen.is_some_and(|s| crate::procfs::is_running(s.pid as i32)),
+/// Is a daemon running on the root? Assumed so when that cannot be told
+/// (it only changes the words of a reason).
+pub(super) fn daemon_alive(layout: &Layout) -> bool {
+    crate::cancel::daemon_running(layout).unwrap_or(true)
+}
+
+/// The prompt `prompt`, which the lookup found waiting; a clean "no" if
+/// it was claimed (or removed) since.
+pub(super) fn find(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&Ledger>,
+    prompt: &PromptName,
+) -> anyhow::Result<Waiting> {
+    match waiting::find(layout, config, ledger, prompt)? {
+        Some(w) => Ok(w),
+        None => Err(No(format!(
+            "{prompt} is no longer waiting in the inbox (claimed or removed meanwhile); try again"
+        ))
+        .into()),
     }
 }
 
-/// One line per pause: `profile review, 3m ago by alice (uid 1000): release freeze`.
-pub fn pause_lines(pauses: &Pauses) -> Vec<String> {
+/// `show` of a prompt waiting in the inbox.
+pub(super) fn show(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&Ledger>,
+    prompt: &PromptName,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let w = find(layout, config, ledger, prompt)?;
+    let daemon = daemon_alive(layout);
+    if json {
+        print_json(&ShowJson {
+            id: None,
+            job: None,
+            paths: None,
+            execution: None,
+            log_tail: [],
+            waiting: WaitingJson::new(layout, &w, daemon),
+        })?;
+    } else {
+        print_human(&w, daemon).context("writing to stdout")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `show --json` of a prompt that has no job yet: the job's keys, empty,
+/// and `waiting`.
+#[derive(Serialize)]
+struct ShowJson {
+    id: Option<String>,
+    job: Option<()>,
+    paths: Option<()>,
+    execution: Option<()>,
+    log_tail: [String; 0],
+    waiting: WaitingJson,
+}
+
+fn print_human(w: &Waiting, daemon: bool) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
     let now = Timestamp::now().epoch_ms();
-    pauses
-        .list()
-        .into_iter()
-        .map(|(scope, pause)| format!("{scope}{}", pause_detail(pause, now)))
-        .collect()
+    let mut line = |k: &str, v: &str| writeln!(out, "{k:<10}{v}");
+    let when = |ms: u64| format!("{} ({})", fmt_ago(ms, now), timestamp(ms));
+    line(
+        "prompt",
+        &format!("{} (in the inbox, no job yet)", w.label()),
+    )?;
+    line("state", &format!("{}: {}", w.state(), w.reason(daemon)))?;
+    if let Some(d) = &w.deferral {
+        let left = fmt_duration(d.until_ms.saturating_sub(now));
+        line("until", &format!("in {left} ({})", timestamp(d.until_ms)))?;
+    }
+    line("waiting", &format!("since {}", when(w.since_ms)))?;
+    line("file", &w.path.display().to_string())?;
+    let retry = w
+        .retry_of
+        .as_ref()
+        .map(|r| format!(" (retry of {r})"))
+        .unwrap_or_default();
+    line("attempt", &format!("{}{retry}", w.attempt))?;
+    if let Some(last) = &w.last {
+        line(
+            "last run",
+            &format!(
+                "job {} {}, finished {}",
+                short_id(&last.id),
+                last.outcome,
+                fmt_ago(last.finished_at, now)
+            ),
+        )?;
+    }
+    line(
+        "cancel",
+        &format!("jobwarden abort {} [--reason ...]", w.label()),
+    )?;
+    Ok(())
 }
 
-fn pause_detail(pause: &Pause, now: u64) -> String {
-    let mut out = String::new();
-    if let Some(at) = pause.paused_at {
-        out.push_str(&format!(", {}", fmt_ago(at.epoch_ms(), now)));
-    }
-    if let Some(by) = &pause.by {
-        out.push_str(&format!(" by {by}"));
-    }
-    if let Some(reason) = &pause.reason {
-        out.push_str(&format!(": {reason}"));
-    }
-    out
+/// The clean "no" of `logs` and `events` for a prompt that has not
+/// started: where it waits, and where its last attempt's output is.
+pub(super) fn not_started(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&Ledger>,
+    prompt: &PromptName,
+    what: &str,
+) -> anyhow::Error {
+    let w = match find(layout, config, ledger, prompt) {
+        Ok(w) => w,
+        Err(e) => return e,
+    };
+    let last = w
+        .last
+        .as_ref()
+        .map(|l| {
+            format!(
+                "; its last attempt ({}): `jobwarden {what} {}`",
+                l.outcome, l.id
+            )
+        })
+        .unwrap_or_default();
+    No(format!(
+        "{} has not started: it is {} in the inbox ({}), so it has no {} yet{last}",
+        w.label(),
+        w.state(),
+        w.reason(daemon_alive(layout)),
+        if what == "logs" { "log" } else { "events" },
+    ))
+    .into()
 }

@@ -2,21 +2,17 @@
 //! or an `interrupted` one whose orphaned process group is cleared first),
 //! ends that could not be recorded yet (storage refusing writes), the
 //! claim each prompt's job holds, and a queued job aborted before it
-//! started.
+//! started (it ends `cancelled`).
 
 use std::process::ExitStatus;
 
-use serde_json::json;
-
 use super::{Daemon, Slot};
 use crate::error::{DaemonError, JobError};
-use crate::events::EventLog;
-use crate::job::{JobId, JobRecord, JobState};
+use crate::job::{JobId, JobRecord};
 use crate::layout::PromptName;
 use crate::ledger::backfill;
 use crate::recover;
-use crate::terminal::{Ending, Finisher};
-use crate::{abort, storage};
+use crate::storage;
 
 impl Daemon {
     pub(super) fn on_monitor_joined(
@@ -238,24 +234,15 @@ impl Daemon {
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(
-                self.layout.root(),
-                &self.layout.events(id),
-                self.config.events_for(&rec),
-            );
-            events.append("abort_requested", json!({"while": "queued"}));
-            let reason = abort::reason(&self.layout, id);
-            let mut finisher = Finisher {
+            // Nothing of it ran: it ends `cancelled`.
+            let mut canceller = crate::cancel::Canceller {
                 layout: &self.layout,
                 config: &self.config,
+                host: &self.host,
                 ledger: self.ledger.as_mut(),
             };
-            finisher.finish(
-                &mut rec,
-                &mut events,
-                Ending::new(JobState::Aborted, Some(reason)),
-            )?;
-            tracing::info!(job = %id, "aborted while queued");
+            canceller.end_queued(&mut rec, "queued")?;
+            tracing::info!(job = %id, state = %rec.state, "stopped while queued");
             self.release_claim(&rec.prompt_name(), id);
             self.unblock(&rec.prompt_name());
             Ok(())
@@ -264,6 +251,28 @@ impl Daemon {
         drop(_span);
         // A place it had been woken for may go to another job.
         self.dispatch();
+    }
+
+    /// The turn at `claim.lock` for the start-up reconciliation, so that a
+    /// job `jobwarden abort` is claiming and cancelling itself is never
+    /// found half-made. Waited for a bounded time: a holder that hangs
+    /// delays the start, it does not stop it.
+    pub(super) fn turn_for_recovery(&self) -> Option<crate::cancel::Turn> {
+        match crate::cancel::take_turn(&self.layout, crate::cancel::TURN_PATIENCE) {
+            Ok(Some(turn)) => Some(turn),
+            Ok(None) => {
+                tracing::warn!(
+                    "{} stayed locked for {}; reconciling without waiting longer",
+                    self.layout.claim_lock().display(),
+                    humantime::format_duration(crate::cancel::TURN_PATIENCE)
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!("{e}; reconciling without the turn");
+                None
+            }
+        }
     }
 
     pub(super) fn report(&self, id: &JobId, result: Result<(), JobError>) {

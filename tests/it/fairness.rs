@@ -93,7 +93,7 @@ fn checkouts(sb: &Sandbox, keys: &str) -> String {
 fn waiting_of(sb: &Sandbox, id: &str) -> Option<String> {
     let jobs: Value = serde_json::from_str(&sb.run(&["jobs", "--json"]).stdout).ok()?;
     let job = jobs.as_array()?.iter().find(|j| j["id"] == id)?;
-    job["waiting"].as_str().map(str::to_owned)
+    job["waits"].as_str().map(str::to_owned)
 }
 
 fn all_done(sb: &Sandbox, prompts: &[(&str, &str)]) {

@@ -177,6 +177,7 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
         keys(&all[0]),
         set(&[
             "id",
+            "label",
             "project",
             "name",
             "state",
@@ -186,7 +187,8 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
             "finished_at",
             "duration_ms",
             "exit_code",
-            "state_reason"
+            "state_reason",
+            "waiting"
         ])
     );
     let failed = json(&sb, &["jobs", "--state", "failed", "--json"], 0);
@@ -241,7 +243,7 @@ fn show_finds_a_job_every_way_it_may_be_named() {
     let v = json(&sb, &["show", id, "--json"], 0);
     assert_eq!(
         keys(&v),
-        set(&["id", "job", "paths", "execution", "log_tail"])
+        set(&["id", "job", "paths", "execution", "log_tail", "waiting"])
     );
     assert_eq!(v["job"]["state"], "succeeded");
     assert_eq!(v["execution"]["outcome"], "success");

@@ -24,6 +24,7 @@ mod faults;
 mod gc;
 mod hardening;
 mod history;
+mod inflight;
 mod inspect;
 mod install;
 mod ledger;

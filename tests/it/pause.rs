@@ -42,11 +42,11 @@ fn status_json(sb: &Sandbox) -> Value {
     serde_json::from_str(ok(&sb.run(&["status", "--json"]))).expect("status JSON")
 }
 
-/// The queued job's `waiting`, as `jobs --json` says it.
+/// The queued job's `waits`, as `jobs --json` says it.
 fn waiting_of(sb: &Sandbox, id: &str) -> Option<String> {
     let jobs: Value = serde_json::from_str(&sb.run(&["jobs", "--json"]).stdout).ok()?;
     let job = jobs.as_array()?.iter().find(|j| j["id"] == id)?;
-    job["waiting"].as_str().map(str::to_owned)
+    job["waits"].as_str().map(str::to_owned)
 }
 
 /// Wait until `jobs` says the job waits for `reason`.
@@ -211,7 +211,7 @@ fn a_project_pause_holds_only_that_folder() {
         "{status:#}"
     );
     let queued = &status["queued"][0];
-    assert_eq!(queued["waiting"], "paused (project acme/api)", "{status:#}");
+    assert_eq!(queued["waits"], "paused (project acme/api)", "{status:#}");
 
     ok(&sb.run(&["resume", "--all"]));
     let ended = done(&sb, &held.id);
