@@ -539,7 +539,7 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 short(&q.id),
                 fit(&prompt_label(&q.project, &q.name), 24),
                 fmt_ago(q.created_at.epoch_ms(), now),
-                q.waiting
+                q.waits
                     .as_deref()
                     .map(|w| format!("; waits: {w}"))
                     .unwrap_or_default()
