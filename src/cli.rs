@@ -418,7 +418,7 @@ pub struct HistoryListArgs {
     /// Only this prompt name.
     #[arg(long)]
     pub name: Option<String>,
-    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected).
+    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected, cancelled).
     #[arg(long)]
     pub outcome: Option<String>,
     /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
@@ -471,7 +471,7 @@ pub struct HistoryRecordArgs {
     pub project: String,
     /// The prompt's name (without .prompt.md).
     pub name: String,
-    /// success, failure, timeout, rate_limited, aborted, interrupted or rejected.
+    /// success, failure, timeout, rate_limited, aborted, interrupted, rejected or cancelled.
     pub outcome: String,
     /// The run's exit code.
     #[arg(long)]

@@ -535,16 +535,17 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "queued" } else { "" },
             &format!(
-                "{}  {:<24}  claimed {}{}",
+                "{}  {:<24}  claimed {}",
                 short(&q.id),
                 fit(&prompt_label(&q.project, &q.name), 24),
                 fmt_ago(q.created_at.epoch_ms(), now),
-                q.waits
-                    .as_deref()
-                    .map(|w| format!("; waits: {w}"))
-                    .unwrap_or_default()
             ),
         )?;
+        // Why it waits, on a line of its own so that the table keeps to
+        // 80 columns.
+        if let Some(w) = q.waits.as_deref() {
+            line("", &format!("  waits: {}", fit(w, 60)))?;
+        }
     }
     for (i, p) in s.deferred.iter().enumerate() {
         line(

@@ -188,7 +188,8 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
             "duration_ms",
             "exit_code",
             "state_reason",
-            "waiting"
+            "waiting",
+            "waits"
         ])
     );
     let failed = json(&sb, &["jobs", "--state", "failed", "--json"], 0);
