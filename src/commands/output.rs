@@ -165,7 +165,7 @@ pub fn colour() -> bool {
 }
 
 /// `cell` (already padded to its column) coloured by the job state it
-/// shows: green succeeded, red failed / timed out / rejected, yellow
+/// shows: green succeeded, red failed / timed out / rejected / setup failed, yellow
 /// aborted / interrupted, cyan live. Plain without [`colour`].
 pub fn paint_state(state: &str, cell: String) -> String {
     if !colour() {
@@ -173,7 +173,7 @@ pub fn paint_state(state: &str, cell: String) -> String {
     }
     let code = match state {
         "succeeded" => "32",
-        "failed" | "timed_out" | "rejected" => "31",
+        "failed" | "timed_out" | "rejected" | "setup_failed" => "31",
         "aborted" | "interrupted" => "33",
         "queued" | "preparing" | "running" | "publishing" => "36",
         _ => return cell,

@@ -1,5 +1,12 @@
 //! Job states and the one table of valid transitions (DESIGN §3). Every
 //! state change of a record goes through [`JobState::check_transition`].
+//!
+//! `setup_failed` is the end of a job whose command could not be started
+//! for a reason that waiting will not fix (program not found or not
+//! executable, workdir missing, a `prepare` or `publish` that cannot
+//! start): the monitor finds it before or instead of a spawn, while the job
+//! is `queued` (the first command), `preparing` (the main command after
+//! `prepare`) or `running` (`publish` after the main command).
 
 use std::fmt;
 
@@ -18,6 +25,7 @@ pub enum JobState {
     Aborted,
     Interrupted,
     Rejected,
+    SetupFailed,
 }
 
 use JobState::*;
@@ -34,11 +42,12 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
             Aborted,
             Interrupted,
             Rejected,
+            SetupFailed,
         ],
     ),
     (
         Preparing,
-        &[Running, Failed, TimedOut, Aborted, Interrupted],
+        &[Running, Failed, TimedOut, Aborted, Interrupted, SetupFailed],
     ),
     (
         Running,
@@ -49,6 +58,7 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
             TimedOut,
             Aborted,
             Interrupted,
+            SetupFailed,
         ],
     ),
     (
@@ -59,7 +69,15 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
 
 /// The terminal states: where a record found lying may be restored to
 /// (see [`JobState::check_restore`]).
-const TERMINAL: &[JobState] = &[Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected];
+const TERMINAL: &[JobState] = &[
+    Succeeded,
+    Failed,
+    TimedOut,
+    Aborted,
+    Interrupted,
+    Rejected,
+    SetupFailed,
+];
 
 /// An attempt to move a job where the table does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,7 +100,7 @@ fn valid_list(valid: &[JobState]) -> String {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 10] = [
+    pub const ALL: [JobState; 11] = [
         Queued,
         Preparing,
         Running,
@@ -93,6 +111,7 @@ impl JobState {
         Aborted,
         Interrupted,
         Rejected,
+        SetupFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -107,6 +126,7 @@ impl JobState {
             Aborted => "aborted",
             Interrupted => "interrupted",
             Rejected => "rejected",
+            SetupFailed => "setup_failed",
         }
     }
 
@@ -192,7 +212,7 @@ mod tests {
 
     #[test]
     fn terminal_states_have_no_way_out() {
-        for s in [Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected] {
+        for s in TERMINAL.iter().copied() {
             assert!(s.is_terminal());
             for to in JobState::ALL {
                 assert!(s.check_transition(to).is_err(), "{s} -> {to}");
@@ -211,6 +231,21 @@ mod tests {
     fn rejected_only_from_queued() {
         for s in JobState::ALL {
             assert_eq!(s.check_transition(Rejected).is_ok(), s == Queued, "{s}");
+        }
+    }
+
+    #[test]
+    fn the_terminal_list_is_every_state_without_a_way_out() {
+        for s in JobState::ALL {
+            assert_eq!(TERMINAL.contains(&s), s.is_terminal(), "{s}");
+        }
+    }
+
+    #[test]
+    fn setup_failures_are_found_before_publishing() {
+        for s in JobState::ALL {
+            let may = matches!(s, Queued | Preparing | Running);
+            assert_eq!(s.check_transition(SetupFailed).is_ok(), may, "{s}");
         }
     }
 

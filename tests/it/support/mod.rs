@@ -50,6 +50,7 @@ pub const STATES: &[&str] = &[
     "aborted",
     "interrupted",
     "rejected",
+    "setup_failed",
 ];
 
 /// Poll interval of [`wait_until`].
