@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::cli::GlobalArgs;
 
 mod limits;
+mod rate_limit;
 mod route;
 mod template;
 
@@ -656,10 +657,12 @@ impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
             .collect()
     }
 
+    /// A profile's rate-limit rules; without `patterns`, the built-in ones
+    /// (`config/rate_limit.rs`).
     fn rate_limit(&self, key: &str, raw: RawRateLimit) -> Result<RateLimit, ConfigError> {
         let patterns = raw
             .patterns
-            .unwrap_or_default()
+            .unwrap_or_else(rate_limit::default_patterns)
             .iter()
             .map(|p| {
                 regex::Regex::new(p).map_err(|e| {
