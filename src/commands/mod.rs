@@ -8,6 +8,7 @@
 //! pipe: `clippy.toml` rules them out.
 
 mod abort;
+mod ack;
 mod args;
 mod config;
 mod daemon;
@@ -108,6 +109,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
+        Command::Ack(args) => ack::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
         Command::Route(args) => route::run(&cli.global, &args),

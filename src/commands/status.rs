@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
-use crate::ledger::{IndexedJob, Ledger, LedgerError, health, short_id};
+use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
 use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
@@ -67,8 +67,9 @@ pub struct Status {
     /// or that the live daemon reported (its start's full check).
     ledger: health::Condition,
     /// `never_run`, `active` (something runs or is queued), `needs_attention`
-    /// (nothing does, but some prompt's last run failed, timed out or was
-    /// rate limited) or `all_done`.
+    /// (nothing does, but some prompt's last run failed, timed out, was
+    /// rate limited or could not start, and nobody acknowledged it) or
+    /// `all_done`.
     overall_state: &'static str,
     /// Jobs with a run folder, by state (every state, zeros included).
     counts: BTreeMap<&'static str, u64>,
@@ -83,6 +84,8 @@ pub struct Status {
     #[serde(skip)]
     live_ledger: Option<health::Condition>,
     needs_attention: Vec<AttentionView>,
+    /// Prompts whose last run went wrong that `jobwarden ack` cleared.
+    acknowledged: u64,
 }
 
 /// A job holding a slot.
@@ -119,6 +122,22 @@ struct AttentionView {
     name: String,
     outcome: String,
     job_id: String,
+    finished_at: Timestamp,
+    /// Why it ended so; for `setup_failed`, what to fix.
+    reason: Option<String>,
+}
+
+impl From<Attention> for AttentionView {
+    fn from(a: Attention) -> Self {
+        AttentionView {
+            finished_at: timestamp(a.finished_at),
+            project: a.project,
+            name: a.name,
+            outcome: a.outcome,
+            job_id: a.job_id,
+            reason: a.reason,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -195,6 +214,7 @@ impl Status {
             recent_rows: Vec::new(),
             live_ledger: live.and_then(|s| s.ledger.clone()),
             needs_attention: Vec::new(),
+            acknowledged: 0,
         };
         if let Some(ledger) = ledger {
             status.add_jobs(config, layout, ledger, live)?;
@@ -289,13 +309,9 @@ impl Status {
         self.needs_attention = ledger
             .prompts_needing_attention(RECENT)?
             .into_iter()
-            .map(|(project, name, outcome, job_id)| AttentionView {
-                project,
-                name,
-                outcome,
-                job_id,
-            })
+            .map(AttentionView::from)
             .collect();
+        self.acknowledged = ledger.acknowledged_count()?;
         let active: u64 = ["queued", "preparing", "running", "publishing"]
             .iter()
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
@@ -528,6 +544,22 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 fit(&prompt_label(&a.project, &a.name), 34),
                 a.outcome,
                 short(&a.job_id)
+            ),
+        )?;
+        if let Some(reason) = &a.reason {
+            line("", &format!("  {reason}"))?;
+        }
+    }
+    if !s.needs_attention.is_empty() {
+        line("", "(`jobwarden ack JOB…` or `ack --all` once seen to)")?;
+    }
+    if s.acknowledged > 0 {
+        line(
+            "acked",
+            &format!(
+                "{} prompt{} whose last run went wrong, acknowledged",
+                s.acknowledged,
+                if s.acknowledged == 1 { "" } else { "s" }
             ),
         )?;
     }
