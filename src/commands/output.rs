@@ -91,6 +91,27 @@ pub fn fit(text: &str, width: usize) -> String {
     cut
 }
 
+/// `text` in lines of at most `width` characters, broken between words
+/// (a word longer than `width` gets a line of its own, uncut).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let fits = line.chars().count() + 1 + word.chars().count() <= width;
+        if !line.is_empty() && !fits {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// `850ms`, `12.3s`, `4m05s`, `2h03m`.
 pub fn fmt_duration(ms: u64) -> String {
     match ms {
@@ -208,6 +229,20 @@ pub fn print_table<T>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn wrap_breaks_between_words_and_never_cuts_one() {
+        let lines = wrap("program `x` not found on PATH (/a:/b); install it", 20);
+        assert_eq!(
+            lines,
+            ["program `x` not", "found on PATH", "(/a:/b); install it"]
+        );
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            ["averyveryverylongword", "x"]
+        );
+        assert!(wrap("  ", 5).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -28,7 +28,7 @@ use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
 use super::output::{
-    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
+    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp, wrap,
 };
 
 /// A heartbeat older than this many intervals is stale.
@@ -546,12 +546,15 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 short(&a.job_id)
             ),
         )?;
-        if let Some(reason) = &a.reason {
-            line("", &format!("  {reason}"))?;
+        for part in a.reason.as_deref().map(|r| wrap(r, 68)).unwrap_or_default() {
+            line("", &format!("  {part}"))?;
         }
     }
     if !s.needs_attention.is_empty() {
-        line("", "(`jobwarden ack JOB…` or `ack --all` once seen to)")?;
+        line(
+            "",
+            "dealt with? `jobwarden ack JOB…` or `jobwarden ack --all` clears it",
+        )?;
     }
     if s.acknowledged > 0 {
         line(
