@@ -35,6 +35,7 @@ mod races;
 mod readme;
 mod recovery;
 mod routes;
+mod setup_failures;
 mod shutdown;
 mod storage;
 mod submit;
