@@ -15,7 +15,8 @@
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
 //!   opened on `/dev/null` when started closed.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
-//!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
+//!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits;
+//!   `config/rate_limit.rs`: the built-in rate-limit patterns.
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
@@ -48,7 +49,9 @@
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
 //!   `health.rs` (what a damaged file is; the condition `status` shows),
-//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
+//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
+//!   `outcome.rs` (outcome names and their mapping to job states),
+//!   `attention.rs` (what needs the operator's attention; `ack`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).

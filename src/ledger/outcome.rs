@@ -232,4 +232,14 @@ mod tests {
         );
         assert!(text.contains("  setup_failed  -> setup_failed\n"), "{text}");
     }
+
+    #[test]
+    fn the_docs_print_the_vocabulary_as_the_code_has_it() {
+        let docs = include_str!("../../docs/cli-json.md");
+        let block = format!("```\n{}```\n", Outcome::vocabulary());
+        assert!(
+            docs.contains(&block),
+            "docs/cli-json.md (\"States and outcomes\") must show exactly:\n{block}"
+        );
+    }
 }
