@@ -43,6 +43,7 @@ const OUTCOMES: &[&str] = &[
     "aborted",
     "interrupted",
     "rejected",
+    "setup_failed",
 ];
 
 /// A sandbox with a config whose jobs do nothing (for CLI-only tests).
