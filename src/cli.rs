@@ -74,6 +74,7 @@ pub enum Command {
     Status(StatusArgs),
 
     /// List prompts waiting in the inbox (waiting, deferred) and jobs, newest first.
+    #[command(after_help = crate::ledger::Outcome::vocabulary())]
     Jobs(JobsArgs),
 
     /// Show one job: its record, files, ledger row and the end of its log.
@@ -97,6 +98,9 @@ pub enum Command {
 
     /// Lift a pause: queued jobs start again.
     Resume(ResumeArgs),
+
+    /// Acknowledge failures that need attention, so that `status` stops reporting them.
+    Ack(AckArgs),
 
     /// Validate or print the configuration.
     #[command(subcommand)]
@@ -368,6 +372,27 @@ pub struct ResumeArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct AckArgs {
+    /// Jobs whose failure to acknowledge: ids, unique prefixes (4+ characters) of ids or
+    /// short ids, or prompt names (project/name: its newest job). Each must be its
+    /// prompt's last run.
+    #[arg(
+        value_name = "JOB",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub jobs: Vec<String>,
+
+    /// Acknowledge every prompt that needs attention now.
+    #[arg(long)]
+    pub all: bool,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Validate the configuration: exit 0 when valid (warnings on stderr about
@@ -393,6 +418,7 @@ pub struct MonitorArgs {
 #[derive(Debug, Subcommand)]
 pub enum HistoryCommand {
     /// Executions, newest first.
+    #[command(after_help = crate::ledger::Outcome::vocabulary())]
     List(HistoryListArgs),
     /// One execution with its artifacts and paths.
     Show(HistoryShowArgs),
@@ -418,7 +444,8 @@ pub struct HistoryListArgs {
     /// Only this prompt name.
     #[arg(long)]
     pub name: Option<String>,
-    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected, cancelled).
+    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected,
+    /// cancelled, setup_failed).
     #[arg(long)]
     pub outcome: Option<String>,
     /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
@@ -471,7 +498,8 @@ pub struct HistoryRecordArgs {
     pub project: String,
     /// The prompt's name (without .prompt.md).
     pub name: String,
-    /// success, failure, timeout, rate_limited, aborted, interrupted, rejected or cancelled.
+    /// success, failure, timeout, rate_limited, aborted, interrupted, rejected, cancelled or
+    /// setup_failed.
     pub outcome: String,
     /// The run's exit code.
     #[arg(long)]

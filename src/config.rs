@@ -12,6 +12,7 @@ mod diff;
 mod limits;
 mod preflight;
 mod profile;
+mod rate_limit;
 mod raw;
 mod route;
 mod template;

@@ -381,7 +381,7 @@ impl Daemon {
         }
         let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
         let (prior, request) = match &entry {
-            layout::InboxEntry::Ignored => return,
+            layout::InboxEntry::Ignored => return self.on_retry_request(path),
             layout::InboxEntry::Prompt(prompt) => match self.prior_or_defer(prompt, path) {
                 Some((prior, request)) => (prior, request.map(|r| (prompt.clone(), r))),
                 None => return,
@@ -402,6 +402,18 @@ impl Daemon {
             }
         }
         self.on_claimed(path, claimed);
+    }
+
+    /// `jobwarden retry --now` wrote a request beside a prompt deferred by
+    /// its cooldown: look at that prompt again now (the request lifts the
+    /// cooldown). Anything else ignored is ignored.
+    fn on_retry_request(&mut self, path: &Path) {
+        let Some(prompt) = self.layout.prompt_of_retry_request(path) else {
+            return;
+        };
+        if self.deferred.values().any(|(_, p)| *p == prompt) {
+            self.consider(&prompt);
+        }
     }
 
     /// The prompt's last run decides: in cooldown, it is deferred (a timer

@@ -214,6 +214,17 @@ impl Layout {
             .join(format!(".{}{RETRY_REQUEST_SUFFIX}", prompt.name))
     }
 
+    /// The waiting prompt that the retry request at `path` is for, if
+    /// `path` is one (`.<name>.retry.json` in a folder of the inbox).
+    pub fn prompt_of_retry_request(&self, path: &Path) -> Option<PathBuf> {
+        let file = path.file_name()?.to_str()?;
+        let name = file.strip_prefix('.')?.strip_suffix(RETRY_REQUEST_SUFFIX)?;
+        validate_segment(name).ok()?;
+        let dir = path.parent()?;
+        dir.starts_with(self.inbox())
+            .then(|| dir.join(format!("{name}{PROMPT_SUFFIX}")))
+    }
+
     /// Locked (flock) by `jobwarden retry` while it decides and puts a
     /// prompt back, so that retries take turns. One for the root: retries
     /// are rare and quick, and no lock file is left beside any prompt.
@@ -638,6 +649,28 @@ mod tests {
         for path in [l.retry_request(&prompt), l.retry_temp(&prompt, "1-2")] {
             assert_eq!(classify_inbox_path(&l.inbox(), &path), InboxEntry::Ignored);
             assert_eq!(path.parent(), l.waiting_prompt(&prompt).parent());
+        }
+    }
+
+    #[test]
+    fn a_retry_request_names_the_prompt_it_is_for() {
+        let l = Layout::new("/r");
+        let prompt = PromptName {
+            project: "p/q".into(),
+            name: "n".into(),
+        };
+        let request = l.retry_request(&prompt);
+        assert_eq!(
+            l.prompt_of_retry_request(&request),
+            Some(l.waiting_prompt(&prompt))
+        );
+        for other in [
+            l.retry_temp(&prompt, "1-2"),
+            l.waiting_prompt(&prompt),
+            l.inbox().join("p/..retry.json"),
+            PathBuf::from("/elsewhere/.n.retry.json"),
+        ] {
+            assert_eq!(l.prompt_of_retry_request(&other), None, "{other:?}");
         }
     }
 

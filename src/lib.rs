@@ -25,7 +25,8 @@
 //!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
-//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key).
+//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key),
+//!   `config/rate_limit.rs` (the built-in rate-limit patterns).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
@@ -64,7 +65,9 @@
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
 //!   `health.rs` (what a damaged file is; the condition `status` shows),
-//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
+//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
+//!   `outcome.rs` (outcome names and their mapping to job states),
+//!   `attention.rs` (what needs the operator's attention; `ack`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`control`] — pause markers under `control/` (write, read, lift).

@@ -8,6 +8,7 @@
 //! pipe: `clippy.toml` rules them out.
 
 mod abort;
+mod ack;
 mod args;
 mod cancel;
 pub mod cli_reference;
@@ -118,6 +119,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Retry(args) => retry::run(&cli.global, &args),
         Command::Pause(args) => pause::pause(&cli.global, &args),
         Command::Resume(args) => pause::resume(&cli.global, &args),
+        Command::Ack(args) => ack::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Completions(args) => completions::run(&args),
         Command::Man(args) => man::run(&args),

@@ -91,6 +91,27 @@ pub fn fit(text: &str, width: usize) -> String {
     cut
 }
 
+/// `text` in lines of at most `width` characters, broken between words
+/// (a word longer than `width` gets a line of its own, uncut).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let fits = line.chars().count() + 1 + word.chars().count() <= width;
+        if !line.is_empty() && !fits {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// `850ms`, `12.3s`, `4m05s`, `2h03m`.
 pub fn fmt_duration(ms: u64) -> String {
     match ms {
@@ -165,8 +186,8 @@ pub fn colour() -> bool {
 }
 
 /// `cell` (already padded to its column) coloured by the job state it
-/// shows: green succeeded, red failed / timed out / rejected, yellow
-/// aborted / interrupted / cancelled, cyan live (and waiting in the
+/// shows: green succeeded, red failed / timed out / rejected / setup failed,
+/// yellow aborted / interrupted / cancelled, cyan live (and waiting in the
 /// inbox). Plain without [`colour`].
 pub fn paint_state(state: &str, cell: String) -> String {
     if !colour() {
@@ -174,7 +195,7 @@ pub fn paint_state(state: &str, cell: String) -> String {
     }
     let code = match state {
         "succeeded" => "32",
-        "failed" | "timed_out" | "rejected" => "31",
+        "failed" | "timed_out" | "rejected" | "setup_failed" => "31",
         "aborted" | "interrupted" | "cancelled" => "33",
         "waiting" | "deferred" | "queued" | "preparing" | "running" | "publishing" => "36",
         _ => return cell,
@@ -209,6 +230,20 @@ pub fn print_table<T>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn wrap_breaks_between_words_and_never_cuts_one() {
+        let lines = wrap("program `x` not found on PATH (/a:/b); install it", 20);
+        assert_eq!(
+            lines,
+            ["program `x` not", "found on PATH", "(/a:/b); install it"]
+        );
+        assert_eq!(
+            wrap("averyveryverylongword x", 5),
+            ["averyveryverylongword", "x"]
+        );
+        assert!(wrap("  ", 5).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -11,6 +11,12 @@
 //! take turns (`retry.lock` at the root), and a job is retried once: a
 //! second retry of it, racing the first or after it, is a clean "no"
 //! (exit 1) saying that another retry already put it back.
+//!
+//! `--now` always overrides a cooldown: when the prompt already waits in
+//! the inbox, deferred by its cooldown (requeued by the policy, put back
+//! by an earlier `retry`, or dropped again), nothing is put back; a
+//! request naming the waiting file lifts its cooldown, and the daemon
+//! claims it at once as the next attempt of the prompt's newest run.
 
 use std::process::ExitCode;
 
@@ -22,21 +28,29 @@ use crate::cli::{GlobalArgs, RetryArgs};
 use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
+use crate::ledger::Ledger;
 use crate::retry::request::{self, PutBack};
 
 pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
-    let id = {
-        let ledger = super::open_ledger(&layout)?;
-        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
-    };
+    let ledger = super::open_ledger(&layout)?;
+    let id = super::resolve_job(&layout, ledger.as_ref(), &args.job)?;
     // One retry at a time: whoever waited here sees what the one before it
     // left, and decides on the record as it is now.
     let _turn = request::take_turn(&layout)?;
     let rec = load_record(&layout, &id)?;
     let prompt = rec.prompt_name();
     let label = prompt_label(&rec.project, &rec.name);
-    check_not_retried(&layout, &rec, &label)?;
+    // A retry without `--now` that already put this job back may be made
+    // `--now`; any other earlier retry of it refuses this one.
+    let upgrade =
+        args.now && request::pending_for(&layout, &prompt, &id).is_some_and(|pending| !pending.now);
+    if !upgrade {
+        check_not_retried(&layout, &rec, &label)?;
+    }
+    if args.now && std::fs::symlink_metadata(layout.waiting_prompt(&prompt)).is_ok() {
+        return hasten(&layout, ledger.as_ref(), &rec, &label);
+    }
     check_retryable(&layout, &rec, &label)?;
     let archived = archived_prompt(&layout, &rec, config.max_prompt_bytes)?;
     let placed = request::put_back(&layout, &prompt, &archived, &id, rec.attempt, args.now)?;
@@ -61,6 +75,59 @@ pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
         rec.attempt + 1
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--now` for a prompt that already waits in the inbox: lift its
+/// cooldown. The claim continues the prompt's newest run (what the daemon
+/// would continue anyway), or this job when the ledger knows of none.
+fn hasten(
+    layout: &Layout,
+    ledger: Option<&Ledger>,
+    rec: &JobRecord,
+    label: &str,
+) -> anyhow::Result<ExitCode> {
+    check_ended(rec, label)?;
+    let newest = ledger
+        .and_then(|l| l.last_run(&rec.project, &rec.name).ok().flatten())
+        .and_then(|last| Some((JobId::parse(&last.id).ok()?, last.attempt)));
+    let prior = newest.unwrap_or_else(|| (rec.job_id.clone(), rec.attempt));
+    let prompt = rec.prompt_name();
+    let waiting = layout.waiting_prompt(&prompt);
+    let Some(made) = request::hasten(layout, &prompt, prior)? else {
+        print_line(format_args!(
+            "{label} was claimed meanwhile ({} is gone); `jobwarden jobs` shows its job",
+            waiting.display()
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    if layout.run_dir(&made.retry_of).is_dir() {
+        if let Err(e) = request::mark_retried(layout, &made.retry_of, made.attempt) {
+            crate::logging::line(format_args!("jobwarden: warning: {e}"));
+        }
+    }
+    let after = if made.retry_of == rec.job_id {
+        String::new()
+    } else {
+        format!(", after job {}", made.retry_of)
+    };
+    print_line(format_args!(
+        "{label} waits in the inbox ({}); its cooldown is lifted: it starts at once as attempt {}{after}",
+        waiting.display(),
+        made.attempt + 1
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuse a job that has not ended.
+fn check_ended(rec: &JobRecord, label: &str) -> anyhow::Result<()> {
+    if !rec.state.is_terminal() {
+        let id = &rec.job_id;
+        bail!(
+            "job {id} ({label}) is still {}; abort it first (`jobwarden abort {id}`) or let it end",
+            rec.state
+        );
+    }
+    Ok(())
 }
 
 fn load_record(layout: &Layout, id: &JobId) -> anyhow::Result<JobRecord> {
@@ -101,19 +168,14 @@ fn check_not_retried(layout: &Layout, rec: &JobRecord, label: &str) -> anyhow::R
 
 /// Refuse a job that has not ended, and a prompt already in the inbox.
 fn check_retryable(layout: &Layout, rec: &JobRecord, label: &str) -> anyhow::Result<()> {
-    let id = &rec.job_id;
-    if !rec.state.is_terminal() {
-        bail!(
-            "job {id} ({label}) is still {}; abort it first (`jobwarden abort {id}`) or let it end",
-            rec.state
-        );
-    }
+    check_ended(rec, label)?;
     let prompt = rec.prompt_name();
     let waiting = layout.waiting_prompt(&prompt);
     if std::fs::symlink_metadata(&waiting).is_ok() {
         bail!(
-            "{label} already waits in the inbox ({}); it is claimed as the next attempt once any cooldown ends",
-            waiting.display()
+            "{label} already waits in the inbox ({}); it is claimed as the next attempt once any cooldown ends (`jobwarden retry {} --now` starts it at once)",
+            waiting.display(),
+            rec.job_id
         );
     }
     let running = layout.running_prompt(&prompt);

@@ -23,12 +23,12 @@ use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
-use crate::ledger::{IndexedJob, Ledger, LedgerError, health, short_id};
+use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
 use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
 use super::output::{
-    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
+    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp, wrap,
 };
 use super::reload::ConfigView;
 use super::queue_view::{QueueView, pause_lines};
@@ -76,8 +76,9 @@ pub struct Status {
     /// or that the live daemon reported (its start's full check).
     ledger: health::Condition,
     /// `never_run`, `active` (something runs or is queued), `needs_attention`
-    /// (nothing does, but some prompt's last run failed, timed out or was
-    /// rate limited) or `all_done`.
+    /// (nothing does, but some prompt's last run failed, timed out, was
+    /// rate limited or could not start, and nobody acknowledged it) or
+    /// `all_done`.
     overall_state: &'static str,
     /// Jobs with a run folder, by state (every state, zeros included).
     counts: BTreeMap<&'static str, u64>,
@@ -99,6 +100,8 @@ pub struct Status {
     /// The config in force, its reloads, and the one on disk.
     config: ConfigView,
     needs_attention: Vec<AttentionView>,
+    /// Prompts whose last run went wrong that `jobwarden ack` cleared.
+    acknowledged: u64,
 }
 
 /// A job holding a slot.
@@ -137,6 +140,22 @@ struct AttentionView {
     name: String,
     outcome: String,
     job_id: String,
+    finished_at: Timestamp,
+    /// Why it ended so; for `setup_failed`, what to fix.
+    reason: Option<String>,
+}
+
+impl From<Attention> for AttentionView {
+    fn from(a: Attention) -> Self {
+        AttentionView {
+            finished_at: timestamp(a.finished_at),
+            project: a.project,
+            name: a.name,
+            outcome: a.outcome,
+            job_id: a.job_id,
+            reason: a.reason,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -219,6 +238,7 @@ impl Status {
             live: live.cloned(),
             config: ConfigView::gather(None, None, Vec::new()),
             needs_attention: Vec::new(),
+            acknowledged: 0,
         };
         if let Some(ledger) = ledger {
             status.add_jobs(config, layout, ledger, live, &waiting)?;
@@ -315,13 +335,9 @@ impl Status {
         self.needs_attention = ledger
             .prompts_needing_attention(RECENT)?
             .into_iter()
-            .map(|(project, name, outcome, job_id)| AttentionView {
-                project,
-                name,
-                outcome,
-                job_id,
-            })
+            .map(AttentionView::from)
             .collect();
+        self.acknowledged = ledger.acknowledged_count()?;
         let active: u64 = ["queued", "preparing", "running", "publishing"]
             .iter()
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
@@ -565,6 +581,25 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 fit(&prompt_label(&a.project, &a.name), 34),
                 a.outcome,
                 short(&a.job_id)
+            ),
+        )?;
+        for part in a.reason.as_deref().map(|r| wrap(r, 68)).unwrap_or_default() {
+            line("", &format!("  {part}"))?;
+        }
+    }
+    if !s.needs_attention.is_empty() {
+        line(
+            "",
+            "dealt with? `jobwarden ack JOB…` or `jobwarden ack --all` clears it",
+        )?;
+    }
+    if s.acknowledged > 0 {
+        line(
+            "acked",
+            &format!(
+                "{} prompt{} whose last run went wrong, acknowledged",
+                s.acknowledged,
+                if s.acknowledged == 1 { "" } else { "s" }
             ),
         )?;
     }

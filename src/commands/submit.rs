@@ -8,7 +8,8 @@
 //! dropped (unreadable, too large, not UTF-8, invalid front matter, unsafe
 //! name or project, job id in use, a prompt of that name already waiting).
 //! With `--wait`, the job's end: its exit code when `failed` (1 without
-//! one), 124 `timed_out`, 130 `aborted`, 65 `rejected`, 75 `interrupted`.
+//! one), 124 `timed_out`, 130 `aborted`, 65 `rejected`, 75 `interrupted`,
+//! 78 `setup_failed`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -335,6 +336,7 @@ fn exit_status(rec: &JobRecord) -> u8 {
         JobState::Aborted | JobState::Cancelled => 130,
         JobState::Rejected => 65,
         JobState::Interrupted => 75,
+        JobState::SetupFailed => 78,
         // Only terminal records are reported.
         JobState::Queued | JobState::Preparing | JobState::Running | JobState::Publishing => 2,
     }

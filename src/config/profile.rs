@@ -200,7 +200,8 @@ fn rate_limit(v: &mut Validator, key: &str, raw: &RawRateLimit) -> RateLimit {
         "a list of regular expressions in quotes",
     );
     let mut patterns = Vec::new();
-    for p in texts.unwrap_or_default() {
+    // Without `patterns`, the built-in ones (`config/rate_limit.rs`).
+    for p in texts.unwrap_or_else(super::rate_limit::default_patterns) {
         match regex::Regex::new(&p) {
             Ok(re) => patterns.push(re),
             Err(e) => v.fault(

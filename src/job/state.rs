@@ -4,6 +4,12 @@
 //! `aborted` is the end of a job stopped after it started; a job stopped
 //! before anything of it ran (still `queued`) is `cancelled`
 //! ([`JobState::stopped_by_request`] says which).
+//! `setup_failed` is the end of a job whose command could not be started
+//! for a reason that waiting will not fix (program not found or not
+//! executable, workdir missing, a `prepare` or `publish` that cannot
+//! start): the monitor finds it before or instead of a spawn, while the job
+//! is `queued` (the first command), `preparing` (the main command after
+//! `prepare`) or `running` (`publish` after the main command).
 
 use std::fmt;
 
@@ -23,6 +29,7 @@ pub enum JobState {
     Interrupted,
     Rejected,
     Cancelled,
+    SetupFailed,
 }
 
 use JobState::*;
@@ -39,11 +46,12 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
             Interrupted,
             Rejected,
             Cancelled,
+            SetupFailed,
         ],
     ),
     (
         Preparing,
-        &[Running, Failed, TimedOut, Aborted, Interrupted],
+        &[Running, Failed, TimedOut, Aborted, Interrupted, SetupFailed],
     ),
     (
         Running,
@@ -54,6 +62,7 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
             TimedOut,
             Aborted,
             Interrupted,
+            SetupFailed,
         ],
     ),
     (
@@ -72,6 +81,7 @@ const TERMINAL: &[JobState] = &[
     Interrupted,
     Rejected,
     Cancelled,
+    SetupFailed,
 ];
 
 /// An attempt to move a job where the table does not allow.
@@ -95,7 +105,7 @@ fn valid_list(valid: &[JobState]) -> String {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 11] = [
+    pub const ALL: [JobState; 12] = [
         Queued,
         Preparing,
         Running,
@@ -107,6 +117,7 @@ impl JobState {
         Interrupted,
         Rejected,
         Cancelled,
+        SetupFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -122,6 +133,7 @@ impl JobState {
             Interrupted => "interrupted",
             Rejected => "rejected",
             Cancelled => "cancelled",
+            SetupFailed => "setup_failed",
         }
     }
 
@@ -245,6 +257,21 @@ mod tests {
             assert_eq!(s.stopped_by_request(), Aborted);
             assert!(s.check_transition(Aborted).is_ok(), "{s}");
             assert!(s.check_transition(Cancelled).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn the_terminal_list_is_every_state_without_a_way_out() {
+        for s in JobState::ALL {
+            assert_eq!(TERMINAL.contains(&s), s.is_terminal(), "{s}");
+        }
+    }
+
+    #[test]
+    fn setup_failures_are_found_before_publishing() {
+        for s in JobState::ALL {
+            let may = matches!(s, Queued | Preparing | Running);
+            assert_eq!(s.check_transition(SetupFailed).is_ok(), may, "{s}");
         }
     }
 

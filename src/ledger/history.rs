@@ -291,7 +291,7 @@ impl Ledger {
     }
 
     /// The outcome names the ledger knows (its `outcomes` table).
-    fn outcome_names(&self) -> Result<Vec<String>, LedgerError> {
+    pub(super) fn outcome_names(&self) -> Result<Vec<String>, LedgerError> {
         self.read(|c| {
             let mut stmt = c.prepare("SELECT name FROM outcomes ORDER BY name")?;
             let rows = stmt.query_map([], |r| r.get(0))?;

@@ -280,26 +280,6 @@ impl Ledger {
         self.query(&sql, [limit as i64])
     }
 
-    /// Prompts whose newest execution failed, timed out or was rate
-    /// limited: (project, name, outcome, execution id), newest first.
-    pub fn prompts_needing_attention(
-        &self,
-        limit: usize,
-    ) -> Result<Vec<(String, String, String, String)>, LedgerError> {
-        let run = || -> rusqlite::Result<Vec<(String, String, String, String)>> {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT project, name, outcome, execution_id FROM prompts_last
-                 WHERE outcome IN ('failure', 'timeout', 'rate_limited')
-                 ORDER BY finished_at DESC LIMIT ?1",
-            )?;
-            let rows = stmt.query_map([limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })?;
-            rows.collect()
-        };
-        run().map_err(|e| self.err(e))
-    }
-
     /// Whether anything was ever recorded (a job indexed or an execution).
     pub fn ever_ran(&self) -> Result<bool, LedgerError> {
         self.conn

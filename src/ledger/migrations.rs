@@ -295,8 +295,28 @@ INSERT INTO outcomes (name, causes_cooldown) VALUES ('cancelled', 0);
 INSERT INTO job_counts (state, n) VALUES ('cancelled', 0);
 "#;
 
+/// Migration 6: setup failures, and acknowledgements of what needs the
+/// operator's attention.
+const V6: &str = r#"
+-- A job whose command could not start for a reason waiting will not fix
+-- (program not found or not executable, workdir missing, a prepare or
+-- publish that cannot start). It defers nothing: the operator fixes the
+-- setup and the next drop or `retry` runs at once.
+INSERT INTO outcomes (name, causes_cooldown) VALUES ('setup_failed', 0);
+INSERT INTO job_counts (state, n) VALUES ('setup_failed', 0);
+
+-- `jobwarden ack`: the operator has seen an execution that made its
+-- prompt need attention. Only that execution is acknowledged: a newer
+-- one of the same prompt that goes wrong needs attention again.
+CREATE TABLE acknowledgements (
+    execution_id TEXT PRIMARY KEY REFERENCES executions (id),
+    acknowledged_at INTEGER NOT NULL,      -- epoch ms
+    acknowledged_by TEXT                   -- the user who ran `ack`, if known
+) WITHOUT ROWID;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -4,12 +4,15 @@
 //! how it is written; `query.rs` the reads that drive decisions (cooldown,
 //! attempts); `history.rs` the CLI's queries; `retention.rs` artifact
 //! pruning; `backfill.rs` rows restored from `job.json`; `jobs.rs` the job
-//! index (a cache of every run folder's `job.json` for the operator's CLI).
+//! index (a cache of every run folder's `job.json` for the operator's CLI);
+//! `attention.rs` what needs the operator's attention and its
+//! acknowledgement (`jobwarden ack`).
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its
 //! `job.json` later (`history repair`, and at every daemon start).
 
+mod attention;
 pub mod backfill;
 mod execution;
 pub mod health;
@@ -26,6 +29,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use attention::{Attention, Standing};
 pub use execution::{Artifact, Execution, PathRelation, Source};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;

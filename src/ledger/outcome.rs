@@ -1,6 +1,11 @@
 //! Outcome names as the ledger stores them (DESIGN §3). The database's
 //! `outcomes` table is the authority on which names exist; this enum is
 //! what this build writes.
+//!
+//! The mapping between job states (`jobs`, `job.json`) and outcomes
+//! (`history`) lives here, in [`Outcome::of_state`] and [`Outcome::state`];
+//! [`Outcome::vocabulary`] prints it for `jobs --help`, `history list --help` and
+//! the docs.
 
 use std::fmt;
 use std::str::FromStr;
@@ -18,10 +23,12 @@ pub enum Outcome {
     Rejected,
     /// Stopped by request before anything of it ran (migration 5).
     Cancelled,
+    /// Could not start for a reason waiting will not fix (migration 6).
+    SetupFailed,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Success,
         Outcome::Failure,
         Outcome::Timeout,
@@ -30,6 +37,7 @@ impl Outcome {
         Outcome::Interrupted,
         Outcome::Rejected,
         Outcome::Cancelled,
+        Outcome::SetupFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +50,7 @@ impl Outcome {
             Outcome::Interrupted => "interrupted",
             Outcome::Rejected => "rejected",
             Outcome::Cancelled => "cancelled",
+            Outcome::SetupFailed => "setup_failed",
         }
     }
 
@@ -56,7 +65,10 @@ impl Outcome {
             JobState::Interrupted => Outcome::Interrupted,
             JobState::Rejected => Outcome::Rejected,
             JobState::Cancelled => Outcome::Cancelled,
-            _ => return None,
+            JobState::SetupFailed => Outcome::SetupFailed,
+            JobState::Queued | JobState::Preparing | JobState::Running | JobState::Publishing => {
+                return None;
+            }
         })
     }
 
@@ -70,7 +82,28 @@ impl Outcome {
             Outcome::Interrupted => JobState::Interrupted,
             Outcome::Rejected => JobState::Rejected,
             Outcome::Cancelled => JobState::Cancelled,
+            Outcome::SetupFailed => JobState::SetupFailed,
         }
+    }
+
+    /// When a job that ended in [`Outcome::state`] gets this outcome
+    /// rather than the state's own (see [`Outcome::of_state`]).
+    fn when(self) -> Option<&'static str> {
+        match self {
+            Outcome::RateLimited => Some("when the profile's rate-limit rules match its output"),
+            _ => None,
+        }
+    }
+
+    /// Does a prompt whose newest run ended so need the operator's
+    /// attention (until acknowledged)? Failures that waiting may fix and
+    /// those it will not; never an end the operator chose (abort) or a
+    /// success.
+    pub fn needs_attention(self) -> bool {
+        matches!(
+            self,
+            Outcome::Failure | Outcome::Timeout | Outcome::RateLimited | Outcome::SetupFailed
+        )
     }
 
     /// Does this outcome defer the prompt's next claim?
@@ -79,6 +112,39 @@ impl Outcome {
             self,
             Outcome::Failure | Outcome::Timeout | Outcome::RateLimited
         )
+    }
+
+    /// The mapping between job states and ledger outcomes, one line per
+    /// terminal state, as `jobs --help`, `history list --help` and the docs
+    /// print it.
+    pub fn vocabulary() -> String {
+        let mut text = String::from(
+            "Job states (jobs, show, job.json) and the ledger outcomes they end as (history):\n",
+        );
+        for state in JobState::ALL {
+            let Some(own) = Outcome::of_state(state) else {
+                continue;
+            };
+            text.push_str(&format!("  {:<13} -> {own}", state.as_str()));
+            for other in Outcome::ALL
+                .into_iter()
+                .filter(|o| *o != own && o.state() == state)
+            {
+                let when = other.when().unwrap_or("in some cases");
+                text.push_str(&format!(", or {other} {when}"));
+            }
+            text.push('\n');
+        }
+        let live: Vec<&str> = JobState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .map(JobState::as_str)
+            .collect();
+        text.push_str(&format!(
+            "  {}: not ended yet, no outcome\n",
+            live.join(", ")
+        ));
+        text
     }
 }
 
@@ -102,5 +168,85 @@ impl FromStr for Outcome {
                     valid.join(", ")
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Ledger;
+
+    fn ledger() -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        (dir, ledger)
+    }
+
+    #[test]
+    fn every_terminal_state_maps_to_an_outcome_of_the_ledgers_table() {
+        let (_d, ledger) = ledger();
+        let names = ledger.outcome_names().expect("outcomes");
+        for state in JobState::ALL {
+            match Outcome::of_state(state) {
+                Some(o) => {
+                    assert!(state.is_terminal(), "{state} is not terminal");
+                    assert!(
+                        names.iter().any(|n| n == o.as_str()),
+                        "{o} not in {names:?}"
+                    );
+                    assert_eq!(o.state(), state, "{o} maps back");
+                }
+                None => assert!(!state.is_terminal(), "terminal {state} has no outcome"),
+            }
+        }
+        for o in Outcome::ALL {
+            assert!(
+                names.iter().any(|n| n == o.as_str()),
+                "{o} not in {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_ledgers_cooldown_column_agrees_with_the_code() {
+        let (_d, ledger) = ledger();
+        for o in Outcome::ALL {
+            let causes: bool = ledger
+                .conn
+                .query_row(
+                    "SELECT causes_cooldown FROM outcomes WHERE name = ?1",
+                    [o.as_str()],
+                    |r| r.get(0),
+                )
+                .expect("row");
+            assert_eq!(causes, o.causes_cooldown(), "{o}");
+        }
+        assert!(!Outcome::SetupFailed.causes_cooldown());
+    }
+
+    #[test]
+    fn the_vocabulary_names_every_terminal_state_and_outcome() {
+        let text = Outcome::vocabulary();
+        for state in JobState::ALL.into_iter() {
+            assert!(text.contains(state.as_str()), "{state} missing:\n{text}");
+        }
+        for o in Outcome::ALL {
+            assert!(text.contains(o.as_str()), "{o} missing:\n{text}");
+        }
+        assert!(
+            text.contains("  failed        -> failure, or rate_limited when"),
+            "{text}"
+        );
+        assert!(text.contains("  setup_failed  -> setup_failed\n"), "{text}");
+    }
+
+    #[test]
+    fn the_docs_print_the_vocabulary_as_the_code_has_it() {
+        let docs = include_str!("../../docs/cli-json.md");
+        let block = format!("```\n{}```\n", Outcome::vocabulary());
+        assert!(
+            docs.contains(&block),
+            "docs/cli-json.md (\"States and outcomes\") must show exactly:\n{block}"
+        );
     }
 }

@@ -305,7 +305,7 @@ fn prompts_last_follows_each_prompts_newest_execution() {
     let attention = l.prompts_needing_attention(5).expect("q");
     assert_eq!(attention.len(), 1);
     assert_eq!(
-        (attention[0].0.as_str(), attention[0].2.as_str()),
+        (attention[0].project.as_str(), attention[0].outcome.as_str()),
         ("q", "rate_limited")
     );
     assert!(l.ever_ran().expect("ever"));
@@ -339,6 +339,7 @@ fn insert_rows(
 /// without a duration, durations from 0 ms to about 11 days, most short.
 fn mixed_row(i: u64) -> (&'static str, &'static str, Option<i64>) {
     let projects = ["", "web", "ops/nightly", "solo"];
+    // The outcomes of migration 1: the rows also go into older schemas.
     let outcomes = &Outcome::ALL[..7];
     let outcome = outcomes[(i % outcomes.len() as u64) as usize].as_str();
     let x = (i * 2_654_435_761) % 1000;

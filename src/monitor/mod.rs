@@ -117,7 +117,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         log: None,
     };
     if let Some(why) = missing {
-        let stop = job.start_failed(Stage::Run, why);
+        let stop = job.start_failed(Stage::Run, spawn::NotStarted::Setup(why));
         return job.stopped(stop);
     }
     job.start().await
@@ -172,7 +172,8 @@ impl Monitor<'_> {
                 tracing::warn!(job = %id, "{e}; the job stays queued");
                 return Ok(Outcome::NoStorage(e.to_string()));
             }
-            let stop = self.start_failed(self.first_stage(), e.to_string());
+            let why = spawn::NotStarted::Other(e.to_string());
+            let stop = self.start_failed(self.first_stage(), why);
             return self.stopped(stop);
         }
         let plan = match self.plan(self.first_stage()) {

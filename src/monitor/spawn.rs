@@ -8,7 +8,9 @@
 //!
 //! Everything that can be wrong with the plan (program not found, workdir
 //! missing) is found here, before the fork, so the job's `state_reason`
-//! names it plainly.
+//! names it plainly, with the fix. Such faults of the setup, which waiting
+//! will not fix, are told apart from passing ones ([`NotStarted`]): the job
+//! ends `setup_failed`, not `failed`, and starts no cooldown.
 //!
 //! Between fork and exec the child confines itself ([`Confinement`]): it
 //! joins the job's cgroup if there is one and sets the profile's rlimits,
@@ -100,6 +102,54 @@ unsafe fn confine(
     Ok(())
 }
 
+/// Why one of a job's commands could not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotStarted {
+    /// The setup is wrong and waiting will not fix it: a program not
+    /// found or not executable, a workdir missing, a profile gone. The
+    /// reason says what to fix.
+    Setup(String),
+    /// Anything else (the prompt unreadable, the fork refused, the record
+    /// not written): it may pass.
+    Other(String),
+}
+
+impl NotStarted {
+    pub fn reason(&self) -> &str {
+        match self {
+            NotStarted::Setup(r) | NotStarted::Other(r) => r,
+        }
+    }
+
+    /// The same fault with its reason rewritten by `f`.
+    pub fn map(self, f: impl FnOnce(String) -> String) -> NotStarted {
+        match self {
+            NotStarted::Setup(r) => NotStarted::Setup(f(r)),
+            NotStarted::Other(r) => NotStarted::Other(f(r)),
+        }
+    }
+
+    /// A failed `spawn`: a program the kernel cannot run (missing, a
+    /// script whose `#!` interpreter is missing, no permission, not an
+    /// executable format) is the setup's fault; a refused fork is not.
+    fn of_spawn(program: &Path, e: &std::io::Error) -> NotStarted {
+        use std::io::ErrorKind;
+        const ENOEXEC: i32 = libc::ENOEXEC;
+        let setup = matches!(
+            e.kind(),
+            ErrorKind::NotFound | ErrorKind::PermissionDenied | ErrorKind::NotADirectory
+        ) || e.raw_os_error() == Some(ENOEXEC);
+        let reason = format!("cannot start {}: {e}", program.display());
+        if setup {
+            NotStarted::Setup(format!(
+                "{reason}; check the program and the interpreter on its #! line"
+            ))
+        } else {
+            NotStarted::Other(reason)
+        }
+    }
+}
+
 /// Which of a job's commands a plan is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -178,7 +228,7 @@ pub fn vars(job: &Job<'_>) -> (Vars, PathBuf) {
 
 /// Build the plan of `stage` for `job`, or say why it cannot run. `None`
 /// when the profile has no such stage.
-pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, String> {
+pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, NotStarted> {
     let profile = job.profile;
     let (vars, workdir) = vars(job);
     let (templates, key) = match stage {
@@ -205,10 +255,10 @@ pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, String> {
                 profile.name
             )
         };
-        return Err(format!(
+        return Err(NotStarted::Setup(format!(
             "workdir {} does not exist or is not a folder; {fix}",
             cwd.display()
-        ));
+        )));
     }
     let mut argv: Vec<String> = templates.iter().map(|t| t.render(&vars)).collect();
     let mut recorded_argv = argv.clone();
@@ -217,8 +267,9 @@ pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, String> {
         match profile.prompt_via {
             PromptVia::Stdin => {}
             PromptVia::Arg => {
-                let text = std::fs::read_to_string(&prompt_file)
-                    .map_err(|e| format!("reading the prompt {}: {e}", prompt_file.display()))?;
+                let text = std::fs::read_to_string(&prompt_file).map_err(|e| {
+                    NotStarted::Other(format!("reading the prompt {}: {e}", prompt_file.display()))
+                })?;
                 recorded_argv.push(format!("<prompt: {} bytes>", text.len()));
                 argv.push(text);
             }
@@ -236,7 +287,7 @@ pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, String> {
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let key = format!("profiles.{}.{key}", profile.name);
-    let program = resolve_program(&argv[0], &cwd, &path_var, &key)?;
+    let program = resolve_program(&argv[0], &cwd, &path_var, &key).map_err(NotStarted::Setup)?;
     let stdin =
         (stage == Stage::Run && profile.prompt_via == PromptVia::Stdin).then_some(prompt_file);
     Ok(Some(Plan {
@@ -311,35 +362,36 @@ fn resolve_program(
     key: &str,
 ) -> Result<PathBuf, String> {
     let fix = format!("install it or set {key} to its full path");
+    let not_executable = |path: &Path| {
+        format!(
+            "program `{program}` is not executable ({}); make it executable (chmod +x) or set {key} to another program",
+            path.display()
+        )
+    };
     if program.contains('/') {
         let path = workdir.join(program);
         return match executable(&path) {
             Some(true) => Ok(path),
-            Some(false) => Err(format!(
-                "command {program:?} is not executable ({})",
-                path.display()
-            )),
+            Some(false) => Err(not_executable(&path)),
             None => Err(format!(
-                "command not found: {program:?} does not exist; {fix}"
+                "program `{program}` not found: {} does not exist; {fix}",
+                path.display()
             )),
         };
     }
-    let mut not_executable = None;
+    let mut not_executable_at = None;
     for dir in std::env::split_paths(path_var) {
         let candidate = workdir.join(dir).join(program);
         match executable(&candidate) {
             Some(true) => return Ok(candidate),
-            Some(false) => not_executable = not_executable.or(Some(candidate)),
+            Some(false) => not_executable_at = not_executable_at.or(Some(candidate)),
             None => {}
         }
     }
-    match not_executable {
-        Some(p) => Err(format!(
-            "command {program:?} is not executable ({})",
-            p.display()
-        )),
+    match not_executable_at {
+        Some(p) => Err(not_executable(&p)),
         None => Err(format!(
-            "command not found: {program:?} is not in the job's PATH ({}); {fix}",
+            "program `{program}` not found on the job's PATH ({}); {fix}",
             path_var.to_string_lossy()
         )),
     }
@@ -358,11 +410,11 @@ fn executable(path: &Path) -> Option<bool> {
 /// Must be called from the monitor's main thread: the parent-death signal
 /// fires when the *thread* that forked exits, and the monitor's runtime is
 /// single-threaded so that this thread lives as long as the monitor.
-pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Child, String> {
+pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Child, NotStarted> {
     let stdin = match &plan.stdin {
         Some(p) => File::open(p)
             .map(Stdio::from)
-            .map_err(|e| format!("opening the prompt {}: {e}", p.display()))?,
+            .map_err(|e| NotStarted::Other(format!("opening the prompt {}: {e}", p.display())))?,
         None => Stdio::null(),
     };
     let mut cmd = Command::new(&plan.program);
@@ -393,5 +445,5 @@ pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Child, String> {
         });
     }
     cmd.spawn()
-        .map_err(|e| format!("cannot start {}: {e}", plan.program.display()))
+        .map_err(|e| NotStarted::of_spawn(&plan.program, &e))
 }

@@ -9,6 +9,10 @@
 //! - A phase that exits non-zero, is killed, cannot start or times out ends
 //!   the job (`failed` or `timed_out`) with `failure_stage` naming it;
 //!   nothing after it runs. ABORT ends the job `aborted` in any stage.
+//! - A command that cannot start because of the setup (program not found
+//!   or not executable, workdir missing: [`NotStarted::Setup`]) ends the
+//!   job `setup_failed` instead, in any stage: no cooldown, no automatic
+//!   retry, and the reason says what to fix.
 //! - `exit_code` and `signal` in the record are the main command's only; a
 //!   phase's exit is the `phase_exited` event.
 //! - Publish's last non-empty stdout line becomes the job's `result_ref`.
@@ -26,7 +30,7 @@ use serde_json::json;
 
 use super::abort_watch::AbortWatch;
 use super::output::{self, SharedSink};
-use super::spawn::{self, Plan, Stage};
+use super::spawn::{self, NotStarted, Plan, Stage};
 use super::{EarlyEnd, Monitor, exit_fields};
 use crate::clock::Timestamp;
 use crate::error::JobError;
@@ -187,11 +191,12 @@ impl Monitor<'_> {
         let plan = match spawn::plan(&job, stage) {
             Ok(Some(plan)) => plan,
             Ok(None) if stage == Stage::Run => {
-                return Err(self.start_failed(stage, "the profile has no command".into()));
+                let reason = NotStarted::Setup("the profile has no command".into());
+                return Err(self.start_failed(stage, reason));
             }
             Ok(None) => {
                 let reason = format!("the profile has no {} command", stage.as_str());
-                return Err(self.start_failed(stage, reason));
+                return Err(self.start_failed(stage, NotStarted::Setup(reason)));
             }
             Err(reason) => return Err(self.start_failed(stage, reason)),
         };
@@ -241,28 +246,33 @@ impl Monitor<'_> {
             // command may have begun, so it is not simply started again.
             let reason =
                 format!("could not record the job as {to} ({e}); its command was killed at once");
-            return Err(self.start_failed(stage, reason));
+            return Err(self.start_failed(stage, NotStarted::Other(reason)));
         }
         self.index();
         Ok(child)
     }
 
-    /// The job ends `failed` because the command of `stage` cannot start
-    /// (or its start could not be recorded).
-    pub(super) fn start_failed(&mut self, stage: Stage, reason: String) -> Stop {
-        let reason = match stage {
-            Stage::Run => reason,
+    /// The job ends because the command of `stage` cannot start (or its
+    /// start could not be recorded): `setup_failed` when the setup is at
+    /// fault, else `failed`.
+    pub(super) fn start_failed(&mut self, stage: Stage, why: NotStarted) -> Stop {
+        let why = match stage {
+            Stage::Run => why,
             Stage::Prepare | Stage::Publish => {
-                format!("{} could not start: {reason}", stage.as_str())
+                why.map(|r| format!("{} could not start: {r}", stage.as_str()))
             }
+        };
+        let (state, reason) = match why {
+            NotStarted::Setup(r) => (JobState::SetupFailed, r),
+            NotStarted::Other(r) => (JobState::Failed, r),
         };
         tracing::warn!(job = %self.rec.job_id, "{reason}");
         self.rec.failure_stage = Some(stage.as_str().into());
         self.events.append(
             "spawn_failed",
-            json!({"reason": reason, "stage": stage.as_str()}),
+            json!({"reason": reason, "stage": stage.as_str(), "setup": state == JobState::SetupFailed}),
         );
-        Stop::End(self.ending(JobState::Failed, Some(reason)))
+        Stop::End(self.ending(state, Some(reason)))
     }
 
     /// The timeout of `stage`: the phase's own, or the main command's.

@@ -16,7 +16,12 @@
 //!
 //! An honoured request makes the claim attempt `attempt + 1` of the job it
 //! names, with `retry_of` set; with `now` it also skips the cooldown. The
-//! daemon removes the request once the prompt is claimed. The ledger is not
+//! daemon removes the request once the prompt is claimed.
+//!
+//! `retry --now` of a prompt that already waits in the inbox (deferred by
+//! its cooldown, after a requeue or a new drop) puts nothing back: it
+//! writes a request naming the waiting file itself, with `now` ([`hasten`]).
+//! The daemon looks at a deferred prompt again when its request appears. The ledger is not
 //! touched: the request is a file, like the ABORT marker, so the CLI needs
 //! no write access to the ledger and no daemon has to be running.
 
@@ -135,6 +140,37 @@ pub fn put_back(
             Err(e)
         }
     }
+}
+
+/// Lift the cooldown of `prompt`, which waits in the inbox: a request with
+/// `now` naming the waiting file. A request already naming that file keeps
+/// the attempt it continues; otherwise the claim continues `prior` (job,
+/// attempt). `None` if no regular file waits (it was claimed meanwhile).
+pub fn hasten(
+    layout: &Layout,
+    prompt: &PromptName,
+    prior: (JobId, u32),
+) -> Result<Option<Request>, IoError> {
+    let waiting = layout.waiting_prompt(prompt);
+    let meta = match std::fs::symlink_metadata(&waiting) {
+        Ok(meta) if meta.is_file() => meta,
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(IoError::new("inspecting", &waiting, e)),
+    };
+    let file = FileIdentity::of(&meta);
+    let (retry_of, attempt) = read(layout, prompt)
+        .filter(|r| r.file == file)
+        .map_or(prior, |r| r.prior());
+    let request = Request {
+        retry_of,
+        attempt,
+        now: true,
+        requested_at: Timestamp::now(),
+        file,
+    };
+    fsio::write_json_atomic(layout.root(), &layout.retry_request(prompt), &request)?;
+    Ok(Some(request))
 }
 
 /// Wait for our turn: `jobwarden retry` holds this lock while it decides
@@ -333,6 +369,27 @@ mod tests {
         let later = last_run(Timestamp::now().epoch_ms() + 1000);
         assert!(honoured(&layout, &prompt, &waiting, Some(&later)).is_none());
         assert!(!layout.retry_request(&prompt).exists());
+    }
+
+    #[test]
+    fn hastening_a_waiting_prompt_lifts_its_cooldown_and_keeps_its_attempt() {
+        let (_d, layout, prompt) = setup();
+        let waiting = layout.waiting_prompt(&prompt);
+        std::fs::create_dir_all(waiting.parent().expect("dir")).expect("dir");
+        crate::fsio::create_new_synced(layout.root(), &waiting, b"requeued").expect("drop");
+        let job = JobId::generate();
+        let made = hasten(&layout, &prompt, (job.clone(), 3)).expect("hasten");
+        let request = honoured(&layout, &prompt, &waiting, Some(&last_run(1))).expect("honoured");
+        assert!(request.now);
+        assert_eq!(request.prior(), (job.clone(), 3));
+        assert!(made.is_some_and(|m| m.same(&request)));
+        // A second hasten (another job named) keeps what the first said.
+        hasten(&layout, &prompt, (JobId::generate(), 7)).expect("again");
+        let again = honoured(&layout, &prompt, &waiting, None).expect("honoured");
+        assert_eq!(again.prior(), (job, 3));
+        std::fs::remove_file(&waiting).expect("claimed");
+        let gone = hasten(&layout, &prompt, (JobId::generate(), 1)).expect("gone");
+        assert!(gone.is_none());
     }
 
     #[test]

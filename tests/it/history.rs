@@ -44,6 +44,7 @@ const OUTCOMES: &[&str] = &[
     "interrupted",
     "rejected",
     "cancelled",
+    "setup_failed",
 ];
 
 /// A sandbox with a config whose jobs do nothing (for CLI-only tests).

@@ -189,7 +189,7 @@ fn failing_command_is_failed_with_its_exit_code() {
 }
 
 #[test]
-fn missing_program_fails_with_a_reason_naming_it() {
+fn missing_program_ends_setup_failed_with_a_reason_naming_it() {
     let sb = Sandbox::new();
     let program = "jw-it-no-such-program-7f3a";
     sb.configure(&ConfigToml::new(&[program, "--flag"]));
@@ -197,7 +197,7 @@ fn missing_program_fails_with_a_reason_naming_it() {
     sb.drop_prompt("proj", "ghost", "run a program that does not exist\n");
 
     let job = sb.wait_done("proj", "ghost", secs(15));
-    assert_eq!(job.state(), "failed", "{:#}", job.record);
+    assert_eq!(job.state(), "setup_failed", "{:#}", job.record);
     let reason = job
         .str_field("state_reason")
         .unwrap_or_default()
@@ -212,7 +212,7 @@ fn missing_program_fails_with_a_reason_naming_it() {
         "state_reason says not found: {:#}",
         job.record
     );
-    let expected = format!("archive/failed/proj/ghost.{}.md", job.id);
+    let expected = format!("archive/setup_failed/proj/ghost.{}.md", job.id);
     assert_eq!(job.str_field("archive_path"), Some(expected.as_str()));
     assert!(sb.root.join(&expected).is_file());
 }

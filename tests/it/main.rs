@@ -40,6 +40,7 @@ mod readme;
 mod recovery;
 mod reload;
 mod routes;
+mod setup_failures;
 mod shutdown;
 mod storage;
 mod submit;

@@ -273,7 +273,7 @@ fn failing_prepare_fails_the_job_and_never_runs_the_main_command() {
 }
 
 #[test]
-fn prepare_that_cannot_start_fails_the_job_naming_prepare() {
+fn prepare_that_cannot_start_ends_the_job_setup_failed_naming_prepare() {
     let sb = Sandbox::new();
     let program = "jw-it-no-such-prepare-5e1d";
     let main = sb.script("main", r#"echo ran > "$OUT/main-ran""#);
@@ -283,7 +283,7 @@ fn prepare_that_cannot_start_fails_the_job_naming_prepare() {
     sb.drop_prompt("proj", "ghostprep", "prepare is missing\n");
 
     let job = sb.wait_done("proj", "ghostprep", secs(15));
-    assert_eq!(job.state(), "failed", "{:#}", job.record);
+    assert_eq!(job.state(), "setup_failed", "{:#}", job.record);
     assert_eq!(job.str_field("failure_stage"), Some("prepare"));
     let reason = job.str_field("state_reason").unwrap_or_default();
     assert!(

@@ -51,6 +51,7 @@ pub const STATES: &[&str] = &[
     "interrupted",
     "rejected",
     "cancelled",
+    "setup_failed",
 ];
 
 /// Poll interval of [`wait_until`].
