@@ -85,7 +85,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         print_json(&view)?;
     } else {
         for p in pause_lines(&crate::control::read(&layout)) {
-            print_line(format_args!("paused: {p}"))?;
+            print_line(format_args!("paused: {}", fit(&p, 72)))?;
         }
         if rows.is_empty() {
             print_line("no jobs matched")?;
@@ -117,7 +117,15 @@ impl Row {
     fn line(&self, now_ms: u64) -> String {
         match self {
             Row::Job(j, None) => table_row(j, now_ms),
-            Row::Job(j, Some(why)) => format!("{}\n{:<8}  waits: {why}", table_row(j, now_ms), ""),
+            // On a line of its own, cut to keep the table to 80 columns.
+            Row::Job(j, Some(why)) => {
+                format!(
+                    "{}\n{:<8}  waits: {}",
+                    table_row(j, now_ms),
+                    "",
+                    fit(why, 63)
+                )
+            }
             Row::Waiting(w) => waiting_row(w, now_ms),
         }
     }

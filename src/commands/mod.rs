@@ -23,9 +23,9 @@ mod logs;
 mod man;
 mod monitor;
 mod output;
+mod pause;
 mod queue_view;
 mod reload;
-mod pause;
 mod retry;
 mod route;
 mod show;
@@ -226,10 +226,10 @@ fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
     let parsed = match (&found, &text, &path) {
         (Err(e), _, _) => Err(vec![e.to_string()]),
         (_, Err(e), _) => Err(vec![e.to_string()]),
-        (_, Ok(Some(text)), Some(p)) => config::parse(text, ConfigSource::File(p.clone()))
-            .map_err(|e| e.messages()),
-        _ => config::parse("", ConfigSource::BuiltIn)
-            .map_err(|e| e.messages()),
+        (_, Ok(Some(text)), Some(p)) => {
+            config::parse(text, ConfigSource::File(p.clone())).map_err(|e| e.messages())
+        }
+        _ => config::parse("", ConfigSource::BuiltIn).map_err(|e| e.messages()),
     };
     let (mut config, problems) = match parsed {
         Ok(config) => (config, Vec::new()),

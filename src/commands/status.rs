@@ -30,8 +30,8 @@ use super::jobs::JobJson;
 use super::output::{
     alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp, wrap,
 };
-use super::reload::ConfigView;
 use super::queue_view::{QueueView, pause_lines};
+use super::reload::ConfigView;
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
@@ -516,7 +516,7 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     }
     line("jobs", &summary)?;
     for (i, p) in pause_lines(&s.paused).iter().enumerate() {
-        line(if i == 0 { "paused" } else { "" }, p)?;
+        line(if i == 0 { "paused" } else { "" }, &fit(p, 70))?;
     }
     let ended: Vec<String> = JobState::ALL
         .iter()

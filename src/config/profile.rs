@@ -126,7 +126,11 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             .map(|n| n as usize)
             .or(base.and_then(|b| b.max_jobs)),
         shared_workdir: v
-            .take(&key("shared_workdir"), p.shared_workdir.clone(), "true or false")
+            .take(
+                &key("shared_workdir"),
+                p.shared_workdir.clone(),
+                "true or false",
+            )
             .or(base.map(|b| b.shared_workdir))
             .unwrap_or(false),
     }

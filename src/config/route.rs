@@ -322,7 +322,11 @@ fn one(
     let max_jobs = v
         .num(&at("max_jobs"), r.max_jobs.clone(), 1, 4096)
         .map(|n| n as usize);
-    let shared_workdir = v.take(&at("shared_workdir"), r.shared_workdir.clone(), "true or false");
+    let shared_workdir = v.take(
+        &at("shared_workdir"),
+        r.shared_workdir.clone(),
+        "true or false",
+    );
     let route = Route {
         pattern,
         profile,

@@ -183,8 +183,7 @@ impl Control {
                 _ => None,
             },
             digest: Some(digest(text.as_bytes())),
-            config: config::parse(&text, source)
-                .map_err(|e| e.messages()),
+            config: config::parse(&text, source).map_err(|e| e.messages()),
         }
     }
 }

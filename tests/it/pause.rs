@@ -238,3 +238,25 @@ fn pause_refuses_unknown_profiles_and_unusable_projects() {
         "nothing paused by a refused command"
     );
 }
+
+#[test]
+fn long_pause_reasons_and_waits_keep_status_and_jobs_to_80_columns() {
+    let sb = sandbox_with("");
+    let reason = "a very long explanation of why nothing may start ".repeat(4);
+    ok(&sb.run(&["pause", "--reason", &reason]));
+    let deep = "deep-folder/".repeat(8);
+    ok(&sb.run(&["pause", "--project", deep.trim_end_matches('/')]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "held", "x\n");
+    let held = sb.wait_state("p", "held", "queued", secs(10));
+    wait_reason(&sb, &held.id, "paused (daemon)");
+    for args in [&["status"][..], &["jobs"][..]] {
+        let out = ok(&sb.run(args)).to_owned();
+        assert!(out.contains("waits: paused (daemon)"), "{args:?}: {out}");
+        assert!(out.contains('…'), "the long reason is cut: {out}");
+        assert!(
+            out.lines().all(|l| l.chars().count() <= 80),
+            "{args:?} fits 80 columns:\n{out}"
+        );
+    }
+}
