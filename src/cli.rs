@@ -63,6 +63,9 @@ pub enum Command {
     /// Print a job's lifecycle events.
     Events(EventsArgs),
 
+    /// Block until jobs have ended; exit 0 only if all succeeded (codes in docs/exit-codes.md).
+    Wait(WaitArgs),
+
     /// Ask jobs to stop by writing their ABORT marker.
     Abort(AbortArgs),
 
@@ -156,6 +159,36 @@ pub struct AbortArgs {
     /// Return only when each job has ended, printing each final state.
     #[arg(long)]
     pub wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Jobs to wait for: ids, unique prefixes (4+ characters) of ids or short ids, or
+    /// prompt names (project/name: its newest job).
+    #[arg(
+        value_name = "JOB",
+        required_unless_present_any = ["project", "all"],
+        conflicts_with = "all"
+    )]
+    pub jobs: Vec<String>,
+
+    /// Also every job of this project that has not ended, or is claimed while
+    /// waiting, and its prompts waiting in the inbox (repeatable).
+    #[arg(long, value_name = "P")]
+    pub project: Vec<String>,
+
+    /// Until nothing is waiting: no job queued or running, no prompt in the
+    /// inbox that can be claimed (prompts in cooldown are listed, not waited for).
+    #[arg(long, conflicts_with = "project")]
+    pub all: bool,
+
+    /// Give up after this long (`30s`, `2h`), with exit code 5.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// Print one JSON object at the end (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
