@@ -13,7 +13,11 @@
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
-//!   opened on `/dev/null` when started closed.
+//!   opened on `/dev/null` when started closed; `commands/exit.rs`: the one table of
+//!   exit codes; `commands/watch.rs`: how the waiting commands sleep (inotify, re-check,
+//!   poll); `commands/progress.rs`: what they say on stderr meanwhile;
+//!   `commands/wait/`: `wait` (`scope.rs`: what `--project`/`--all` take in,
+//!   `tracker.rs`: the followed jobs and their exit code).
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
 //! - [`layout`] — the only module that knows names under the root; name validation.
