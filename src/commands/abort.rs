@@ -21,9 +21,8 @@ use std::process::ExitCode;
 
 use super::exit::Exit;
 use super::output::{final_state, prompt_label};
-use super::wait::RECHECK;
 use super::wait::tracker::Tracker;
-use super::watch::{Watch, Woken};
+use super::watch::{POLL, RECHECK, Watch, Woken};
 use super::{EXIT_NO, No};
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
@@ -224,7 +223,7 @@ fn mark(layout: &Layout, id: &JobId, reason: Option<&str>, all: bool) -> anyhow:
 fn wait_for(layout: &Layout, pending: Vec<JobId>, out: &mut impl Write) -> anyhow::Result<Exit> {
     warn_if_nobody_ends_queued(layout, &pending);
     let mut tracker = Tracker::new(layout);
-    let mut watch = Watch::new(RECHECK);
+    let mut watch = Watch::new(RECHECK, POLL);
     for id in &pending {
         tracker.track(id.clone());
         watch.add(&layout.run_dir(id), false);

@@ -24,7 +24,7 @@ use anyhow::Context;
 use super::No;
 use super::exit::Exit;
 use super::output::final_state;
-use super::watch::Watch;
+use super::watch::{POLL, Watch};
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
@@ -159,7 +159,7 @@ fn follow(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let path = layout.job_log(id);
-    let mut wake = Watch::new(WATCHED_RECHECK);
+    let mut wake = Watch::new(WATCHED_RECHECK, POLL);
     wake.add(&layout.run_dir(id), false);
     let mut refused = false;
     let mut reopen = |log: &mut Option<File>| {

@@ -44,6 +44,11 @@ impl Progress {
         }
     }
 
+    /// Is a live line drawn (stderr is a terminal)?
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
     /// A line that stays (a change, an end, a warning). It takes the live
     /// line's place; the caller draws a new one ([`Progress::status`]).
     pub fn say(&mut self, text: impl Display) {

@@ -34,8 +34,7 @@ use crate::ledger::history::Filter;
 use super::exit::Exit;
 use super::output::print_json;
 use super::progress::Progress;
-use super::wait::RECHECK;
-use super::watch::Watch;
+use super::watch::{POLL, RECHECK, Watch};
 
 pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
@@ -66,7 +65,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
         sha256: crate::claim::hex(&Sha256::digest(text.as_bytes())),
         since_ms,
         ledger: None,
-        watch: Watch::new(RECHECK),
+        watch: Watch::new(RECHECK, POLL),
         progress: Progress::new(),
         seen: None,
     };

@@ -6,8 +6,8 @@
 //!
 //! It sleeps on inotify ([`Watch`]): each followed job's run folder (its
 //! `job.json` is replaced at every change), `runs/` (new jobs) and the
-//! inbox folders in scope, with a re-check every second in case an event
-//! is missed, or a poll where no watch can be had. What is followed, and
+//! inbox folders in scope, with a re-check every 5 s for what inotify
+//! cannot report, or a poll every second where no watch can be had. What is followed, and
 //! which prompts count, is [`scope`]'s; the jobs' records, [`tracker`]'s.
 //!
 //! [`Progress`]: super::progress::Progress
@@ -40,8 +40,16 @@ use crate::ledger::Ledger;
 use scope::{Prompts, Scope};
 use tracker::Tracker;
 
-/// How often everything is looked at again without an event.
-pub const RECHECK: Duration = Duration::from_secs(1);
+/// How often everything is looked at again without an event (inotify
+/// reports a lost event itself; this is for what it cannot see).
+const RECHECK: Duration = Duration::from_secs(5);
+/// How often everything is looked at where no watch can be had: bounded,
+/// since a wait may follow thousands of jobs.
+const POLL: Duration = Duration::from_secs(1);
+/// How far back from the newest claim seen the index is asked again.
+const CLAIM_MARGIN_MS: u64 = 1_000;
+/// How often the live line is redrawn (the time waited moves on).
+const TICK: Duration = Duration::from_secs(1);
 /// The least time between two scans of the inbox (a burst of drops makes
 /// one scan, not one per file).
 const RESCAN_GAP: Duration = Duration::from_millis(200);
@@ -52,9 +60,9 @@ pub fn run(global: &GlobalArgs, args: &WaitArgs) -> anyhow::Result<ExitCode> {
     let ledger = super::open_ledger(&layout)?;
     let named = resolve_named(&layout, ledger.as_ref(), &args.jobs)?;
     let mut waiter = Waiter::new(&layout, &config, ledger, scope);
-    waiter.start(named)?;
+    waiter.start(named);
     let deadline = args.timeout.map(|t| Instant::now() + t);
-    let complete = waiter.run(deadline)?;
+    let complete = waiter.run(deadline);
     waiter.report(complete, args.json)
 }
 
@@ -106,6 +114,13 @@ struct Waiter<'a> {
     /// When the wait started (epoch ms): jobs in scope that ended before
     /// are not waited for.
     start_ms: u64,
+    /// Jobs claimed since then (epoch ms) are asked of the index: moves on
+    /// with the claims seen, so that a long wait asks for new ones only.
+    claimed_since: u64,
+    /// The jobs that had not ended at the start were asked for.
+    started: bool,
+    /// The job index could not be read (said once).
+    index_failed: bool,
     tracker: Tracker<'a>,
     watch: Watch,
     progress: Progress,
@@ -120,14 +135,18 @@ struct Waiter<'a> {
 
 impl<'a> Waiter<'a> {
     fn new(layout: &'a Layout, config: &'a Config, ledger: Option<Ledger>, scope: Scope) -> Self {
+        let now_ms = Timestamp::now().epoch_ms();
         Waiter {
             layout,
             config,
             ledger,
             scope,
-            start_ms: Timestamp::now().epoch_ms(),
+            start_ms: now_ms,
+            claimed_since: now_ms,
+            started: false,
+            index_failed: false,
             tracker: Tracker::new(layout),
-            watch: Watch::new(RECHECK),
+            watch: Watch::new(RECHECK, POLL),
             progress: Progress::new(),
             passed: HashSet::new(),
             unrecorded: HashSet::new(),
@@ -138,7 +157,7 @@ impl<'a> Waiter<'a> {
     }
 
     /// Watch first, then look: whatever changes after the look is an event.
-    fn start(&mut self, named: Vec<JobId>) -> anyhow::Result<()> {
+    fn start(&mut self, named: Vec<JobId>) {
         if self.scope.discovers() {
             self.watch.add(&self.layout.runs(), false);
             for (dir, recursive) in self.scope.folders(self.layout) {
@@ -148,31 +167,31 @@ impl<'a> Waiter<'a> {
         for id in named {
             self.follow(id);
         }
-        self.look()?;
+        self.look();
         self.warn_if_no_daemon();
-        Ok(())
     }
 
     /// Wait until everything is done (true) or `deadline` passes (false).
-    fn run(&mut self, deadline: Option<Instant>) -> anyhow::Result<bool> {
+    fn run(&mut self, deadline: Option<Instant>) -> bool {
         loop {
             if self.prompts_dirty && self.scan_due() {
-                self.look()?;
+                self.look();
             }
             if self.done() {
-                return Ok(true);
+                return true;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
+                return false;
             }
             self.show_status();
-            let wake_by = match (deadline, self.next_scan()) {
-                (Some(d), Some(s)) => Some(d.min(s)),
-                (d, s) => d.or(s),
-            };
+            let tick = self.progress.is_live().then(|| Instant::now() + TICK);
+            let wake_by = [deadline, self.next_scan(), tick]
+                .into_iter()
+                .flatten()
+                .min();
             match self.watch.wait(wake_by) {
                 Woken::Changed(paths) => paths.iter().for_each(|p| self.on_path(p)),
-                Woken::Recheck => self.recheck()?,
+                Woken::Recheck => self.recheck(),
                 Woken::Deadline => {}
             }
         }
@@ -270,7 +289,7 @@ impl<'a> Waiter<'a> {
     }
 
     /// Look at everything again: an event may have been missed.
-    fn recheck(&mut self) -> anyhow::Result<()> {
+    fn recheck(&mut self) {
         let pending: Vec<JobId> = self.tracker.pending().cloned().collect();
         for id in pending {
             self.refresh(&id);
@@ -279,19 +298,26 @@ impl<'a> Waiter<'a> {
             self.consider(id);
         }
         self.prompts_dirty = self.scope.discovers();
-        Ok(())
     }
 
     /// Scan the inbox in scope, then ask the index for jobs in scope, in
     /// that order: a prompt the scan no longer sees was claimed before it,
     /// so its job is in the index by then, even one that already ended.
-    fn look(&mut self) -> anyhow::Result<()> {
+    /// A job index that cannot be read (damaged, busy) is said once, not
+    /// fatal: `runs/` is watched all the same.
+    fn look(&mut self) {
         if self.scope.discovers() {
             self.scan_prompts();
-            self.discover()?;
+            if let Err(e) = self.discover() {
+                if !std::mem::replace(&mut self.index_failed, true) {
+                    self.progress.say(format_args!(
+                        "jobwarden: {e:#}; new jobs are found by watching {} only",
+                        self.layout.runs().display()
+                    ));
+                }
+            }
         }
         self.prompts_dirty = false;
-        Ok(())
     }
 
     /// Jobs in scope the index knows of that are not followed yet.
@@ -303,9 +329,19 @@ impl<'a> Waiter<'a> {
             // The daemon creates it when it first starts.
             self.ledger = super::open_ledger(self.layout)?;
         }
-        let ids = self
-            .scope
-            .indexed_jobs(self.layout, self.ledger.as_ref(), self.start_ms)?;
+        let (ids, newest) = self.scope.indexed_jobs(
+            self.layout,
+            self.ledger.as_ref(),
+            self.claimed_since,
+            !self.started,
+        )?;
+        self.started = true;
+        if let Some(newest) = newest {
+            // A margin for claims indexed out of order (a clock step).
+            self.claimed_since = self
+                .claimed_since
+                .max(newest.saturating_sub(CLAIM_MARGIN_MS));
+        }
         for id in ids {
             if !self.tracker.is_tracked(&id) && !self.passed.contains(&id) {
                 self.consider(id);

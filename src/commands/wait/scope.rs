@@ -89,41 +89,50 @@ impl Scope {
             && (!rec.state.is_terminal() || rec.created_at.epoch_ms() >= start_ms)
     }
 
-    /// Jobs in scope by the index: those that have not ended, and those
-    /// claimed since `start_ms`. Without an index, the run folders.
+    /// Jobs in scope by the index: those claimed since `since_ms`, and with
+    /// `unfinished`, those that have not ended. Without an index, the run
+    /// folders. Also the newest claim time among them.
     pub fn indexed_jobs(
         &self,
         layout: &Layout,
         ledger: Option<&Ledger>,
-        start_ms: u64,
-    ) -> anyhow::Result<Vec<JobId>> {
+        since_ms: u64,
+        unfinished: bool,
+    ) -> anyhow::Result<(Vec<JobId>, Option<u64>)> {
         let Some(ledger) = ledger else {
-            return self.jobs_from_folders(layout, start_ms);
+            return Ok((self.jobs_from_folders(layout, since_ms)?, None));
         };
         let projects: Vec<Option<String>> = match self {
-            Scope::Jobs => return Ok(Vec::new()),
+            Scope::Jobs => return Ok((Vec::new(), None)),
             Scope::Projects(projects) => projects.iter().cloned().map(Some).collect(),
             Scope::All => vec![None],
         };
         let mut ids = Vec::new();
+        let mut newest = None;
         for project in projects {
-            let unfinished = JobFilter {
-                states: UNFINISHED.iter().map(|s| s.to_string()).collect(),
+            let mut filters = vec![JobFilter {
                 project: project.clone(),
+                since_ms: Some(since_ms),
                 ..JobFilter::default()
-            };
-            let since = JobFilter {
-                project,
-                since_ms: Some(start_ms),
-                ..JobFilter::default()
-            };
-            for filter in [unfinished, since] {
+            }];
+            if unfinished {
+                filters.insert(
+                    0,
+                    JobFilter {
+                        states: UNFINISHED.iter().map(|s| s.to_string()).collect(),
+                        project,
+                        ..JobFilter::default()
+                    },
+                );
+            }
+            for filter in filters {
                 // Newest first from the index: followed in claim order.
                 let rows = ledger.list_jobs(&filter, QUERY_LIMIT)?;
+                newest = newest.max(rows.first().map(|j| j.created_at));
                 ids.extend(rows.iter().rev().filter_map(|j| JobId::parse(&j.id).ok()));
             }
         }
-        Ok(ids)
+        Ok((ids, newest))
     }
 
     /// Without a ledger (no daemon ever ran): read every run folder.
