@@ -48,7 +48,7 @@ pub enum Command {
     /// Drop a prompt into the inbox atomically and print its job id.
     Submit(SubmitArgs),
 
-    /// Is the daemon alive, and does the root accept writes?
+    /// Is the daemon alive, and does the root accept writes? Exit 3 when no daemon runs.
     Status(StatusArgs),
 
     /// List jobs, newest first.
@@ -109,7 +109,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "ID")]
     pub job_id: Option<String>,
 
-    /// Wait until the job (and any retry of it) ends; exit with its outcome.
+    /// Wait until the job (and any retry of it) ends, saying each change on
+    /// stderr; exit with its outcome's code (docs/exit-codes.md).
     #[arg(long)]
     pub wait: bool,
 
@@ -241,7 +242,7 @@ pub struct LogsArgs {
     pub tail: Option<u32>,
 
     /// Keep printing as the log grows; end when the job ends, printing its
-    /// final state on stderr.
+    /// final state on stderr and exiting with its outcome's code.
     #[arg(short, long)]
     pub follow: bool,
 }

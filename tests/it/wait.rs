@@ -413,9 +413,15 @@ fn submit_wait_says_each_change_on_stderr() {
 
 #[test]
 fn wait_shows_a_live_line_on_a_terminal() {
-    // `script` gives the command a terminal; skipped where it is missing.
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: no `script` to give wait a terminal");
+    // `script` gives the command a terminal; skipped where it is missing
+    // or cannot open one (no /dev/ptmx in some containers).
+    let works = Command::new("script")
+        .args(["-qec", "true", "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!("skipped: no `script` that can give wait a terminal");
         return;
     }
     let sb = sandbox_with(|c| c);
