@@ -354,30 +354,51 @@ struct Follower<'a> {
 
 impl Follower<'_> {
     fn follow(&mut self) -> anyhow::Result<JobRecord> {
+        // A job under another id than ours (a rejection) appears in `runs/`.
         self.watch.add(&self.layout.runs(), false);
-        let mut id = self.until(|f| f.first_job())?;
+        let mut id = self.await_job(Some(self.own.clone()), |f| f.first_job())?;
         loop {
-            let dir = self.layout.run_dir(&id);
-            self.watch.add(&dir, false);
             let rec = self.until(|f| f.ended(&id))?;
             if rec.disposition.as_deref() != Some("requeued") {
                 let end = self.until(|f| f.settled(&rec.job_id));
                 self.progress.clear();
                 return end;
             }
-            self.watch.remove(&dir);
+            self.watch.remove(&self.layout.run_dir(&id));
             self.progress.say(format_args!(
                 "jobwarden: job {} {}; its prompt was requeued, waiting for attempt {}",
                 rec.job_id,
                 rec.state,
                 rec.attempt + 1
             ));
-            id = self.until(|f| f.next_job(&rec))?;
+            let expected = self.own.for_attempt(rec.attempt + 1);
+            id = self.await_job(expected, |f| f.next_job(&rec))?;
             self.progress.say(format_args!(
                 "jobwarden: now following job {id} (attempt {})",
                 rec.attempt + 1
             ));
         }
+    }
+
+    /// The job `find` finds, watching the run folder it is `expected` to
+    /// have from the moment the claim makes it; the found job's folder is
+    /// left watched.
+    fn await_job(
+        &mut self,
+        expected: Option<JobId>,
+        find: impl FnMut(&mut Self) -> anyhow::Result<Option<JobId>>,
+    ) -> anyhow::Result<JobId> {
+        if let Some(expected) = &expected {
+            self.watch.add(&self.layout.run_dir(expected), false);
+        }
+        let id = self.until(find)?;
+        if expected.as_ref() != Some(&id) {
+            if let Some(expected) = &expected {
+                self.watch.remove(&self.layout.run_dir(expected));
+            }
+            self.watch.add(&self.layout.run_dir(&id), false);
+        }
+        Ok(id)
     }
 
     /// Call `ready` after every change until it has an answer, keeping the
