@@ -70,7 +70,7 @@ pub enum Command {
     /// Drop a prompt into the inbox atomically and print its job id.
     Submit(SubmitArgs),
 
-    /// Is the daemon alive, and does the root accept writes?
+    /// Is the daemon alive, and does the root accept writes? Exit 3 when no daemon runs.
     Status(StatusArgs),
 
     /// List prompts waiting in the inbox (waiting, deferred) and jobs, newest first.
@@ -85,6 +85,9 @@ pub enum Command {
 
     /// Print a job's lifecycle events.
     Events(EventsArgs),
+
+    /// Block until jobs have ended; exit 0 only if all succeeded (codes in docs/exit-codes.md).
+    Wait(WaitArgs),
 
     /// Ask jobs to stop by writing their ABORT marker; cancel what has not started.
     Abort(AbortArgs),
@@ -169,7 +172,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "ID")]
     pub job_id: Option<String>,
 
-    /// Wait until the job (and any retry of it) ends; exit with its outcome.
+    /// Wait until the job (and any retry of it) ends, saying each change on
+    /// stderr; exit with its outcome's code (docs/exit-codes.md).
     #[arg(long)]
     pub wait: bool,
 
@@ -221,6 +225,36 @@ pub struct AbortArgs {
     /// Return only when each job has ended, printing each final state.
     #[arg(long)]
     pub wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Jobs to wait for: ids, unique prefixes (4+ characters) of ids or short ids, or
+    /// prompt names (project/name: its newest job).
+    #[arg(
+        value_name = "JOB",
+        required_unless_present_any = ["project", "all"],
+        conflicts_with = "all"
+    )]
+    pub jobs: Vec<String>,
+
+    /// Also every job of this project that has not ended, or is claimed while
+    /// waiting, and its prompts waiting in the inbox (repeatable).
+    #[arg(long, value_name = "P")]
+    pub project: Vec<String>,
+
+    /// Until nothing is waiting: no job queued or running, no prompt in the
+    /// inbox that can be claimed (prompts in cooldown are listed, not waited for).
+    #[arg(long, conflicts_with = "project")]
+    pub all: bool,
+
+    /// Give up after this long (`30s`, `2h`), with exit code 5.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// Print one JSON object at the end (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
@@ -278,7 +312,7 @@ pub struct LogsArgs {
     pub tail: Option<u32>,
 
     /// Keep printing as the log grows; end when the job ends, printing its
-    /// final state on stderr.
+    /// final state on stderr and exiting with its outcome's code.
     #[arg(short, long)]
     pub follow: bool,
 }

@@ -181,6 +181,15 @@ impl Layout {
         self.run_dir(id).join(ABORT_FILE)
     }
 
+    /// The inbox folder of `project` (`inbox/` itself for "").
+    pub fn inbox_folder(&self, project: &str) -> PathBuf {
+        if project.is_empty() {
+            self.inbox()
+        } else {
+            self.inbox().join(project)
+        }
+    }
+
     /// Where a waiting prompt lives.
     pub fn waiting_prompt(&self, prompt: &PromptName) -> PathBuf {
         self.inbox_file(prompt, PROMPT_SUFFIX)

@@ -18,7 +18,11 @@
 //!   `commands/reload.rs`: `reload`, and the config part of `status`; `commands/waiting.rs`:
 //!   prompts in the inbox as `jobs`, `show`, `logs` and `events` show them;
 //!   `commands/cancel.rs`: `abort` of what has not started; `commands/queue_view.rs`: why
-//!   queued jobs wait and what is paused, for `status` and `jobs`.
+//!   queued jobs wait and what is paused, for `status` and `jobs`; `commands/exit.rs`: the one table of
+//!   exit codes; `commands/watch.rs`: how the waiting commands sleep (inotify, re-check,
+//!   poll); `commands/progress.rs`: what they say on stderr meanwhile;
+//!   `commands/wait/`: `wait` (`scope.rs`: what `--project`/`--all` take in,
+//!   `tracker.rs`: the followed jobs and their exit code).
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),

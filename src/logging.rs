@@ -77,6 +77,13 @@ pub fn line(text: impl std::fmt::Display) {
     queue::push(format!("{text}\n").into_bytes());
 }
 
+/// Text for stderr as it is, without a newline: a terminal's live status
+/// line, redrawn in place with `\r` (see `commands/progress.rs`). Queued
+/// in order with [`line`], never blocking and never panicking.
+pub fn partial(text: impl std::fmt::Display) {
+    queue::push(text.to_string().into_bytes());
+}
+
 /// Exit status after a panic: EX_SOFTWARE.
 pub const EXIT_PANIC: i32 = 70;
 

@@ -11,18 +11,21 @@
 //! without a ledger it reads the run folders. A job that already ended is
 //! reported and not marked, as is a job whose marker is already there
 //! (another abort went first: the marker is never replaced); either makes
-//! the exit status 1 only when nothing else was aborted. `--wait` polls
-//! the record of each job marked (or already marked) until it is terminal
-//! and prints its final state as it arrives.
+//! the exit status 1 only when nothing else was aborted. `--wait` follows
+//! the record of each job marked (or already marked) until it has ended
+//! (see `watch.rs`), prints its final state as it arrives, and exits with
+//! the code of the ends (`exit.rs`), an abort or a cancel counting as the
+//! success it was asked for.
 
+use anyhow::Context;
 use std::collections::HashSet;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::Context;
-
+use super::exit::Exit;
 use super::output::{final_state, prompt_label};
+use super::wait::tracker::Tracker;
+use super::watch::{POLL, RECHECK, Watch, Woken};
 use super::{EXIT_NO, No, cancel};
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
@@ -35,8 +38,6 @@ use crate::lookup::Target;
 const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];
 /// Upper bound on the jobs `--all` reads from the index.
 const ALL_LIMIT: usize = 1_000_000;
-/// How often `--wait` reads the records.
-const WAIT_POLL: Duration = Duration::from_millis(100);
 
 pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
     abort_jobs(global, args)
@@ -61,8 +62,9 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
     let mut out = std::io::stdout().lock();
     let mut cx = cancel::Context::new(&layout, &config, args.reason.as_deref());
     let (marked, already) = mark_all(&mut cx, &targets, args.all, &mut out)?;
+    let mut ends = Exit::Success;
     if args.wait && !(marked.is_empty() && already.is_empty()) {
-        wait_for(&layout, [marked.clone(), already].concat(), &mut out)?;
+        ends = wait_for(&layout, [marked.clone(), already].concat(), &mut out)?;
     }
     if marked.is_empty() {
         if args.all {
@@ -70,7 +72,7 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
         }
         return Ok(ExitCode::from(EXIT_NO));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ends.into())
 }
 
 /// Mark each target, saying what was done; the jobs marked, and those
@@ -264,30 +266,55 @@ pub(super) fn mark(
     }
 }
 
-/// Poll the records of `pending` until each is terminal, printing each
-/// final state as it arrives.
-fn wait_for(layout: &Layout, mut pending: Vec<JobId>, out: &mut impl Write) -> anyhow::Result<()> {
+/// Wait until each of `pending` has ended, printing each final state as it
+/// arrives; the exit code of their ends, where an abort or a cancel is
+/// what was asked for and counts as success.
+fn wait_for(layout: &Layout, pending: Vec<JobId>, out: &mut impl Write) -> anyhow::Result<Exit> {
     warn_if_nobody_ends_queued(layout, &pending);
-    while !pending.is_empty() {
-        let mut still = Vec::with_capacity(pending.len());
-        for id in pending {
-            match JobRecord::load_job(layout, &id) {
-                Ok(rec) if rec.state.is_terminal() => {
-                    writeln!(out, "{id}: {}", final_state(&rec)).context("writing to stdout")?;
-                    out.flush().context("writing to stdout")?;
-                }
-                Ok(_) => still.push(id),
-                Err(e) => crate::logging::line(format_args!(
-                    "jobwarden: {id}: {e}; no longer waiting for it"
-                )),
+    let mut tracker = Tracker::new(layout);
+    let mut watch = Watch::new(RECHECK, POLL);
+    for id in &pending {
+        tracker.track(id.clone());
+        watch.add(&layout.run_dir(id), false);
+    }
+    let mut check: Vec<JobId> = pending;
+    loop {
+        for id in check {
+            let update = tracker.refresh(&id);
+            if let Some(why) = update.lost {
+                crate::logging::line(format_args!(
+                    "jobwarden: {id}: {why}; no longer waiting for it"
+                ));
+            }
+            let rec = tracker.get(&id).and_then(|j| j.rec.as_ref());
+            if let (true, Some(rec)) = (update.ended, rec) {
+                writeln!(out, "{id}: {}", final_state(rec)).context("writing to stdout")?;
+                out.flush().context("writing to stdout")?;
+                watch.remove(&layout.run_dir(&id));
             }
         }
-        pending = still;
-        if !pending.is_empty() {
-            std::thread::sleep(WAIT_POLL);
+        if tracker.all_done() {
+            break;
         }
+        check = match watch.wait(None) {
+            Woken::Changed(paths) => paths.iter().filter_map(|p| run_of(layout, p)).collect(),
+            Woken::Recheck | Woken::Deadline => tracker.pending().cloned().collect(),
+        };
     }
-    Ok(())
+    let asked = |e: Exit| matches!(e, Exit::Aborted | Exit::Cancelled);
+    Ok(Exit::worst_of(
+        tracker
+            .jobs()
+            .iter()
+            .filter_map(|j| j.exit())
+            .map(|e| if asked(e) { Exit::Success } else { e }),
+    ))
+}
+
+/// The job whose record `path` is, if it is one.
+fn run_of(layout: &Layout, path: &std::path::Path) -> Option<JobId> {
+    let id = JobId::parse(path.parent()?.file_name()?.to_str()?).ok()?;
+    (path == layout.job_json(&id)).then_some(id)
 }
 
 /// A queued job ends only when a daemon sees its marker: say so if no

@@ -5,10 +5,11 @@
 //! only what is printed. `-f` follows the file as it grows: it watches the
 //! run folder (inotify through `notify`) and re-checks every 250 ms in case
 //! an event is missed, or polls every 100 ms when no watch can be had
-//! (inotify instances are a scarce per-user resource). It ends by itself
-//! once `job.json` is terminal, after a last read: the monitor writes all
-//! output before it writes the terminal record. The final state goes to
-//! stderr so that stdout stays the log alone.
+//! (inotify instances are a scarce per-user resource): see `watch.rs`. It
+//! ends by itself once `job.json` is terminal, after a last read: the
+//! monitor writes all output before it writes the terminal record. The
+//! final state goes to stderr so that stdout stays the log alone, and the
+//! exit code is the job's outcome's (`exit.rs`: 0 only if it succeeded).
 
 use crate::error::IoError;
 use crate::fsio;
@@ -16,14 +17,14 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
 use anyhow::Context;
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 
 use super::No;
+use super::exit::Exit;
 use super::output::final_state;
+use super::watch::{POLL, Watch};
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
@@ -31,8 +32,6 @@ use crate::lookup::Target;
 
 /// How often a watched follow re-checks without an event.
 const WATCHED_RECHECK: Duration = Duration::from_millis(250);
-/// How often an unwatched follow polls.
-const POLL: Duration = Duration::from_millis(100);
 /// Block size of the backwards read of `--tail`.
 const TAIL_BLOCK: u64 = 64 * 1024;
 
@@ -160,7 +159,7 @@ fn copy_new(file: &mut File, pos: u64, out: &mut impl Write, path: &Path) -> any
 }
 
 /// `-f`: print what the job writes until its record is terminal, then its
-/// final state on stderr.
+/// final state on stderr; exit with its outcome's code.
 fn follow(
     layout: &Layout,
     id: &JobId,
@@ -169,7 +168,8 @@ fn follow(
     out: &mut impl Write,
 ) -> anyhow::Result<ExitCode> {
     let path = layout.job_log(id);
-    let wake = Wake::new(&layout.run_dir(id));
+    let mut wake = Watch::new(WATCHED_RECHECK, POLL);
+    wake.add(&layout.run_dir(id), false);
     let mut refused = false;
     let mut reopen = |log: &mut Option<File>| {
         if log.is_none() && !refused {
@@ -197,50 +197,9 @@ fn follow(
                 copy_new(file, pos, out, &path)?;
             }
             crate::logging::line(format_args!("job {id} {}", final_state(&rec)));
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Exit::of_state(rec.state).unwrap_or(Exit::Error).into());
         }
-        wake.wait();
-    }
-}
-
-/// Sleeps until something changes in a run folder, or a re-check is due.
-struct Wake {
-    /// The watcher must live as long as its channel is read.
-    watch: Option<(RecommendedWatcher, Receiver<()>)>,
-}
-
-impl Wake {
-    fn new(dir: &Path) -> Self {
-        let (tx, rx) = channel();
-        let handler = move |_: notify::Result<notify::Event>| {
-            let _ = tx.send(());
-        };
-        let watch = RecommendedWatcher::new(handler, notify::Config::default())
-            .and_then(|mut w| w.watch(dir, RecursiveMode::NonRecursive).map(|()| w));
-        match watch {
-            Ok(w) => Wake {
-                watch: Some((w, rx)),
-            },
-            Err(e) => {
-                tracing::debug!("cannot watch {}: {e}; polling", dir.display());
-                Wake { watch: None }
-            }
-        }
-    }
-
-    /// Until an event (then every event already queued is taken with it)
-    /// or the re-check interval.
-    fn wait(&self) {
-        let Some((_, rx)) = &self.watch else {
-            std::thread::sleep(POLL);
-            return;
-        };
-        match rx.recv_timeout(WATCHED_RECHECK) {
-            Ok(()) => while rx.try_recv().is_ok() {},
-            Err(RecvTimeoutError::Timeout) => {}
-            // The watcher's thread is gone: fall back to a poll's pace.
-            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
-        }
+        wake.wait(None);
     }
 }
 

@@ -1,6 +1,7 @@
 //! One file per subcommand. This is the CLI edge: it reads the process
 //! environment, installs signal handlers, prints, and maps results to exit
-//! codes (0 success, 1 a clean "no", 2 error). Output formatting lives here
+//! codes (0 success, 1 a clean "no", 2 error; the whole table, with the
+//! codes of jobs' outcomes, is [`exit::Exit`]). Output formatting lives here
 //! only. Stdout is written with `writeln!` and `?`, so that a reader that
 //! closed it (`| head`) ends the command quietly
 //! ([`output::quiet_on_closed_pipe`]); messages for stderr go through
@@ -16,6 +17,7 @@ mod completions;
 mod config;
 mod daemon;
 mod events;
+pub mod exit;
 mod gc;
 mod history;
 mod jobs;
@@ -26,6 +28,7 @@ mod output;
 mod pause;
 mod queue_view;
 mod reload;
+mod progress;
 mod retry;
 mod route;
 mod show;
@@ -33,6 +36,8 @@ mod status;
 mod stdio;
 mod submit;
 mod waiting;
+mod wait;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -43,7 +48,7 @@ use crate::layout::Layout;
 use crate::ledger::Ledger;
 
 /// Exit status for a clean "no": not found, nothing matched.
-pub const EXIT_NO: u8 = 1;
+pub const EXIT_NO: u8 = exit::Exit::No.code();
 
 /// A clean "no" (exit 1): not found, nothing matched. Its message goes
 /// to stderr like an error's, but it is an answer, not a failure.
@@ -53,7 +58,7 @@ pub struct No(pub String);
 
 /// The whole `jobwarden` program: make sure fds 0 to 2 are open, parse
 /// the command line, start logging, run, and map the result to an exit
-/// code (errors: 2, their message and causes on stderr).
+/// code (errors: 2, their message and causes on stderr; see [`exit`]).
 pub fn main() -> ExitCode {
     use clap::Parser;
     // Before anything opens a file: see `stdio.rs`.
@@ -63,13 +68,13 @@ pub fn main() -> ExitCode {
     if let Err(e) = std_fds {
         crate::logging::line(format_args!("jobwarden: {e}"));
         crate::logging::flush();
-        return ExitCode::from(2);
+        return exit::Exit::Error.into();
     }
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
             crate::logging::line(format_args!("jobwarden: {}", describe(&e)));
-            ExitCode::from(2)
+            exit::Exit::Error.into()
         }
     };
     crate::logging::flush();
@@ -115,6 +120,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Show(args) => show::run(&cli.global, &args),
         Command::Logs(args) => logs::run(&cli.global, &args),
         Command::Events(args) => events::run(&cli.global, &args),
+        Command::Wait(args) => wait::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
         Command::Pause(args) => pause::pause(&cli.global, &args),

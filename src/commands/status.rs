@@ -7,8 +7,10 @@
 //! the job index and the ledger's indexes (plus the `job.json` of each live
 //! job), never from reading every run folder.
 //!
-//! "Not running" is an answer, not an error: the exit status is 0 whenever
-//! the question could be answered.
+//! "Not running" is an answer, not an error, and the exit status gives it
+//! as `systemctl is-active` does: 0 when a daemon runs on the root, 3 when
+//! none does (`exit.rs`), in both cases after printing the whole answer
+//! (`--json` too); 2 only when the question could not be answered.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use crate::layout::Layout;
 use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
 use crate::storage::{self, Condition};
 
+use super::exit::Exit;
 use super::jobs::JobJson;
 use super::output::{
     alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp, wrap,
@@ -63,7 +66,12 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_human(&status)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if status.daemon.alive {
+        Exit::Success
+    } else {
+        Exit::NotRunning
+    }
+    .into())
 }
 
 #[derive(Debug, Serialize)]

@@ -4,17 +4,17 @@
 //! the daemon claims it; print the id. With `--wait`, follow the job, and
 //! the retries the policy gives its prompt, to the last one's end.
 //!
+//! While it waits it says how the job stands on stderr (`progress.rs`),
+//! and sleeps on inotify (`watch.rs`).
+//!
 //! Exit status: 0 submitted (with `--wait`: succeeded); 2 refused, nothing
 //! dropped (unreadable, too large, not UTF-8, invalid front matter, unsafe
 //! name or project, job id in use, a prompt of that name already waiting).
-//! With `--wait`, the job's end: its exit code when `failed` (1 without
-//! one), 124 `timed_out`, 130 `aborted`, 65 `rejected`, 75 `interrupted`,
-//! 78 `setup_failed`.
+//! With `--wait`, the code of the last job's end (`exit.rs`).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use serde::Serialize;
@@ -31,10 +31,10 @@ use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::Ledger;
 use crate::ledger::history::Filter;
 
+use super::exit::Exit;
 use super::output::print_json;
-
-/// How often `--wait` looks at the job's record.
-const POLL: Duration = Duration::from_millis(50);
+use super::progress::Progress;
+use super::watch::{POLL, RECHECK, Watch};
 
 pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
@@ -65,8 +65,12 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
         sha256: crate::claim::hex(&Sha256::digest(text.as_bytes())),
         since_ms,
         ledger: None,
+        watch: Watch::new(RECHECK, POLL),
+        progress: Progress::new(),
+        seen: None,
     };
     let end = follower.follow()?;
+    drop(follower);
     report_end(&end, args.json, submitted)
 }
 
@@ -324,22 +328,8 @@ fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::
 
 /// The exit status `--wait` ends with for a terminal record.
 fn exit_status(rec: &JobRecord) -> u8 {
-    match rec.state {
-        JobState::Succeeded => 0,
-        JobState::Failed => rec
-            .exit_code
-            .and_then(|c| u8::try_from(c).ok())
-            .filter(|&c| c != 0)
-            .unwrap_or(1),
-        JobState::TimedOut => 124,
-        // Stopped by request, before or after it started.
-        JobState::Aborted | JobState::Cancelled => 130,
-        JobState::Rejected => 65,
-        JobState::Interrupted => 75,
-        JobState::SetupFailed => 78,
-        // Only terminal records are reported.
-        JobState::Queued | JobState::Preparing | JobState::Running | JobState::Publishing => 2,
-    }
+    // Only terminal records are reported.
+    Exit::of_state(rec.state).unwrap_or(Exit::Error).code()
 }
 
 /// Follows a submitted prompt's jobs until one ends without its prompt
@@ -355,27 +345,78 @@ struct Follower<'a> {
     since_ms: u64,
     /// Opened once `ledger.db` exists.
     ledger: Option<Ledger>,
+    /// `runs/` (where the job appears) and the followed job's run folder.
+    watch: Watch,
+    progress: Progress,
+    /// The followed job and the state it was last seen in.
+    seen: Option<(JobId, JobState)>,
 }
 
 impl Follower<'_> {
     fn follow(&mut self) -> anyhow::Result<JobRecord> {
-        let mut id = poll(|| self.first_job())?;
+        // A job under another id than ours (a rejection) appears in `runs/`.
+        self.watch.add(&self.layout.runs(), false);
+        let mut id = self.await_job(Some(self.own.clone()), |f| f.first_job())?;
         loop {
-            let rec = poll(|| self.ended(&id))?;
+            let rec = self.until(|f| f.ended(&id))?;
             if rec.disposition.as_deref() != Some("requeued") {
-                return poll(|| self.settled(&rec.job_id));
+                let end = self.until(|f| f.settled(&rec.job_id));
+                self.progress.clear();
+                return end;
             }
-            crate::logging::line(format_args!(
+            self.watch.remove(&self.layout.run_dir(&id));
+            self.progress.say(format_args!(
                 "jobwarden: job {} {}; its prompt was requeued, waiting for attempt {}",
                 rec.job_id,
                 rec.state,
                 rec.attempt + 1
             ));
-            id = poll(|| self.next_job(&rec))?;
-            crate::logging::line(format_args!(
+            let expected = self.own.for_attempt(rec.attempt + 1);
+            id = self.await_job(expected, |f| f.next_job(&rec))?;
+            self.progress.say(format_args!(
                 "jobwarden: now following job {id} (attempt {})",
                 rec.attempt + 1
             ));
+        }
+    }
+
+    /// The job `find` finds, watching the run folder it is `expected` to
+    /// have from the moment the claim makes it; the found job's folder is
+    /// left watched.
+    fn await_job(
+        &mut self,
+        expected: Option<JobId>,
+        find: impl FnMut(&mut Self) -> anyhow::Result<Option<JobId>>,
+    ) -> anyhow::Result<JobId> {
+        if let Some(expected) = &expected {
+            self.watch.add(&self.layout.run_dir(expected), false);
+        }
+        let id = self.until(find)?;
+        if expected.as_ref() != Some(&id) {
+            if let Some(expected) = &expected {
+                self.watch.remove(&self.layout.run_dir(expected));
+            }
+            self.watch.add(&self.layout.run_dir(&id), false);
+        }
+        Ok(id)
+    }
+
+    /// Call `ready` after every change until it has an answer, keeping the
+    /// live line up to date meanwhile.
+    fn until<T>(
+        &mut self,
+        mut ready: impl FnMut(&mut Self) -> anyhow::Result<Option<T>>,
+    ) -> anyhow::Result<T> {
+        loop {
+            if let Some(value) = ready(self)? {
+                return Ok(value);
+            }
+            let status = match &self.seen {
+                Some((id, state)) => format!("job {id}: {state}"),
+                None => format!("{}: waiting to be claimed", self.prompt),
+            };
+            self.progress.status(&status);
+            self.watch.wait(None);
         }
     }
 
@@ -405,9 +446,20 @@ impl Follower<'_> {
         self.find_row(|row| row.retry_of.as_deref() == Some(prev_id))
     }
 
-    /// The record of `id` once it is terminal.
+    /// The record of `id` once it is terminal; a new state is said.
     fn ended(&mut self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
-        Ok(self.record(id)?.filter(|rec| rec.state.is_terminal()))
+        let Some(rec) = self.record(id)? else {
+            return Ok(None);
+        };
+        let from = match &self.seen {
+            Some((seen, state)) if seen == id => Some(*state),
+            _ => None,
+        };
+        if from != Some(rec.state) {
+            self.progress.job_changed(&rec, from);
+            self.seen = Some((id.clone(), rec.state));
+        }
+        Ok(rec.state.is_terminal().then_some(rec))
     }
 
     /// The record of `id` once its end is complete: its prompt is in the
@@ -458,16 +510,6 @@ impl Follower<'_> {
             .iter()
             .filter(|row| matches(row))
             .find_map(|row| JobId::parse(&row.id).ok()))
-    }
-}
-
-/// Call `f` every [`POLL`] until it has an answer.
-fn poll<T>(mut f: impl FnMut() -> anyhow::Result<Option<T>>) -> anyhow::Result<T> {
-    loop {
-        if let Some(value) = f()? {
-            return Ok(value);
-        }
-        std::thread::sleep(POLL);
     }
 }
 
@@ -548,9 +590,8 @@ mod tests {
             JobRecord::new_queued(JobId::generate(), &prompt, "inbox/n.running.md".into(), "h");
         for (state, code, status) in [
             (JobState::Succeeded, Some(0), 0),
-            (JobState::Failed, Some(3), 3),
-            (JobState::Failed, None, 1),
-            (JobState::Failed, Some(0), 1),
+            (JobState::Failed, Some(3), 4),
+            (JobState::Failed, None, 4),
             (JobState::TimedOut, None, 124),
             (JobState::Aborted, None, 130),
             (JobState::Cancelled, None, 130),

@@ -83,7 +83,8 @@ impl Queue {
     }
 }
 
-/// Queues one complete line (its newline included) for stderr, or drops
+/// Queues one complete line (its newline included; or a terminal's live
+/// line, redrawn with `\r`) for stderr, or drops
 /// and counts it when [`CAPACITY`] lines are already waiting.
 pub fn push(line: Vec<u8>) {
     let queue = queue();

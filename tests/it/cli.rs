@@ -230,7 +230,8 @@ fn logs_follow_waits_for_a_queued_job_prints_lines_as_they_come_and_ends_with_th
     release(&sb, "slow");
     let t0 = Instant::now();
     let status = wait_exit(&mut follower.child, secs(15), "logs -f");
-    assert!(status.success(), "{}", follower.stderr());
+    // The script exits 3 ($EXIT): the job failed, and so does `logs -f`.
+    assert_eq!(status.code(), Some(4), "{}", follower.stderr());
     let done = sb.job(&queued.id).expect("record");
     assert!(
         done.is_terminal(),

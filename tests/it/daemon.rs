@@ -258,13 +258,14 @@ fn daemons_on_different_roots_never_interfere() {
     assert_eq!(b.wait_done("proj", "after", secs(15)).state(), "succeeded");
 }
 
-/// `status` with no daemon: a normal answer (exit 0), in both forms.
+/// `status` with no daemon: a normal answer (exit 3, as `systemctl
+/// is-active`), in both forms.
 #[test]
 fn status_without_a_daemon_answers_not_running() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["true"]));
     let human = sb.run(&["status"]);
-    assert_eq!(human.code(), 0, "{}", human.stderr);
+    assert_eq!(human.code(), 3, "{}", human.stderr);
     assert!(human.stdout.contains("not running"), "{}", human.stdout);
     assert!(
         human.stdout.lines().all(|l| l.chars().count() <= 80),
@@ -272,7 +273,7 @@ fn status_without_a_daemon_answers_not_running() {
         human.stdout
     );
     let out = sb.run(&["status", "--json"]);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(out.code(), 3, "{}", out.stderr);
     let st: Value = serde_json::from_str(&out.stdout).expect("status json");
     assert_eq!(st["daemon"]["alive"], false, "{st:#}");
     assert_eq!(st["daemon"]["pid"], Value::Null, "{st:#}");
@@ -290,7 +291,7 @@ fn a_corrupt_daemon_json_is_moved_aside_not_reset() {
     sb.configure(&ConfigToml::new(&["true"]));
     fs::write(sb.root.join("daemon.json"), "{\"pid\": 12").expect("corrupt daemon.json");
     let out = sb.run(&["status", "--json"]);
-    assert_eq!(out.code(), 0, "{}", out.stderr);
+    assert_eq!(out.code(), 3, "no daemon runs: {}", out.stderr);
     let st: Value = serde_json::from_str(&out.stdout).expect("status json");
     let problem = st["daemon"]["problem"].as_str().unwrap_or_default();
     assert!(problem.contains("daemon.json"), "{st:#}");

@@ -49,7 +49,7 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
             .profile("max_attempts", "1")
             .profile("cooldown", "\"100ms\"")
     });
-    let st = json(&sb, &["status", "--json"], 0);
+    let st = json(&sb, &["status", "--json"], 3);
     assert_eq!(st["overall_state"], "never_run", "{st:#}");
     let _d = Daemon::start(&sb);
     let st = json(&sb, &["status", "--json"], 0);

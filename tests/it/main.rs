@@ -45,6 +45,7 @@ mod shutdown;
 mod storage;
 mod submit;
 mod untrusted;
+mod wait;
 mod witness;
 mod worktree_e2e;
 mod worktree_scripts;

@@ -285,7 +285,9 @@ fn every_command_exits_quietly_when_its_reader_closes_early() {
     ];
     for (n, args) in commands.iter().enumerate() {
         let full = sb.run(args);
-        assert_eq!(full.code(), 0, "{args:?} into a file: {full:?}");
+        // No daemon runs on this root: `status` answers so with exit 3.
+        let answer = if args[0] == "status" { 3 } else { 0 };
+        assert_eq!(full.code(), answer, "{args:?} into a file: {full:?}");
         // Long enough that a reader taking one line breaks the pipe mid-way
         // (status is short by nature: the reader that is already gone
         // breaks it at the first line).
@@ -299,9 +301,10 @@ fn every_command_exits_quietly_when_its_reader_closes_early() {
         for lines in [1, 0] {
             let run = run_into_reader_taking(&sb, args, lines, &format!("{n}-{lines}"));
             let what = format!("{args:?} into a reader that took {lines} line(s)");
-            assert_eq!(
-                run.status.code(),
-                Some(0),
+            // Quiet (0) once a write met the closed pipe; the answer
+            // itself if everything fitted in the pipe before it closed.
+            assert!(
+                [Some(0), Some(answer)].contains(&run.status.code()),
                 "{what} ended {} with stderr:\n{}",
                 run.status,
                 run.stderr

@@ -84,7 +84,7 @@ fn submit_wait_succeeds_and_prints_the_id_the_job_runs_under() {
 }
 
 #[test]
-fn wait_exits_with_the_exit_code_of_a_failed_job() {
+fn wait_exits_4_when_the_job_failed() {
     let sb = Sandbox::new();
     let script = sb.script("three", "echo failing; exit 3");
     sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
@@ -93,7 +93,11 @@ fn wait_exits_with_the_exit_code_of_a_failed_job() {
 
     let out = sb.run(&["submit", arg(&file), "--wait"]);
 
-    assert_eq!(out.code(), 3, "{out:?}");
+    assert_eq!(
+        out.code(),
+        4,
+        "failed, whatever the command's code: {out:?}"
+    );
     let job = wait_done_id(&sb, out.stdout.trim());
     assert_eq!(job.state(), "failed");
     assert_eq!(job.str_field("name"), Some("fails"), "`.md` is dropped too");
