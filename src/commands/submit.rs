@@ -594,7 +594,8 @@ mod tests {
             (JobState::Failed, None, 4),
             (JobState::TimedOut, None, 124),
             (JobState::Aborted, None, 130),
-            (JobState::Cancelled, None, 130),
+            (JobState::Cancelled, None, 131),
+            (JobState::SetupFailed, None, 78),
             (JobState::Rejected, None, 65),
             (JobState::Interrupted, None, 75),
         ] {

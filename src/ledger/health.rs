@@ -48,13 +48,15 @@ pub fn migration_error(e: rusqlite::Error) -> rusqlite::Error {
 /// no tables (else it is some other program's), and one at the latest
 /// version must hold jobwarden's schema. Returns the schema version found.
 pub fn check_before_migrating(conn: &Connection) -> rusqlite::Result<u32> {
-    let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    // One statement, so one snapshot: read apart, another process's first
+    // migration could land between the two reads (version 0, yet tables).
+    let (version, tables): (u32, u32) = conn.query_row(
+        "SELECT (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\')",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     if version == 0 {
-        let tables: u32 = conn.query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
-            [],
-            |r| r.get(0),
-        )?;
         if tables > 0 {
             return Err(damaged(
                 "the schema is not jobwarden's: it holds other tables, and no jobwarden schema version"

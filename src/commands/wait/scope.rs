@@ -229,11 +229,10 @@ fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, usize) {
     (waiting, claimed)
 }
 
-/// Until when (epoch ms) the daemon defers `prompt`, as it decides: its
-/// last run's outcome and the cooldowns of the profile that run used (the
-/// default profile's if that one is gone), unless `jobwarden retry --now`
-/// put it back. A ledger that cannot answer
-/// defers nothing: the prompt is waited for.
+/// Until when (epoch ms) the daemon defers `prompt`, decided as the daemon
+/// decides it ([`retry::deferral`]): its last run's outcome and that
+/// profile's cooldowns, unless `jobwarden retry --now` put it back. A
+/// ledger that cannot answer defers nothing: the prompt is waited for.
 fn cooldown_end(
     layout: &Layout,
     config: &Config,
@@ -242,18 +241,8 @@ fn cooldown_end(
     now_ms: u64,
 ) -> Option<u64> {
     let last = ledger?.last_run(&prompt.project, &prompt.name).ok()??;
-    // Put back by `jobwarden retry --now`: claimed without a cooldown.
-    let now_asked = JobId::parse(&last.id)
+    let request = JobId::parse(&last.id)
         .ok()
-        .and_then(|id| retry::request::pending_for(layout, prompt, &id))
-        .is_some_and(|request| request.now);
-    if now_asked {
-        return None;
-    }
-    let profile = last
-        .profile
-        .as_deref()
-        .and_then(|p| config.profiles.get(p))
-        .unwrap_or_else(|| config.default_profile());
-    last.cooldown_end(retry::cooldowns(profile), now_ms)
+        .and_then(|id| retry::request::pending_for(layout, prompt, &id));
+    retry::deferral(config, Some(&last), request.as_ref(), now_ms).map(|d| d.until_ms)
 }
