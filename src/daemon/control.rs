@@ -362,7 +362,7 @@ impl Daemon {
             .into_iter()
             .map(|(p, n)| {
                 format!(
-                    "profile {p:?} was removed but {} it; such jobs fail at start \
+                    "profile {p:?} was removed but {} it; such jobs end setup_failed at start \
                      (restore the profile, or `jobwarden retry` them once they ended)",
                     jobs(n, "uses", "use")
                 )

@@ -252,7 +252,7 @@ fn a_queued_job_whose_profile_is_removed_is_named_and_fails_with_the_reason() {
     );
     release(&sb, "blocker");
     let orphan = sb.wait_done("proj", "orphan", secs(15));
-    assert_eq!(orphan.state(), "failed", "{:?}", orphan.record);
+    assert_eq!(orphan.state(), "setup_failed", "{:?}", orphan.record);
     let reason = orphan.str_field("state_reason").unwrap_or_default();
     assert!(reason.contains("\"extra\""), "{reason}");
 }
