@@ -15,7 +15,7 @@ use crate::ledger::{IndexedJob, JobFilter, short_id};
 
 use super::args::parse_since;
 use super::output::{
-    fit, fmt_ago, fmt_duration, found, paint_state, print_json, print_line, prompt_label, timestamp,
+    Cell, Column, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label, timestamp,
 };
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
@@ -129,48 +129,35 @@ impl From<&IndexedJob> for JobJson {
     }
 }
 
-/// Width of the PROMPT column; with the others a row fits 80 columns.
-const PROMPT_WIDTH: usize = 26;
+/// The table's columns; with the caps a row fits 80 columns.
+pub(super) const COLUMNS: [Column; 6] = [
+    Column::left("ID", 8),
+    Column::left("PROMPT", 26),
+    Column::left("STATE", 11),
+    Column::right("TRY", 3),
+    Column::right("TIME", 8),
+    Column::left("CLAIMED", 12),
+];
 
 pub(super) fn print_table(rows: &[IndexedJob]) -> anyhow::Result<()> {
-    super::output::print_table(&header(), rows, table_row)
+    super::output::print_table(&COLUMNS, rows, cells)
 }
 
-pub(super) fn header() -> String {
-    cells(["ID", "PROMPT", "STATE", "TRY", "TIME", "CLAIMED"])
-}
-
-/// A job as a table line: the short id (the id's last 8 characters, which
-/// `<job>` arguments accept a prefix of), prompt, state, attempt, run time (so far,
-/// for a running job) and how long ago it was claimed.
-pub(super) fn table_row(j: &IndexedJob, now_ms: u64) -> String {
-    let id = short_id(&j.id);
+/// A job as a table row: the short id (the id's last 8 characters, which
+/// `<job>` arguments accept a prefix of), prompt, state, attempt, run time
+/// (so far, for a running job) and how long ago it was claimed.
+pub(super) fn cells(j: &IndexedJob, now_ms: u64) -> Vec<Cell> {
     let time = match (j.started_at, j.finished_at) {
         (Some(s), Some(f)) => fmt_duration(f.saturating_sub(s)),
         (Some(s), None) => fmt_duration(now_ms.saturating_sub(s)),
         _ => "-".into(),
     };
-    let state = paint_state(&j.state, format!("{:<11}", j.state));
-    cells([
-        &id,
-        &fit(&prompt_label(&j.project, &j.name), PROMPT_WIDTH),
-        &state,
-        &j.attempt.to_string(),
-        &time,
-        &fmt_ago(j.created_at, now_ms),
-    ])
-}
-
-/// The columns; STATE comes padded (and maybe coloured) already.
-fn cells(c: [&str; 6]) -> String {
-    format!(
-        "{:<8}  {:<w$}  {:<11}  {:>3}  {:>8}  {}",
-        c[0],
-        c[1],
-        c[2],
-        c[3],
-        c[4],
-        c[5],
-        w = PROMPT_WIDTH
-    )
+    vec![
+        short_id(&j.id).into(),
+        prompt_label(&j.project, &j.name).into(),
+        Cell::state(&j.state),
+        j.attempt.to_string().into(),
+        time.into(),
+        fmt_ago(j.created_at, now_ms).into(),
+    ]
 }
