@@ -175,9 +175,14 @@ pub struct JobsArgs {
     #[arg(long)]
     pub name: Option<String>,
 
-    /// Only jobs claimed since: a duration ago (`2h`, `3d`) or an RFC 3339 time.
+    /// Only jobs claimed at or after WHEN: a duration ago (`2h`, `3d`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
     #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+
+    /// Only jobs claimed before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
 
     /// At most this many jobs.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
@@ -295,9 +300,13 @@ pub struct HistoryListArgs {
     /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected).
     #[arg(long)]
     pub outcome: Option<String>,
-    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
-    #[arg(long)]
+    /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+    /// Only executions that finished before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
     /// At most this many rows.
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
@@ -315,9 +324,13 @@ pub struct HistoryShowArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryStatsArgs {
-    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
-    #[arg(long)]
+    /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+    /// Only executions that finished before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
     /// Only this project.
     #[arg(long)]
     pub project: Option<String>,

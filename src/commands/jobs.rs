@@ -1,5 +1,5 @@
 //! `jobwarden jobs [--state S…] [--project P] [--name N] [--since T]
-//! [--limit N] [--json]`: jobs whose run folders exist, newest claim first,
+//! [--until T] [--limit N] [--json]`: jobs whose run folders exist, newest claim first,
 //! from the job index. A live job's row is checked against its `job.json`
 //! (which wins), so a lagging index never shows a finished job as running.
 
@@ -13,12 +13,13 @@ use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, JobFilter, short_id};
 
-use super::args::parse_since;
+use super::args::Window;
 use super::output::{
     Cell, Column, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label, timestamp,
 };
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
+    let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let filter = JobFilter {
         states: parse_states(&args.state)?,
         project: args
@@ -33,7 +34,8 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
             .map(|n| layout::validate_segment(n).map(|()| n.to_owned()))
             .transpose()
             .map_err(|e| anyhow::anyhow!("--name {:?} {e}", args.name.as_deref().unwrap_or("")))?,
-        since_ms: parse_since(args.since.as_deref())?,
+        since_ms: window.since_ms,
+        until_ms: window.until_ms,
     };
     let (_, layout) = super::load(global)?;
     let rows = match super::open_ledger(&layout)? {

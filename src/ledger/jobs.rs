@@ -79,6 +79,8 @@ pub struct JobFilter {
     pub name: Option<String>,
     /// Created at or after (epoch ms).
     pub since_ms: Option<u64>,
+    /// Created before (epoch ms).
+    pub until_ms: Option<u64>,
 }
 
 impl Ledger {
@@ -239,6 +241,10 @@ impl Ledger {
         if let Some(since) = f.since_ms {
             sql.push_str(" AND created_at >= ?");
             args.push((since as i64).into());
+        }
+        if let Some(until) = f.until_ms {
+            sql.push_str(" AND created_at < ?");
+            args.push(i64::try_from(until).unwrap_or(i64::MAX).into());
         }
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT ?");
         args.push((limit as i64).into());

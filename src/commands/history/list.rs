@@ -1,9 +1,9 @@
 //! `jobwarden history list [--project] [--name] [--outcome] [--since]
-//! [--limit] [--json]`: executions newest first. Exit 1 when nothing
+//! [--until] [--limit] [--json]`: executions newest first. Exit 1 when nothing
 //! matched (`--json` still prints `[]`).
 //!
-//! This file also owns what the other query commands share: the `--since`
-//! and `--outcome` parsers, the JSON shape of one execution
+//! This file also owns what the other query commands share: the
+//! `--outcome` parser, the JSON shape of one execution
 //! ([`ExecutionJson`], documented in `docs/history-json.md`) and the
 //! 80-column table. The queries themselves live in `ledger/history.rs`.
 
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
 use crate::clock::Timestamp;
-pub(super) use crate::commands::args::parse_since;
+pub(super) use crate::commands::args::Window;
 pub(super) use crate::commands::output::{
     Cell, Column, Table, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
     timestamp,
@@ -22,11 +22,13 @@ use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
 
 pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
+    let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let filter = Filter {
         project: args.project.clone(),
         name: args.name.clone(),
         outcome: parse_outcome(args.outcome.as_deref())?,
-        since_ms: parse_since(args.since.as_deref())?,
+        since_ms: window.since_ms,
+        until_ms: window.until_ms,
     };
     let (_, _, ledger) = super::open(global)?;
     let rows = ledger.list(&filter, args.limit)?;
@@ -129,27 +131,6 @@ pub(super) fn cells(e: &Execution, now_ms: u64) -> Vec<Cell> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn since_reads_durations_and_rfc3339_with_offsets() {
-        let utc = parse_since(Some("2026-01-02T03:04:05Z")).expect("utc");
-        let east = parse_since(Some("2026-01-02T05:04:05+02:00")).expect("offset");
-        assert_eq!(utc, east);
-        assert_eq!(utc, Some(1_767_323_045_000));
-        let ago = parse_since(Some("12h")).expect("duration").expect("some");
-        let expected = Timestamp::now().epoch_ms() - 12 * 3_600_000;
-        assert!(ago.abs_diff(expected) < 5_000, "{ago} vs {expected}");
-    }
-
-    #[test]
-    fn since_rejects_garbage_naming_it() {
-        let err = parse_since(Some("yesterday-ish")).expect_err("invalid");
-        let msg = format!("{err:#}");
-        assert!(
-            msg.contains("yesterday-ish") && msg.contains("RFC 3339"),
-            "{msg}"
-        );
-    }
 
     #[test]
     fn table_rows_fit_80_columns() {
