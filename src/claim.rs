@@ -38,7 +38,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::config::Selection;
 use crate::error::{IoError, JobError};
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::front_matter::{self, FrontMatter};
 use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState, Overrides};
@@ -180,8 +180,8 @@ impl Claimer<'_> {
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
-        events.append("claimed", fields);
-        events.append("queued", json!({}));
+        events.append(Op::Claimed, fields);
+        events.append(Op::Queued, json!({}));
         Ok(Claimed::Queued(rec))
     }
 
@@ -325,7 +325,7 @@ impl Claimer<'_> {
         claimed_from: Option<String>,
         reason: String,
     ) -> Result<Claimed, JobError> {
-        events.append("claimed", json!({"path": claimed_from}));
+        events.append(Op::Claimed, json!({"path": claimed_from}));
         let mut finisher = Finisher {
             layout: self.layout,
             config: self.config,

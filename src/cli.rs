@@ -228,7 +228,14 @@ pub struct EventsArgs {
     pub last: Option<u32>,
 
     /// Only events with these ops (repeatable, or comma-separated).
-    #[arg(long, value_name = "OP", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "OP",
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(
+            crate::events::Op::ALL.iter().map(|op| op.as_str())
+        )
+    )]
     pub op: Vec<String>,
 
     /// Only events from this sequence number on.

@@ -3,9 +3,10 @@
 //!
 //! Filters combine: `--op` and `--seq` select, then `--last` keeps the
 //! newest of what is left. `--summary` counts what the filters kept, per
-//! op. Lines that cannot be read (a torn last line after a crash) are
-//! skipped and counted. Nothing matched: an empty result and exit 1. JSON
-//! shapes in `docs/cli-json.md`.
+//! op. `--op` takes only the ops of [`crate::events::Op`] (clap refuses
+//! another, listing them). Lines that cannot be read (a torn last line
+//! after a crash) are skipped and counted. Nothing matched: an empty
+//! result and exit 1. JSON shapes in `docs/cli-json.md`.
 
 use std::process::ExitCode;
 

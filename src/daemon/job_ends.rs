@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Daemon, Slot};
 use crate::error::{DaemonError, JobError};
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::PromptName;
 use crate::ledger::backfill;
@@ -252,7 +252,7 @@ impl Daemon {
                 &self.layout.events(id),
                 self.config.events_for(&rec),
             );
-            events.append("abort_requested", json!({"while": "queued"}));
+            events.append(Op::AbortRequested, json!({"while": "queued"}));
             let reason = abort::reason(&self.layout, id);
             let mut finisher = Finisher {
                 layout: &self.layout,
