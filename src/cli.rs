@@ -137,7 +137,7 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct AbortArgs {
     /// Jobs to abort: ids, unique prefixes (4+ characters) of ids or short ids, or
-    /// prompt names (project/name: its newest job).
+    /// prompts' project/name or name (its newest job).
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
@@ -159,7 +159,7 @@ pub struct AbortArgs {
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
-pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name) meaning its newest job";
+pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt's project/name or name, meaning its newest job";
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {
@@ -323,7 +323,7 @@ pub struct HistoryListArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryShowArgs {
-    /// Execution (job) id.
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
     #[arg(long)]
     pub json: bool,

@@ -141,7 +141,6 @@ fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerE
 /// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a
 /// clean "no" (exit 1), a malformed or ambiguous one a usage error (2).
 fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::Result<JobId> {
-    use crate::lookup::{self, LookupError};
     let empty;
     let ledger = match ledger {
         Some(l) => l,
@@ -152,9 +151,15 @@ fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::R
             &empty
         }
     };
-    match lookup::resolve(layout, ledger, arg) {
+    lookup_answer(crate::lookup::resolve(layout, ledger, arg))
+}
+
+/// A lookup's answer as the CLI reports it: not found is a clean "no"
+/// (exit 1); malformed or ambiguous, a usage error (exit 2).
+fn lookup_answer(found: Result<JobId, crate::lookup::LookupError>) -> anyhow::Result<JobId> {
+    match found {
         Ok(id) => Ok(id),
-        Err(LookupError::NotFound(msg)) => Err(No(msg).into()),
+        Err(crate::lookup::LookupError::NotFound(msg)) => Err(No(msg).into()),
         Err(e) => Err(e.into()),
     }
 }

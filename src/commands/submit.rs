@@ -4,9 +4,16 @@
 //! the daemon claims it; print the id. With `--wait`, follow the job, and
 //! the retries the policy gives its prompt, to the last one's end.
 //!
+//! Before anything is written, the prompt is checked as the daemon's claim
+//! will check it (`claim::vet`: front matter, route and profile; and its
+//! size, encoding, name and id), so that the id printed is one the daemon
+//! uses. Only a daemon running with another config can still reject it;
+//! `--wait` then reports the rejection as such.
+//!
 //! Exit status: 0 submitted (with `--wait`: succeeded); 2 refused, nothing
-//! dropped (unreadable, too large, not UTF-8, invalid front matter, unsafe
-//! name or project, job id in use, a prompt of that name already waiting).
+//! dropped (unreadable, too large, not UTF-8, invalid front matter, a
+//! profile or route that does not resolve, unsafe name or project, job id
+//! in use, a prompt of that name already waiting).
 //! With `--wait`, the job's end: its exit code when `failed` (1 without
 //! one), 124 `timed_out`, 130 `aborted`, 65 `rejected`, 75 `interrupted`.
 
@@ -79,6 +86,12 @@ fn prepare(
     let prompt = prompt_name(args)?;
     let input = Input::read(&args.file, config.max_prompt_bytes)?;
     let (id, text) = job_id_and_text(&input, args.job_id.as_deref())?;
+    crate::claim::vet(config, &prompt.project, &text).map_err(|reason| {
+        anyhow!(
+            "{} would be rejected by the daemon: {reason}; nothing was submitted",
+            input.label
+        )
+    })?;
     if text.len() as u64 > config.max_prompt_bytes {
         bail!(
             "{} with its job_id added is {} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
@@ -302,11 +315,22 @@ struct End {
 
 /// Print the end and turn it into the exit status.
 fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::Result<ExitCode> {
-    match &rec.state_reason {
-        Some(reason) => {
+    let reason = rec.state_reason.as_deref().unwrap_or("no reason recorded");
+    match rec.state {
+        JobState::Rejected if rec.job_id != submitted.job_id => {
+            crate::logging::line(format_args!(
+                "jobwarden: the daemon rejected the prompt (as job {}; id {} was not used): {reason}",
+                rec.job_id, submitted.job_id
+            ));
+        }
+        JobState::Rejected => crate::logging::line(format_args!(
+            "jobwarden: the daemon rejected the prompt (job {}): {reason}",
+            rec.job_id
+        )),
+        _ if rec.state_reason.is_some() => {
             crate::logging::line(format_args!("job {}: {} ({reason})", rec.job_id, rec.state))
         }
-        None => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
+        _ => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
     }
     if json {
         submitted.end = Some(End {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::{Execution, Ledger, LedgerError, Outcome, Source};
 
 /// The `executions` columns in the order [`execution_from_row`] reads them.
-const COLUMNS: &str = "id, project, name, attempt, retry_of, profile, command, workdir, \
+pub(super) const COLUMNS: &str = "id, project, name, attempt, retry_of, profile, command, workdir, \
      started_at, finished_at, duration_ms, outcome, exit_code, signal, failure_stage, \
      error_message, result_ref, host, prompt_sha256, disposition, source";
 
@@ -613,7 +613,7 @@ fn group_touches(rows: Vec<(Execution, StoredPath)>) -> Vec<Touch> {
 }
 
 /// An [`Execution`] from a row selecting [`COLUMNS`] first.
-fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
+pub(super) fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
     Ok(Execution {
         id: r.get(0)?,
         project: r.get(1)?,

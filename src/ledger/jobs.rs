@@ -344,7 +344,7 @@ pub const SHORT_ID_LEN: usize = 8;
 
 /// The smallest string greater than every string starting with `prefix`
 /// (ids are ASCII, so bumping the last byte is enough).
-fn upper_bound(prefix: &str) -> String {
+pub(super) fn upper_bound(prefix: &str) -> String {
     let mut bytes = prefix.as_bytes().to_vec();
     while let Some(last) = bytes.pop() {
         if last < 0x7f {

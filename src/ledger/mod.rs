@@ -4,7 +4,8 @@
 //! how it is written; `query.rs` the reads that drive decisions (cooldown,
 //! attempts); `history.rs` the CLI's queries; `retention.rs` artifact
 //! pruning; `backfill.rs` rows restored from `job.json`; `jobs.rs` the job
-//! index (a cache of every run folder's `job.json` for the operator's CLI).
+//! index (a cache of every run folder's `job.json` for the operator's CLI);
+//! `lookup.rs` the reads that resolve a `<job>` argument beyond the index.
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its
@@ -15,6 +16,7 @@ mod execution;
 pub mod health;
 pub mod history;
 mod jobs;
+mod lookup;
 mod migrations;
 mod outcome;
 mod query;
