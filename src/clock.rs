@@ -67,7 +67,7 @@ impl<'de> Deserialize<'de> for Timestamp {
 }
 
 /// The forms [`parse_when`] accepts, for error messages.
-pub const WHEN_FORMS: &str = "a duration ago (\"90m\", \"2h\", \"3d\", \"1h 30m\"), \
+pub const WHEN_FORMS: &str = "a duration ago (\"30m\", \"12h\", \"3d\", \"1h 30m\"), \
      a date (\"2026-11-25\", midnight UTC) or an RFC 3339 time \
      (\"2026-11-25T10:00:00Z\", \"2026-11-25T12:00:00+02:00\")";
 

@@ -13,18 +13,20 @@
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
-//!   opened on `/dev/null` when started closed.
+//!   opened on `/dev/null` when started closed; `commands/output/table.rs`: the one table
+//!   renderer (terminal cells, colour); `commands/show/`: `show`'s facts and human form;
+//!   `commands/args.rs`: `--since`/`--until`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
 //!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
-//! - [`clock`] — RFC 3339 millisecond timestamps.
+//! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
 //!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
-//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.
+//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
 //! - [`inbox`] — notify → channel bridge and inbox scans.
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
@@ -35,7 +37,8 @@
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
 //!   queued aborts).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
-//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt name.
+//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
+//!   name; matched against the job index, or the ledger's executions for `history show`.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
@@ -46,6 +49,7 @@
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
+//!   `lookup.rs` (reads behind a `<job>` argument beyond the index),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
 //!   `health.rs` (what a damaged file is; the condition `status` shows),
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).

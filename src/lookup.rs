@@ -97,21 +97,20 @@ pub fn resolve(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<JobId, Loo
         let (project, name) = split_prompt(arg)?;
         return newest_of(ledger, &project, &name, arg);
     }
-    let id = JobId::parse(arg).map_err(|_| invalid(arg))?;
-    if layout.run_dir(&id).is_dir() {
-        return Ok(id);
-    }
-    if arg.len() >= MIN_PREFIX {
-        if let Some(found) = by_prefix_or_tail(layout, ledger, arg)? {
-            return Ok(found);
-        }
-    }
-    if layout::validate_segment(arg).is_ok() {
-        if let Some(id) = by_name(ledger, arg)? {
+    if let Some(id) = id_like(arg)? {
+        if layout.run_dir(&id).is_dir() {
             return Ok(id);
         }
+        if arg.len() >= MIN_PREFIX {
+            if let Some(found) = by_prefix_or_tail(layout, ledger, arg)? {
+                return Ok(found);
+            }
+        }
     }
-    Err(not_found(arg))
+    match by_name(ledger, arg)? {
+        Some(id) => Ok(id),
+        None => Err(not_found(arg)),
+    }
 }
 
 /// Resolve `arg` to an execution (a ledger row) for `history show`: the
@@ -165,22 +164,20 @@ fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError
         let newest = ledger.newest_execution_of(&project, &name)?;
         return one_of(arg, newest.into_iter().map(Candidate::from).collect());
     }
-    let id = JobId::parse(arg).map_err(|_| invalid(arg))?;
-    if ledger.has_execution(id.as_str())? {
-        return Ok(Some(id));
-    }
-    if arg.len() >= MIN_PREFIX {
-        let limit = MAX_CANDIDATES + 1;
-        let mut found = ledger.executions_with_prefix(arg, limit)?;
-        if found.is_empty() {
-            found = ledger.executions_with_short_prefix(arg, limit)?;
-        }
-        if let Some(id) = one_of(arg, found.into_iter().map(Candidate::from).collect())? {
+    if let Some(id) = id_like(arg)? {
+        if ledger.has_execution(id.as_str())? {
             return Ok(Some(id));
         }
-    }
-    if layout::validate_segment(arg).is_err() {
-        return Ok(None);
+        if arg.len() >= MIN_PREFIX {
+            let limit = MAX_CANDIDATES + 1;
+            let mut found = ledger.executions_with_prefix(arg, limit)?;
+            if found.is_empty() {
+                found = ledger.executions_with_short_prefix(arg, limit)?;
+            }
+            if let Some(id) = one_of(arg, found.into_iter().map(Candidate::from).collect())? {
+                return Ok(Some(id));
+            }
+        }
     }
     if let Some(e) = ledger.newest_execution_of("", arg)? {
         return JobId::parse(&e.id).map(Some).map_err(LookupError::Invalid);
@@ -191,6 +188,17 @@ fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError
         newest.extend(ledger.newest_execution_of(project, arg)?);
     }
     one_of(arg, newest.into_iter().map(Candidate::from).collect())
+}
+
+/// `arg` as an id (or id prefix) when it can be one; `None` when it can
+/// only be a prompt name (which may hold any letter); refused when it is
+/// neither (a NUL, a separator, a leading dot or dash).
+fn id_like(arg: &str) -> Result<Option<JobId>, LookupError> {
+    match JobId::parse(arg) {
+        Ok(id) => Ok(Some(id)),
+        Err(_) if layout::validate_segment(arg).is_ok() => Ok(None),
+        Err(_) => Err(invalid(arg)),
+    }
 }
 
 /// "No such job", with a hint when the argument is too short for a prefix.

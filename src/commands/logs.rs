@@ -85,6 +85,9 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
 /// no output *yet* (`-f` waits for it); one that ended printed nothing.
 fn say_empty(layout: &Layout, id: &JobId, no_file: bool) {
     match JobRecord::load_job(layout, id) {
+        Ok(rec) if rec.state.is_terminal() && rec.started_at.is_none() => {
+            crate::logging::line(format_args!("job {id} never ran ({})", final_state(&rec)))
+        }
         Ok(rec) if rec.state.is_terminal() => {
             crate::logging::line(format_args!("job {id} printed nothing ({})", rec.state))
         }

@@ -319,12 +319,12 @@ fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::
     match rec.state {
         JobState::Rejected if rec.job_id != submitted.job_id => {
             crate::logging::line(format_args!(
-                "jobwarden: the daemon rejected the prompt (as job {}; id {} was not used): {reason}",
+                "job {}: rejected by the daemon: {reason}; the id {} printed above was not used",
                 rec.job_id, submitted.job_id
             ));
         }
         JobState::Rejected => crate::logging::line(format_args!(
-            "jobwarden: the daemon rejected the prompt (job {}): {reason}",
+            "job {}: rejected by the daemon: {reason}",
             rec.job_id
         )),
         _ if rec.state_reason.is_some() => {

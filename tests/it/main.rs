@@ -39,6 +39,7 @@ mod shutdown;
 mod storage;
 mod submit;
 mod untrusted;
+mod vocabulary;
 mod witness;
 mod worktree_e2e;
 mod worktree_scripts;

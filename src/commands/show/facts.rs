@@ -28,7 +28,8 @@ pub struct Facts {
     pub elapsed_ms: Option<u64>,
     /// How long an ended job ran, start to end.
     pub duration_ms: Option<u64>,
-    /// The main command's timeout (front matter, else its profile).
+    /// The main command's timeout (front matter, else its profile); null
+    /// for a job that ended without starting.
     pub timeout_ms: Option<u64>,
     /// When the running stage is stopped for its timeout.
     pub timeout_at: Option<Timestamp>,
@@ -86,9 +87,14 @@ impl Facts {
                 .zip(rec.finished_at)
                 .filter(|_| ended)
                 .map(|(s, f)| ms(f).saturating_sub(ms(s))),
-            timeout_ms: rec.overrides.timeout_ms.or_else(|| {
-                profile.map(|p| u64::try_from(p.timeout.as_millis()).unwrap_or(u64::MAX))
-            }),
+            // A job that ended without starting (rejected, cancelled) had none.
+            timeout_ms: rec
+                .overrides
+                .timeout_ms
+                .or_else(|| {
+                    profile.map(|p| u64::try_from(p.timeout.as_millis()).unwrap_or(u64::MAX))
+                })
+                .filter(|_| !ended || rec.started_at.is_some()),
             timeout_at,
             time_left_ms: timeout_at.map(|t| ms(t).saturating_sub(now_ms)),
             output: Some(match (rec.log_bytes > 0, ended) {
@@ -155,6 +161,7 @@ impl Facts {
     pub fn empty_log_line(&self) -> Option<&'static str> {
         match self.output? {
             "none_yet" => Some("no output yet"),
+            "none" if self.duration_ms.is_none() => Some("the job never ran"),
             "none" => Some("the job printed nothing"),
             _ => None,
         }
