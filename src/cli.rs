@@ -7,7 +7,13 @@ use clap::{Args, Parser, Subcommand};
 
 /// jobwarden: claims prompt files from an inbox and runs each as a monitored job.
 #[derive(Debug, Parser)]
-#[command(name = "jobwarden", version, about, propagate_version = true)]
+#[command(
+    name = "jobwarden",
+    version,
+    about,
+    propagate_version = true,
+    after_long_help = AFTER_HELP
+)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -15,6 +21,22 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The end of `jobwarden --help` (and of the manual page).
+const AFTER_HELP: &str = "\
+Exit status: 0 success; 1 a clean \"no\" (not found, nothing matched); 2 an error. \
+Commands whose status says more (history check, submit --wait) say so in their help.
+
+Output: data on stdout; errors, warnings, progress and the log on stderr.
+
+Environment: JOBWARDEN_HOME (the root), JOBWARDEN_CONFIG (the config file), \
+JOBWARDEN_LOG_FORMAT (text or json), RUST_LOG (what the log shows), NO_COLOR.
+
+Files: the config is --config, else JOBWARDEN_CONFIG, else \
+$XDG_CONFIG_HOME/jobwarden/config.toml (~/.config/jobwarden/config.toml), else \
+/etc/jobwarden/config.toml, else built-in defaults. The root is --root, else \
+JOBWARDEN_HOME, else the config's root, else /var/lib/jobwarden as root and \
+$XDG_DATA_HOME/jobwarden (~/.local/share/jobwarden) otherwise.";
 
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone, Default)]
@@ -83,9 +105,34 @@ pub enum Command {
     /// Apply retention: prune old run folders, archived prompts and artifacts.
     Gc(GcArgs),
 
+    /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff), or write one page per command to a folder.
+    Man(ManArgs),
+
+    /// Print the command-line reference in Markdown (docs/cli-reference.md).
+    #[command(hide = true)]
+    CliReference,
+
     /// Supervise one job (started by the daemon; not for interactive use).
     #[command(hide = true)]
     Monitor(MonitorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write jobwarden.1 and a page per command (jobwarden-submit.1, ...)
+    /// into this folder instead of printing jobwarden.1; prints the files written.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -264,10 +311,18 @@ pub struct RetryArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
-    /// Validate the configuration; exit 0 when valid, 2 with the fault named otherwise.
-    Check,
+    /// Validate the configuration: exit 0 when valid (warnings on stderr about
+    /// programs not on PATH and missing workdirs), 2 with every problem named.
+    Check(ConfigCheckArgs),
     /// Print the effective configuration (defaults filled in) and where it came from.
     Show,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigCheckArgs {
+    /// Print one JSON object: problems, warnings and notes (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -317,6 +372,7 @@ pub struct HistoryListArgs {
     /// At most this many rows.
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
+    /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -325,6 +381,7 @@ pub struct HistoryListArgs {
 pub struct HistoryShowArgs {
     #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -341,6 +398,7 @@ pub struct HistoryStatsArgs {
     /// Only this project.
     #[arg(long)]
     pub project: Option<String>,
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -364,8 +422,10 @@ pub struct HistoryRecordArgs {
     pub name: String,
     /// success, failure, timeout, rate_limited, aborted, interrupted or rejected.
     pub outcome: String,
+    /// The run's exit code.
     #[arg(long)]
     pub exit_code: Option<i32>,
+    /// Which attempt at the prompt the run was (1 for the first).
     #[arg(long, default_value_t = 1)]
     pub attempt: u32,
 }
@@ -381,12 +441,14 @@ pub struct HistoryExportArgs {
 pub struct WhoTouchedArgs {
     /// A file or folder path (absolute, or relative to the current folder).
     pub path: std::path::PathBuf,
+    /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct RepairArgs {
+    /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -396,6 +458,7 @@ pub struct GcArgs {
     /// Say what would be pruned, prune nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
 }

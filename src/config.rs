@@ -11,10 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::cli::GlobalArgs;
 
 mod limits;
+mod preflight;
+mod profile;
+mod raw;
 mod route;
 mod template;
+mod validate;
 
 pub use limits::{Limits, ShownLimits};
+pub use preflight::{Findings, preflight};
 pub use route::{Route, RoutePattern};
 pub use template::{Template, Vars, vars};
 
@@ -30,9 +35,8 @@ const DEMO_COMMAND: [&str; 3] = [
     "echo 'jobwarden demo profile: no agent is configured, so the prompt is echoed back:'; cat",
 ];
 
-/// Upper bounds: far beyond any sane setting, well below where time or size
-/// arithmetic could overflow. A prompt is read into memory, hence its cap.
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Upper bounds of sizes: far beyond any sane setting, well below where
+/// size arithmetic could overflow. A prompt is read into memory, hence its cap.
 const MAX_PROMPT_BYTES: u64 = 64 << 20;
 const MAX_LOG_BYTES: u64 = 1 << 40;
 
@@ -66,14 +70,52 @@ impl Env {
     }
 }
 
-/// A configuration problem, naming the file (or "built-in defaults") and
-/// the key or value at fault.
-#[derive(Debug, thiserror::Error)]
-#[error("config {origin}: {message}")]
-pub struct ConfigError {
-    pub origin: String,
+/// One fault of a configuration: the key at fault (`profiles.review.timeout`,
+/// `route[0].workdir`; empty for the file as a whole) and what is wrong,
+/// naming the key and the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub key: String,
     pub message: String,
 }
+
+/// A configuration that cannot be used: the file (or "built-in defaults")
+/// and every problem found in it.
+#[derive(Debug, Clone)]
+pub struct ConfigError {
+    pub origin: String,
+    pub problems: Vec<Problem>,
+}
+
+impl ConfigError {
+    /// An error that is about the file as a whole (or the root), not a key.
+    pub fn whole(origin: impl Into<String>, message: String) -> Self {
+        ConfigError {
+            origin: origin.into(),
+            problems: vec![Problem {
+                key: String::new(),
+                message,
+            }],
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.problems.as_slice() {
+            [one] => write!(f, "config {}: {}", self.origin, one.message),
+            all => {
+                write!(f, "config {}: {} problems:", self.origin, all.len())?;
+                for p in all {
+                    write!(f, "\n  {}", p.message)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
 
 /// Where the effective configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,76 +270,6 @@ pub struct Config {
 }
 
 // ---------------------------------------------------------------------------
-// Raw shape, as written in TOML.
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    root: Option<PathBuf>,
-    max_jobs: Option<i64>,
-    heartbeat_interval: Option<String>,
-    rescan_interval: Option<String>,
-    settle: Option<String>,
-    abort_grace: Option<String>,
-    max_prompt_bytes: Option<RawSize>,
-    max_log_bytes: Option<RawSize>,
-    shutdown: Option<String>,
-    drain_timeout: Option<String>,
-    watch: Option<String>,
-    events: Option<bool>,
-    max_interrupts: Option<i64>,
-    artifact_tail_bytes: Option<RawSize>,
-    keep_runs: Option<i64>,
-    keep_days: Option<i64>,
-    keep_artifacts: Option<i64>,
-    gc_interval: Option<String>,
-    #[serde(default)]
-    profiles: BTreeMap<String, RawProfile>,
-    #[serde(default, rename = "route")]
-    routes: Vec<route::RawRoute>,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawProfile {
-    command: Option<Vec<String>>,
-    prompt_via: Option<String>,
-    workdir: Option<String>,
-    timeout: Option<String>,
-    env: Option<BTreeMap<String, String>>,
-    env_passthrough: Option<Vec<String>>,
-    max_attempts: Option<i64>,
-    cooldown: Option<String>,
-    rate_limit: Option<RawRateLimit>,
-    prepare: Option<RawPhase>,
-    publish: Option<RawPhase>,
-    limits: Option<limits::RawLimits>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPhase {
-    command: Vec<String>,
-    timeout: Option<String>,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawRateLimit {
-    exit_codes: Option<Vec<i32>>,
-    patterns: Option<Vec<String>>,
-    cooldown: Option<String>,
-}
-
-/// A size is a string with a unit (`"64MiB"`) or a plain number of bytes.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum RawSize {
-    Bytes(i64),
-    Text(String),
-}
-
-// ---------------------------------------------------------------------------
 // Resolution.
 
 /// Find the config file: `--config`, `JOBWARDEN_CONFIG`, the user's config
@@ -310,10 +282,10 @@ pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, Co
         .or_else(|| env.jobwarden_config.clone());
     if let Some(path) = explicit {
         if !path.is_file() {
-            return Err(ConfigError {
-                origin: path.display().to_string(),
-                message: "file not found (named by --config or JOBWARDEN_CONFIG); create it or drop the option to use built-in defaults".into(),
-            });
+            return Err(ConfigError::whole(
+                path.display().to_string(),
+                "file not found (named by --config or JOBWARDEN_CONFIG); create it or drop the option to use built-in defaults".into(),
+            ));
         }
         return Ok(Some(path));
     }
@@ -332,9 +304,8 @@ pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, Co
 pub fn load(global: &GlobalArgs, env: &Env) -> Result<Config, ConfigError> {
     match config_path(global, env)? {
         Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|e| ConfigError {
-                origin: path.display().to_string(),
-                message: format!("cannot read: {e}"),
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                ConfigError::whole(path.display().to_string(), format!("cannot read: {e}"))
             })?;
             parse(&text, ConfigSource::File(path))
         }
@@ -364,364 +335,112 @@ pub fn resolve_root(
         .clone()
         .or_else(|| env.home.as_ref().map(|h| h.join(".local/share")))
         .map(|d| d.join("jobwarden"))
-        .ok_or_else(|| ConfigError {
-            origin: "root".into(),
-            message: "cannot choose a root: neither --root, JOBWARDEN_HOME, `root`, XDG_DATA_HOME nor HOME is set".into(),
+        .ok_or_else(|| {
+            ConfigError::whole(
+                "root",
+                "cannot choose a root: neither --root, JOBWARDEN_HOME, `root`, XDG_DATA_HOME nor HOME is set".into(),
+            )
         })
 }
 
 fn absolute(root: PathBuf) -> Result<PathBuf, ConfigError> {
-    std::path::absolute(&root).map_err(|e| ConfigError {
-        origin: "root".into(),
-        message: format!("cannot make {} absolute: {e}", root.display()),
+    std::path::absolute(&root).map_err(|e| {
+        ConfigError::whole(
+            "root",
+            format!("cannot make {} absolute: {e}", root.display()),
+        )
     })
 }
 
 // ---------------------------------------------------------------------------
 // Validation.
 
-/// Parse and validate TOML text into a [`Config`].
+/// Parse and validate TOML text into a [`Config`]; the error names every
+/// problem of the text, not only the first.
 pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
-    let origin = source.to_string();
-    let err = |message: String| ConfigError {
-        origin: origin.clone(),
-        message,
-    };
-    let raw: RawConfig =
-        toml::from_str(text).map_err(|e| err(e.to_string().trim_end().to_owned()))?;
-    let v = Validator { err: &err };
-    let profiles = v.profiles(&raw.profiles)?;
-    let env_name = |key: &str, name: &str| v.env_name(key, name).map_err(|e| e.message);
-    let routes = route::build(&raw.routes, &profiles, &env_name).map_err(&err)?;
-    Ok(Config {
-        source,
+    let mut v = validate::Validator::default();
+    let config = raw::read(text, &mut v.problems).map(|raw| build(&mut v, raw, text, &source));
+    match config {
+        Some(config) if v.problems.is_empty() => Ok(config),
+        _ => Err(ConfigError {
+            origin: source.to_string(),
+            problems: v.problems,
+        }),
+    }
+}
+
+/// The typed configuration of `raw`, its problems noted in `v` (where a
+/// value is faulty the default stands in, so that checking goes on).
+fn build(
+    v: &mut validate::Validator,
+    raw: raw::RawConfig,
+    text: &str,
+    source: &ConfigSource,
+) -> Config {
+    const SEC: Duration = Duration::from_secs(1);
+    let shutdown = v.choice(
+        "shutdown",
+        raw.shutdown,
+        &[
+            ("detach", ShutdownPolicy::Detach),
+            ("drain", ShutdownPolicy::Drain),
+            ("abort", ShutdownPolicy::Abort),
+        ],
+        "\"detach\" (jobs keep running), \"drain\" (wait for them) or \"abort\" (abort them)",
+    );
+    let watch = v.choice(
+        "watch",
+        raw.watch,
+        &[
+            ("inotify", WatchMode::Inotify),
+            ("rescan", WatchMode::Rescan),
+        ],
+        "\"inotify\" or \"rescan\"",
+    );
+    // Top-level settings first, then profiles, then routes: problems are
+    // listed in the order the file is usually written.
+    let mut config = Config {
+        source: source.clone(),
         text: text.to_owned(),
-        root: raw.root,
-        max_jobs: v.max_jobs(raw.max_jobs)?,
-        heartbeat_interval: v.duration("heartbeat_interval", raw.heartbeat_interval, "5s", true)?,
-        rescan_interval: v.duration("rescan_interval", raw.rescan_interval, "60s", true)?,
-        settle: v.duration("settle", raw.settle, "2s", false)?,
-        abort_grace: v.duration("abort_grace", raw.abort_grace, "10s", false)?,
+        root: v.take("root", raw.root, "a path in quotes"),
+        max_jobs: v.count("max_jobs", raw.max_jobs, 4, 1, 4096) as usize,
+        heartbeat_interval: v.duration("heartbeat_interval", raw.heartbeat_interval, 5 * SEC, true),
+        rescan_interval: v.duration("rescan_interval", raw.rescan_interval, 60 * SEC, true),
+        settle: v.duration("settle", raw.settle, 2 * SEC, false),
+        abort_grace: v.duration("abort_grace", raw.abort_grace, 10 * SEC, false),
         max_prompt_bytes: v.size(
             "max_prompt_bytes",
             raw.max_prompt_bytes,
             1 << 20,
             MAX_PROMPT_BYTES,
-        )?,
-        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES)?,
-        shutdown: v.shutdown(raw.shutdown)?,
-        watch: v.watch(raw.watch)?,
-        drain_timeout: v.duration("drain_timeout", raw.drain_timeout, "10m", false)?,
-        events: raw.events.unwrap_or(true),
-        profiles,
-        max_interrupts: v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000)? as u32,
+        ),
+        max_log_bytes: v.size("max_log_bytes", raw.max_log_bytes, 64 << 20, MAX_LOG_BYTES),
+        shutdown: shutdown.unwrap_or(ShutdownPolicy::Detach),
+        watch: watch.unwrap_or(WatchMode::Inotify),
+        drain_timeout: v.duration("drain_timeout", raw.drain_timeout, 600 * SEC, false),
+        events: v
+            .take("events", raw.events, "true or false")
+            .unwrap_or(true),
+        profiles: BTreeMap::new(),
+        max_interrupts: v.count("max_interrupts", raw.max_interrupts, 3, 1, 1000) as u32,
         artifact_tail_bytes: v.size(
             "artifact_tail_bytes",
             raw.artifact_tail_bytes,
             64 << 10,
             16 << 20,
-        )?,
+        ),
         retention: Retention {
-            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000)? as usize,
-            keep_days: v.count("keep_days", raw.keep_days, 30, 0, 36_500)? as u32,
-            keep_artifacts: v.count("keep_artifacts", raw.keep_artifacts, 10, 0, 1_000_000)?
+            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000) as usize,
+            keep_days: v.count("keep_days", raw.keep_days, 30, 0, 36_500) as u32,
+            keep_artifacts: v.count("keep_artifacts", raw.keep_artifacts, 10, 0, 1_000_000)
                 as usize,
-            gc_interval: v.duration("gc_interval", raw.gc_interval, "1h", true)?,
+            gc_interval: v.duration("gc_interval", raw.gc_interval, 3600 * SEC, true),
         },
-        routes,
-    })
-}
-
-struct Validator<'a, F: Fn(String) -> ConfigError> {
-    err: &'a F,
-}
-
-impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
-    /// An integer setting within `min..=max`.
-    fn count(
-        &self,
-        key: &str,
-        v: Option<i64>,
-        default: i64,
-        min: i64,
-        max: i64,
-    ) -> Result<u64, ConfigError> {
-        match v.unwrap_or(default) {
-            n if (min..=max).contains(&n) => Ok(n as u64),
-            n => Err((self.err)(format!(
-                "{key} = {n}: must be between {min} and {max}"
-            ))),
-        }
-    }
-
-    fn max_jobs(&self, v: Option<i64>) -> Result<usize, ConfigError> {
-        match v.unwrap_or(4) {
-            n @ 1..=4096 => Ok(n as usize),
-            n => Err((self.err)(format!(
-                "max_jobs = {n}: must be between 1 and 4096"
-            ))),
-        }
-    }
-
-    fn duration(
-        &self,
-        key: &str,
-        v: Option<String>,
-        default: &str,
-        nonzero: bool,
-    ) -> Result<Duration, ConfigError> {
-        let text = v.as_deref().unwrap_or(default);
-        let d = humantime::parse_duration(text).map_err(|e| {
-            (self.err)(format!(
-                "{key} = {text:?}: not a duration ({e}); write e.g. \"500ms\", \"5s\", \"2h\""
-            ))
-        })?;
-        if nonzero && d.is_zero() {
-            return Err((self.err)(format!(
-                "{key} = {text:?}: must be greater than zero"
-            )));
-        }
-        if d > MAX_DURATION {
-            return Err((self.err)(format!(
-                "{key} = {text:?}: must be at most 365 days"
-            )));
-        }
-        Ok(d)
-    }
-
-    fn size(
-        &self,
-        key: &str,
-        v: Option<RawSize>,
-        default: u64,
-        max: u64,
-    ) -> Result<u64, ConfigError> {
-        let bytes = match v {
-            None => default,
-            Some(RawSize::Bytes(n)) => u64::try_from(n)
-                .map_err(|_| (self.err)(format!("{key} = {n}: must not be negative")))?,
-            Some(RawSize::Text(t)) => t
-                .parse::<bytesize::ByteSize>()
-                .map(|b| b.as_u64())
-                .map_err(|e| {
-                    (self.err)(format!("{key} = {t:?}: not a size ({e}); write e.g. \"64KiB\", \"1MiB\" or a number of bytes"))
-                })?,
-        };
-        if bytes == 0 {
-            return Err((self.err)(format!("{key}: must be greater than zero")));
-        }
-        if bytes > max {
-            return Err((self.err)(format!(
-                "{key}: must be at most {}",
-                format_size(max)
-            )));
-        }
-        Ok(bytes)
-    }
-
-    fn watch(&self, v: Option<String>) -> Result<WatchMode, ConfigError> {
-        match v.as_deref().unwrap_or("inotify") {
-            "inotify" => Ok(WatchMode::Inotify),
-            "rescan" => Ok(WatchMode::Rescan),
-            other => Err((self.err)(format!(
-                "watch = {other:?}: must be \"inotify\" or \"rescan\""
-            ))),
-        }
-    }
-
-    fn shutdown(&self, v: Option<String>) -> Result<ShutdownPolicy, ConfigError> {
-        match v.as_deref().unwrap_or("detach") {
-            "detach" => Ok(ShutdownPolicy::Detach),
-            "drain" => Ok(ShutdownPolicy::Drain),
-            "abort" => Ok(ShutdownPolicy::Abort),
-            other => Err((self.err)(format!(
-                "shutdown = {other:?}: must be \"detach\" (jobs keep running), \"drain\" (wait for them) or \"abort\" (abort them)"
-            ))),
-        }
-    }
-
-    /// Validate every profile; each inherits unset keys from `default`
-    /// (which itself falls back to the built-in demo).
-    fn profiles(
-        &self,
-        raw: &BTreeMap<String, RawProfile>,
-    ) -> Result<BTreeMap<String, Profile>, ConfigError> {
-        let base = raw.get(DEFAULT_PROFILE).cloned().unwrap_or_default();
-        let mut out = BTreeMap::new();
-        out.insert(
-            DEFAULT_PROFILE.to_owned(),
-            self.profile(DEFAULT_PROFILE, &base, &RawProfile::default())?,
-        );
-        for (name, p) in raw.iter().filter(|(n, _)| n.as_str() != DEFAULT_PROFILE) {
-            crate::layout::validate_segment(name)
-                .map_err(|e| (self.err)(format!("profile name {name:?} {e}")))?;
-            out.insert(name.clone(), self.profile(name, p, &base)?);
-        }
-        Ok(out)
-    }
-
-    fn profile(
-        &self,
-        name: &str,
-        p: &RawProfile,
-        base: &RawProfile,
-    ) -> Result<Profile, ConfigError> {
-        let key = |k: &str| format!("profiles.{name}.{k}");
-        let command = p.command.clone().or_else(|| base.command.clone());
-        let command = command.unwrap_or_else(|| DEMO_COMMAND.map(String::from).to_vec());
-        if command.is_empty() || command[0].is_empty() {
-            return Err((self.err)(format!(
-                "{}: must name a program, e.g. [\"codex\", \"exec\", \"-\"]",
-                key("command")
-            )));
-        }
-        let command = self.argv(&key("command"), &command)?;
-        let workdir_text = p
-            .workdir
-            .clone()
-            .or_else(|| base.workdir.clone())
-            .unwrap_or_else(|| "{job_workdir}".into());
-        let workdir = Template::parse_open(&workdir_text)
-            .map_err(|e| (self.err)(format!("{}: {e}", key("workdir"))))?;
-        if workdir.uses("workdir") {
-            return Err((self.err)(format!(
-                "{}: {workdir_text:?} cannot use {{workdir}} itself",
-                key("workdir")
-            )));
-        }
-        let phase = |which: &str, raw: Option<&RawPhase>| -> Result<Option<Phase>, ConfigError> {
-            let Some(raw) = raw else { return Ok(None) };
-            let k = key(which);
-            if raw.command.is_empty() || raw.command[0].is_empty() {
-                return Err((self.err)(format!(
-                    "{k}.command: must name a program, e.g. [\"/usr/local/lib/jobwarden/worktree-prepare\", ...]"
-                )));
-            }
-            Ok(Some(Phase {
-                command: self.argv(&format!("{k}.command"), &raw.command)?,
-                timeout: self.duration(
-                    &format!("{k}.timeout"),
-                    raw.timeout.clone(),
-                    "10m",
-                    true,
-                )?,
-            }))
-        };
-        let prepare = phase("prepare", p.prepare.as_ref().or(base.prepare.as_ref()))?;
-        let publish = phase("publish", p.publish.as_ref().or(base.publish.as_ref()))?;
-        let via = p.prompt_via.clone().or_else(|| base.prompt_via.clone());
-        let timeout = p.timeout.clone().or_else(|| base.timeout.clone());
-        let attempts = p.max_attempts.or(base.max_attempts);
-        let cooldown = p.cooldown.clone().or_else(|| base.cooldown.clone());
-        let rate_limit = p
-            .rate_limit
-            .clone()
-            .or_else(|| base.rate_limit.clone())
-            .unwrap_or_default();
-        let limits = p.limits.clone().or_else(|| base.limits.clone());
-        Ok(Profile {
-            name: name.to_owned(),
-            command,
-            prompt_via: self.prompt_via(&key("prompt_via"), via)?,
-            workdir,
-            timeout: self.duration(&key("timeout"), timeout, "2h", true)?,
-            env: self.env(
-                &key("env"),
-                p.env
-                    .clone()
-                    .or_else(|| base.env.clone())
-                    .unwrap_or_default(),
-            )?,
-            env_passthrough: self.env_names(
-                &key("env_passthrough"),
-                p.env_passthrough
-                    .clone()
-                    .or_else(|| base.env_passthrough.clone())
-                    .unwrap_or_default(),
-            )?,
-            max_attempts: self.count(&key("max_attempts"), attempts, 1, 1, 100)? as u32,
-            cooldown: self.duration(&key("cooldown"), cooldown, "2h", false)?,
-            rate_limit: self.rate_limit(&key("rate_limit"), rate_limit)?,
-            prepare,
-            publish,
-            limits: self.limits(&key("limits"), limits.unwrap_or_default())?,
-        })
-    }
-
-    /// An argv of templates: job placeholders, or names a route captures
-    /// (checked against the routes that select the profile).
-    fn argv(&self, key: &str, args: &[String]) -> Result<Vec<Template>, ConfigError> {
-        args.iter()
-            .map(|a| Template::parse_open(a).map_err(|e| (self.err)(format!("{key}: {e}"))))
-            .collect()
-    }
-
-    fn rate_limit(&self, key: &str, raw: RawRateLimit) -> Result<RateLimit, ConfigError> {
-        let patterns = raw
-            .patterns
-            .unwrap_or_default()
-            .iter()
-            .map(|p| {
-                regex::Regex::new(p).map_err(|e| {
-                    (self.err)(format!("{key}.patterns: {p:?} is not a valid regex: {e}"))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RateLimit {
-            exit_codes: raw.exit_codes.unwrap_or_default(),
-            patterns,
-            cooldown: self.duration(&format!("{key}.cooldown"), raw.cooldown, "15m", false)?,
-        })
-    }
-
-    fn prompt_via(&self, key: &str, v: Option<String>) -> Result<PromptVia, ConfigError> {
-        match v.as_deref().unwrap_or("stdin") {
-            "stdin" => Ok(PromptVia::Stdin),
-            "arg" => Ok(PromptVia::Arg),
-            "file" => Ok(PromptVia::File),
-            other => Err((self.err)(format!(
-                "{key} = {other:?}: must be \"stdin\", \"arg\" or \"file\""
-            ))),
-        }
-    }
-
-    fn env(
-        &self,
-        key: &str,
-        env: BTreeMap<String, String>,
-    ) -> Result<BTreeMap<String, String>, ConfigError> {
-        for (k, v) in &env {
-            self.env_name(key, k)?;
-            if v.contains('\0') {
-                return Err((self.err)(format!("{key}.{k}: value contains a NUL byte")));
-            }
-        }
-        Ok(env)
-    }
-
-    fn env_names(&self, key: &str, names: Vec<String>) -> Result<Vec<String>, ConfigError> {
-        for n in &names {
-            self.env_name(key, n)?;
-        }
-        Ok(names)
-    }
-
-    fn env_name(&self, key: &str, name: &str) -> Result<(), ConfigError> {
-        let ok = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok {
-            return Err((self.err)(format!(
-                "{key}: {name:?} is not a valid environment variable name"
-            )));
-        }
-        if name.starts_with("JOBWARDEN_") {
-            return Err((self.err)(format!(
-                "{key}: {name:?}: JOBWARDEN_* variables are set by jobwarden itself"
-            )));
-        }
-        Ok(())
-    }
+        routes: Vec::new(),
+    };
+    config.profiles = profile::build(v, &raw.profiles);
+    config.routes = route::build(v, &raw.routes, &config.profiles);
+    config
 }
 
 // ---------------------------------------------------------------------------
@@ -951,20 +670,20 @@ impl Config {
     }
 
     /// Pairs of routes some folder matches both of (the first wins there):
-    /// worth a look, not an error.
-    pub fn overlapping_routes(&self) -> Vec<String> {
+    /// worth a look, not an error. Each is the later route's index and why.
+    pub fn overlapping_routes(&self) -> Vec<(usize, String)> {
         let mut out = Vec::new();
         for (j, later) in self.routes.iter().enumerate() {
             for (i, earlier) in self.routes[..j].iter().enumerate() {
                 if earlier.pattern.overlaps(&later.pattern) {
-                    out.push(format!(
+                    out.push((j, format!(
                         "route #{} (match = {:?}) overlaps route #{} (match = {:?}): folders matching both go to route #{}",
                         j + 1,
                         later.pattern.source(),
                         i + 1,
                         earlier.pattern.source(),
                         i + 1
-                    ));
+                    )));
                 }
             }
         }

@@ -13,11 +13,17 @@
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history`
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
-//!   opened on `/dev/null` when started closed; `commands/output/table.rs`: the one table
-//!   renderer (terminal cells, colour); `commands/show/`: `show`'s facts and human form;
-//!   `commands/args.rs`: `--since`/`--until`.
-//! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`];
-//!   `config/template.rs`: placeholders; `config/limits.rs`: a profile's resource limits.
+//!   opened on `/dev/null` when started closed; `completions.rs`, `man.rs` and
+//!   `cli_reference.rs` (hidden; `docs/cli-reference.md`): generated from the clap types;
+//!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
+//!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`.
+//! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
+//!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
+//!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
+//!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
+//!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
+//!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
+//!   PATH, missing workdirs).
 //! - [`layout`] — the only module that knows names under the root; name validation.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).

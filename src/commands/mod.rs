@@ -9,6 +9,8 @@
 
 mod abort;
 mod args;
+pub mod cli_reference;
+mod completions;
 mod config;
 mod daemon;
 mod events;
@@ -16,6 +18,7 @@ mod gc;
 mod history;
 mod jobs;
 mod logs;
+mod man;
 mod monitor;
 mod output;
 mod retry;
@@ -109,6 +112,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
+        Command::Completions(args) => completions::run(&args),
+        Command::Man(args) => man::run(&args),
+        Command::CliReference => cli_reference::run(),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
         Command::Route(args) => route::run(&cli.global, &args),
         Command::History(cmd) => history::run(&cli.global, &cmd),

@@ -38,8 +38,9 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     };
     let prompt = match layout::classify_inbox_path(&inbox, &path) {
         InboxEntry::Prompt(p) => p,
-        InboxEntry::InvalidName { reason, .. } => {
-            anyhow::bail!("{:?} would be rejected: {reason}", args.path)
+        // Claimed and rejected, like a prompt no profile can run.
+        InboxEntry::InvalidName { display, reason } => {
+            return rejected(display, reason, args.json);
         }
         InboxEntry::Ignored => anyhow::bail!(
             "{:?} is not a prompt path under {}: give it relative to inbox/ (like acme/api/main/fix.prompt.md); dotfiles are ignored",
@@ -49,19 +50,7 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     };
     let sel = match config.select(&prompt.project, None) {
         Ok(sel) => sel,
-        Err(reason) => {
-            let shown = Shown {
-                prompt: prompt.to_string(),
-                route: None,
-                profile: None,
-                captures: BTreeMap::new(),
-                workdir: None,
-                stages: Vec::new(),
-                rejected: Some(reason),
-            };
-            show(&shown, args.json)?;
-            return Ok(ExitCode::from(super::EXIT_NO));
-        }
+        Err(reason) => return rejected(prompt.to_string(), reason, args.json),
     };
     let id = JobId::parse(EXAMPLE_ID).map_err(anyhow::Error::msg)?;
     let mut rec = JobRecord::new_queued(id, &prompt, String::new(), "");
@@ -107,6 +96,21 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     };
     show(&shown, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A prompt that would be rejected, and why: exit 1, a clean "no".
+fn rejected(prompt: String, reason: String, json: bool) -> anyhow::Result<ExitCode> {
+    let shown = Shown {
+        prompt,
+        route: None,
+        profile: None,
+        captures: BTreeMap::new(),
+        workdir: None,
+        stages: Vec::new(),
+        rejected: Some(reason),
+    };
+    show(&shown, json)?;
+    Ok(ExitCode::from(super::EXIT_NO))
 }
 
 /// `route --json` (docs/cli-json.md).

@@ -5,9 +5,11 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::{ConfigError, RawSize, Validator, format_size};
+use super::format_size;
+use super::raw::RawLimits;
+use super::validate::Validator;
 
 /// Below this a memory limit stops most programs from even starting (the
 /// dynamic loader and libc need a few hundred KiB of data).
@@ -17,16 +19,6 @@ const MIN_OPEN_FILES: i64 = 16;
 /// The kernel's own ceilings (`fs.nr_open`'s maximum, `pid_max`'s).
 const MAX_OPEN_FILES: i64 = 1 << 30;
 const MAX_PROCESSES: i64 = 1 << 22;
-
-/// `[profiles.<name>.limits]` as written.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawLimits {
-    memory: Option<RawSize>,
-    cpu_time: Option<String>,
-    open_files: Option<i64>,
-    processes: Option<i64>,
-}
 
 /// A profile's validated limits; `None`: not limited by jobwarden.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,51 +67,59 @@ pub struct ShownLimits {
     pub processes: Option<u64>,
 }
 
-impl<F: Fn(String) -> ConfigError> Validator<'_, F> {
+impl Validator {
     /// Validate `limits` of a profile (`key` is `profiles.<name>.limits`).
-    pub(super) fn limits(&self, key: &str, raw: RawLimits) -> Result<Limits, ConfigError> {
-        let memory = match raw.memory {
-            None => None,
-            Some(size) => {
-                let k = format!("{key}.memory");
-                let bytes = self.size(&k, Some(size), 0, u64::MAX / 2)?;
-                if bytes < MIN_MEMORY {
-                    return Err((self.err)(format!(
-                        "{k} = {}: must be at least 1MiB (below that most programs cannot start)",
-                        format_size(bytes)
-                    )));
+    pub(super) fn limits(&mut self, key: &str, raw: &RawLimits) -> Limits {
+        let memory_key = format!("{key}.memory");
+        let memory = self
+            .bytes(&memory_key, raw.memory.clone(), u64::MAX / 2)
+            .filter(|&bytes| {
+                let ok = bytes >= MIN_MEMORY;
+                if !ok {
+                    self.fault(
+                        &memory_key,
+                        format!(
+                            "{memory_key} = {}: must be at least 1MiB (below that most programs cannot start)",
+                            format_size(bytes)
+                        ),
+                    );
                 }
-                Some(bytes)
-            }
-        };
-        let cpu_time = match raw.cpu_time {
-            None => None,
-            Some(text) => Some(self.cpu_time(&format!("{key}.cpu_time"), text)?),
-        };
-        let count = |k: &str, v: Option<i64>, min: i64, max: i64| match v {
-            None => Ok(None),
-            Some(n) => self
-                .count(&format!("{key}.{k}"), Some(n), n, min, max)
-                .map(Some),
-        };
-        Ok(Limits {
+                ok
+            });
+        let cpu_time = self.cpu_time(&format!("{key}.cpu_time"), raw);
+        let open_files = self.num(
+            &format!("{key}.open_files"),
+            raw.open_files.clone(),
+            MIN_OPEN_FILES,
+            MAX_OPEN_FILES,
+        );
+        let processes = self.num(
+            &format!("{key}.processes"),
+            raw.processes.clone(),
+            1,
+            MAX_PROCESSES,
+        );
+        Limits {
             memory,
             cpu_time,
-            open_files: count("open_files", raw.open_files, MIN_OPEN_FILES, MAX_OPEN_FILES)?,
-            processes: count("processes", raw.processes, 1, MAX_PROCESSES)?,
-        })
+            open_files,
+            processes,
+        }
     }
 
     /// A CPU time: at least one second, rounded up to whole seconds (the
     /// kernel counts RLIMIT_CPU in seconds).
-    fn cpu_time(&self, key: &str, text: String) -> Result<Duration, ConfigError> {
-        let d = self.duration(key, Some(text.clone()), "", true)?;
+    fn cpu_time(&mut self, key: &str, raw: &RawLimits) -> Option<Duration> {
+        let d = self.dur(key, raw.cpu_time.clone(), true)?;
         if d < Duration::from_secs(1) {
-            return Err((self.err)(format!(
-                "{key} = {text:?}: must be at least 1s (the kernel counts CPU time in seconds)"
-            )));
+            let text = humantime::format_duration(d);
+            self.fault(
+                key,
+                format!("{key} = \"{text}\": must be at least 1s (the kernel counts CPU time in seconds)"),
+            );
+            return None;
         }
         let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-        Ok(Duration::from_secs(secs))
+        Some(Duration::from_secs(secs))
     }
 }

@@ -19,7 +19,9 @@
 
 use std::collections::BTreeMap;
 
+use super::raw::{Loose, RawRoute};
 use super::template::Template;
+use super::validate::Validator;
 
 /// One segment of a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,108 +198,161 @@ pub struct Route {
     pub env: BTreeMap<String, Template>,
 }
 
-/// A `[[route]]` as written.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawRoute {
-    #[serde(rename = "match")]
-    pattern: String,
-    profile: Option<String>,
-    workdir: Option<String>,
-    env: Option<BTreeMap<String, String>>,
-}
-
 /// Validate the routes against the profiles: patterns, the profile each
 /// selects, placeholders (job ones and the route's own captures), and
-/// reachability (a route that an earlier one always beats is an error).
+/// reachability (a route that an earlier one always beats is a problem).
+/// A route with a problem is left out, and the others are still checked.
 pub(super) fn build(
+    v: &mut Validator,
     raw: &[RawRoute],
     profiles: &BTreeMap<String, super::Profile>,
-    env_name: &dyn Fn(&str, &str) -> Result<(), String>,
-) -> Result<Vec<Route>, String> {
+) -> Vec<Route> {
     let mut routes: Vec<Route> = Vec::new();
     for (n, r) in raw.iter().enumerate() {
-        let key = format!("route #{} (match = {:?})", n + 1, r.pattern);
-        let pattern =
-            RoutePattern::parse(&r.pattern).map_err(|e| format!("route #{}: {e}", n + 1))?;
-        let profile = r
-            .profile
-            .clone()
-            .unwrap_or_else(|| super::DEFAULT_PROFILE.into());
-        if !profiles.contains_key(&profile) {
-            return Err(format!(
-                "{key}: profile {profile:?} is not defined; define [profiles.{profile}] or use one of: {}",
-                profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
-        let captures: Vec<&str> = pattern.captures().collect();
-        let check = |what: &str, t: &Template, job: &[&str]| -> Result<(), String> {
-            match t
-                .names()
-                .find(|v| !job.contains(v) && !captures.contains(v))
-            {
-                Some(v) => Err(format!(
-                    "{key}: {what} {:?} uses {{{v}}}, which is neither a job placeholder ({}) nor a capture of this route",
-                    t.source(),
-                    job.join(", ")
-                )),
-                None => Ok(()),
-            }
+        let before = v.problems.len();
+        let route = one(v, n, r, profiles);
+        let Some(route) = route.filter(|_| v.problems.len() == before) else {
+            continue;
         };
-        let workdir = r
-            .workdir
-            .as_deref()
-            .map(|w| Template::parse_open(w).map_err(|e| format!("{key}: workdir: {e}")))
-            .transpose()?;
-        if let Some(w) = &workdir {
-            check("workdir", w, Template::WORKDIR_VARS)?;
-        }
-        let mut env = BTreeMap::new();
-        for (k, v) in r.env.clone().unwrap_or_default() {
-            env_name(&format!("{key}: env"), &k)?;
-            let t = Template::parse_open(&v).map_err(|e| format!("{key}: env.{k}: {e}"))?;
-            check(&format!("env.{k}"), &t, Template::JOB_VARS)?;
-            env.insert(k, t);
-        }
         if let Some((m, earlier)) = routes
             .iter()
             .enumerate()
-            .find(|(_, e)| e.pattern.covers(&pattern))
+            .find(|(_, e)| e.pattern.covers(&route.pattern))
         {
-            return Err(format!(
-                "{key} can never match: route #{} (match = {:?}) comes first and matches every folder it does; put the narrower route first or remove it",
-                m + 1,
-                earlier.pattern.source()
-            ));
+            v.fault(
+                &format!("route[{n}]"),
+                format!(
+                    "route #{} (match = {:?}) can never match: route #{} (match = {:?}) comes first and matches every folder it does; put the narrower route first or remove it",
+                    n + 1,
+                    route.pattern.source(),
+                    m + 1,
+                    earlier.pattern.source()
+                ),
+            );
+            continue;
         }
-        let route = Route {
-            pattern,
-            profile,
-            workdir,
-            env,
-        };
-        missing_captures(&profiles[&route.profile], &route)
-            .map_or(Ok(()), |v| Err(format!("{key}: {v}")))?;
         routes.push(route);
     }
-    // A name that is not a job placeholder must be a capture of every route
-    // that selects the profile (checked above), and some route must: the
-    // default profile also runs prompts no route matches, so it can use none.
-    for (name, profile) in profiles {
-        let routed = name != super::DEFAULT_PROFILE && routes.iter().any(|r| &r.profile == name);
-        if let Some(v) = needed_captures(profile).find(|_| !routed) {
-            return Err(format!(
-                "profiles.{name}: unknown placeholder {{{v}}}; the job placeholders are {{{}}}, and a route capture can only be used by a profile that routes capturing it select{}",
-                Template::JOB_VARS.join("}, {"),
-                if name == super::DEFAULT_PROFILE {
-                    " (not by default, which also runs prompts no route matches)"
-                } else {
-                    ""
-                }
-            ));
+    // Profiles some route selects, whether or not that route had problems
+    // (its own are reported already).
+    let routed: Vec<&str> = raw
+        .iter()
+        .map(|r| match &r.profile {
+            Some(Loose::Ok(p)) => p.as_str(),
+            _ => super::DEFAULT_PROFILE,
+        })
+        .collect();
+    unrouted_captures(v, &routed, profiles);
+    routes
+}
+
+/// One `[[route]]` (the `n`th, from 0), its problems noted.
+fn one(
+    v: &mut Validator,
+    n: usize,
+    r: &RawRoute,
+    profiles: &BTreeMap<String, super::Profile>,
+) -> Option<Route> {
+    let at = |k: &str| format!("route[{n}].{k}");
+    let Some(source) = v.take(&at("match"), r.pattern.clone(), "a string") else {
+        if r.pattern.is_none() {
+            v.fault(
+                &format!("route[{n}]"),
+                format!("route #{}: `match` is missing; write the folders it routes, like \"{{repo}}/**\"", n + 1),
+            );
+        }
+        return None;
+    };
+    let key = format!("route #{} (match = {source:?})", n + 1);
+    let pattern = RoutePattern::parse(&source)
+        .map_err(|e| v.fault(&at("match"), format!("route #{}: {e}", n + 1)))
+        .ok()?;
+    let profile = v
+        .take(&at("profile"), r.profile.clone(), "a profile's name")
+        .unwrap_or_else(|| super::DEFAULT_PROFILE.into());
+    if !profiles.contains_key(&profile) {
+        v.fault(
+            &at("profile"),
+            format!(
+                "{key}: profile {profile:?} is not defined; define [profiles.{profile}] or use one of: {}",
+                profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    let captures: Vec<&str> = pattern.captures().collect();
+    let check = |v: &mut Validator, what: &str, t: &Template, job: &[&str]| {
+        if let Some(name) = t
+            .names()
+            .find(|name| !job.contains(name) && !captures.contains(name))
+        {
+            v.fault(
+                &at(what),
+                format!(
+                    "{key}: {what} {:?} uses {{{name}}}, which is neither a job placeholder ({}) nor a capture of this route",
+                    t.source(),
+                    job.join(", ")
+                ),
+            );
+        }
+    };
+    let workdir = v
+        .take(&at("workdir"), r.workdir.clone(), "a string")
+        .and_then(|w| v.template(&at("workdir"), &w));
+    if let Some(w) = &workdir {
+        check(v, "workdir", w, Template::WORKDIR_VARS);
+    }
+    let mut env = BTreeMap::new();
+    let values = v.take(
+        &at("env"),
+        r.env.clone(),
+        "a table of strings, like { NAME = \"value\" }",
+    );
+    for (k, value) in values.unwrap_or_default() {
+        v.env_name(&at("env"), &k);
+        if let Some(t) = v.template(&at(&format!("env.{k}")), &value) {
+            check(v, &format!("env.{k}"), &t, Template::JOB_VARS);
+            env.insert(k, t);
         }
     }
-    Ok(routes)
+    let route = Route {
+        pattern,
+        profile,
+        workdir,
+        env,
+    };
+    if let Some(p) = profiles.get(&route.profile) {
+        if let Some(why) = missing_captures(p, &route) {
+            v.fault(&at("profile"), format!("{key}: {why}"));
+        }
+    }
+    Some(route)
+}
+
+/// A name that is not a job placeholder must be a capture of every route
+/// that selects the profile (checked in [`one`]), and some route must: the
+/// default profile also runs prompts no route matches, so it can use none.
+fn unrouted_captures(
+    v: &mut Validator,
+    routed: &[&str],
+    profiles: &BTreeMap<String, super::Profile>,
+) {
+    for (name, profile) in profiles {
+        let routed = name != super::DEFAULT_PROFILE && routed.contains(&name.as_str());
+        if let Some(var) = needed_captures(profile).find(|_| !routed) {
+            v.fault(
+                &format!("profiles.{name}"),
+                format!(
+                    "profiles.{name}: unknown placeholder {{{var}}}; the job placeholders are {{{}}}, and a route capture can only be used by a profile that routes capturing it select{}",
+                    Template::JOB_VARS.join("}, {"),
+                    if name == super::DEFAULT_PROFILE {
+                        " (not by default, which also runs prompts no route matches)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+    }
 }
 
 /// Placeholders a profile uses that only routes can provide.

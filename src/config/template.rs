@@ -155,6 +155,22 @@ impl Template {
             })
             .collect()
     }
+
+    /// The text up to the first placeholder `vars` has no value for (all
+    /// of it when there is none), and that placeholder's name.
+    pub fn prefix(&self, vars: &Vars) -> (String, Option<&str>) {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => out.push_str(t),
+                Part::Var(v) => match vars.get(v) {
+                    Some(value) => out.push_str(value),
+                    None => return (out, Some(v)),
+                },
+            }
+        }
+        (out, None)
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +183,15 @@ mod tests {
         let vars = vars([("run_dir", "/r".to_owned()), ("job_id", "J".to_owned())]);
         assert_eq!(t.render(&vars), "/r/x-J{lit}");
         assert!(t.uses("job_id") && !t.uses("name"));
+    }
+
+    #[test]
+    fn prefix_stops_at_the_first_unknown_placeholder() {
+        let t = Template::parse_open("{root}/repos/{repo}/x").expect("parse");
+        let root = vars([("root", "/r".to_owned())]);
+        assert_eq!(t.prefix(&root), ("/r/repos/".to_owned(), Some("repo")));
+        let plain = Template::parse_open("/srv/{{x}}").expect("parse");
+        assert_eq!(plain.prefix(&root), ("/srv/{x}".to_owned(), None));
     }
 
     #[test]

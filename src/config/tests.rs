@@ -215,3 +215,68 @@ fn selection_follows_the_first_matching_route_and_front_matter() {
     let err = c.select("api", Some("ghost")).expect_err("unknown profile");
     assert!(err.contains("\"ghost\" is not defined"), "{err}");
 }
+
+#[test]
+fn every_problem_of_a_file_is_reported_once_with_its_key() {
+    let text = r#"max_jbos = 4
+heartbeat_interval = "soon"
+max_jobs = "four"
+[profiles.default]
+command = []
+timeout = "0s"
+[profiles.review]
+prompt_via = "pigeon"
+limits = { memory = "1KiB" }
+[[route]]
+match = "{repo}/**"
+profile = "ghost"
+workdir = "/srv/{nope}"
+[[route]]
+match = "docs/**"
+"#;
+    let err = parse(text, ConfigSource::BuiltIn).expect_err("invalid");
+    let mut keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "heartbeat_interval",
+            "max_jbos",
+            "max_jobs",
+            "profiles.default.command",
+            "profiles.default.timeout",
+            "profiles.review.limits.memory",
+            "profiles.review.prompt_via",
+            "route[0].profile",
+            "route[0].workdir",
+        ],
+        "{err}"
+    );
+    let shown = err.to_string();
+    assert!(shown.contains("9 problems"), "{shown}");
+    assert!(
+        shown.contains(r#"max_jobs = "four": must be a whole number"#),
+        "{shown}"
+    );
+    assert!(shown.contains(r#"heartbeat_interval = "soon""#), "{shown}");
+    assert!(
+        shown.contains(r#"profiles.review.prompt_via = "pigeon""#),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_route_without_match_or_with_a_bad_pattern_is_named_by_position() {
+    let err = parse(
+        "[[route]]\nprofile = \"default\"\n[[route]]\nmatch = \"**/x\"\n",
+        ConfigSource::BuiltIn,
+    )
+    .expect_err("invalid");
+    let keys: Vec<&str> = err.problems.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(keys, ["route[0]", "route[1].match"], "{err}");
+    assert!(
+        err.problems[0]
+            .message
+            .contains("route #1: `match` is missing")
+    );
+}

@@ -257,11 +257,173 @@ fn config_check_accepts_every_shipped_example() {
         sb.write_config(&text);
         let out = sb.run(&["config", "check"]);
         assert_eq!(out.code(), 0, "{}: {}", file.display(), out.stderr);
+        // Programs and folders this machine lacks are warned about; the
+        // config itself must draw no warning (overlapping routes).
         assert!(
-            !out.stdout.contains("warning"),
+            !out.stderr.contains("overlaps"),
             "{}: {}",
             file.display(),
-            out.stdout
+            out.stderr
         );
     }
+}
+
+/// Three faults of different kinds in one file: all three are named, each
+/// with its key and value, in one run.
+#[test]
+fn config_check_reports_every_problem_at_once() {
+    let sb = Sandbox::new();
+    let out = check(
+        &sb,
+        "max_jbos = 4\nabort_grace = \"5 parsecs\"\n\n[profiles.default]\ncommand = [\"true\"]\n\n\
+         [[route]]\nmatch = \"{repo}/**\"\nprofile = \"ghost\"\n",
+    );
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(out.stdout.is_empty(), "nothing on stdout: {out:?}");
+    for expected in [
+        "3 problems",
+        "max_jbos: unknown key \"max_jbos\"; did you mean \"max_jobs\"?",
+        "abort_grace = \"5 parsecs\": not a duration",
+        "route #1 (match = \"{repo}/**\"): profile \"ghost\" is not defined",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "stderr lacks {expected:?}:\n{}",
+            out.stderr
+        );
+    }
+}
+
+/// The daemon refuses the same config with the same list, before it
+/// touches the root.
+#[test]
+fn daemon_refuses_an_invalid_config_naming_every_problem() {
+    let sb = Sandbox::new();
+    sb.write_config("max_jobs = 0\nsettle = 3\n[profiles.default]\ncommand = []\n");
+    let out = sb.run(&["daemon"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    for expected in [
+        "3 problems",
+        "max_jobs = 0: must be between 1 and 4096",
+        "settle = 3: must be a duration",
+        "profiles.default.command: must name a program",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "{expected:?}:\n{}",
+            out.stderr
+        );
+    }
+    assert!(
+        !sb.root.join("daemon.json").exists(),
+        "a refused daemon wrote daemon.json"
+    );
+}
+
+/// A valid config naming a program that is not on PATH and folders that
+/// do not exist passes (exit 0) with a warning for each, on stderr; once
+/// they exist, the warnings are gone.
+#[test]
+fn config_check_warns_about_missing_programs_and_workdirs() {
+    let sb = Sandbox::new();
+    let program = sb.base.join("bin/jw-agent");
+    let workdir = sb.base.join("work");
+    let repos = sb.base.join("repos");
+    sb.write_config(&format!(
+        "[profiles.default]\ncommand = [\"jw-agent\", \"-\"]\nworkdir = {}\nenv = {{ PATH = {} }}\n\n\
+         [profiles.repo]\ncommand = [{}]\n\n\
+         [[route]]\nmatch = \"{{repo}}/**\"\nprofile = \"repo\"\nworkdir = {}\n",
+        q(&workdir.display().to_string()),
+        q(&sb.base.join("bin").display().to_string()),
+        q(&program.display().to_string()),
+        q(&format!("{}/{{repo}}", repos.display())),
+    ));
+    let out = sb.run(&["config", "check"]);
+    assert_eq!(out.code(), 0, "warnings do not fail the check: {out:?}");
+    assert!(out.stdout.starts_with("config OK"), "{out:?}");
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    for expected in [
+        "warning: profiles.default.command: program \"jw-agent\" not found on PATH",
+        &format!(
+            "warning: profiles.repo.command: program {} does not exist",
+            program.display()
+        ),
+        &format!(
+            "warning: profiles.default.workdir: workdir {} does not exist",
+            workdir.display()
+        ),
+        &format!(
+            "warning: route[0].workdir: {}/ does not exist",
+            repos.display()
+        ),
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.starts_with(expected)),
+            "no warning {expected:?} in:\n{}",
+            out.stderr
+        );
+    }
+    assert!(
+        !out.stdout.contains("warning"),
+        "warnings go to stderr: {}",
+        out.stdout
+    );
+
+    fs::write(&program, "#!/bin/sh\n").expect("write program");
+    fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    fs::create_dir_all(&workdir).expect("workdir");
+    fs::create_dir_all(&repos).expect("repos");
+    let out = sb.run(&["config", "check"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+}
+
+/// `config check --json`: the problems, or the warnings, as data on stdout.
+#[test]
+fn config_check_json_lists_problems_and_warnings_by_key() {
+    let sb = Sandbox::new();
+    sb.write_config("max_jobs = -1\nevents = \"yes\"\n");
+    let out = sb.run(&["config", "check", "--json"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON on stdout");
+    assert_eq!(report["valid"], false);
+    assert_eq!(report["source"], sb.config.display().to_string());
+    let keys: Vec<&str> = report["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["max_jobs", "events"], "{report}");
+    assert!(
+        report["errors"][1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("events = \"yes\": must be true or false")),
+        "{report}"
+    );
+
+    sb.write_config("[profiles.default]\ncommand = [\"jw-no-such-agent\"]\n");
+    let out = sb.run(&["config", "check", "--json"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON on stdout");
+    assert_eq!(report["valid"], true);
+    assert_eq!(report["root"], sb.root.display().to_string());
+    assert_eq!(report["errors"], serde_json::json!([]));
+    assert_eq!(
+        report["warnings"][0]["key"], "profiles.default.command",
+        "{report}"
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "--json says it all on stdout: {}",
+        out.stderr
+    );
 }

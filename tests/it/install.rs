@@ -16,6 +16,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support::BIN;
 
+mod generated_and_root;
+
 const INSTALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/install.sh");
 const SOURCE: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -87,6 +89,8 @@ struct UserLayout {
     examples: PathBuf,
     config: PathBuf,
     root: PathBuf,
+    man: PathBuf,
+    completions: [PathBuf; 3],
 }
 
 impl UserLayout {
@@ -99,6 +103,12 @@ impl UserLayout {
             examples: local.join("share/doc/jobwarden/examples"),
             config: home.join(".config/jobwarden/config.toml"),
             root: local.join("share/jobwarden"),
+            man: local.join("share/man/man1"),
+            completions: [
+                local.join("share/bash-completion/completions/jobwarden"),
+                local.join("share/zsh/site-functions/_jobwarden"),
+                local.join("share/fish/vendor_completions.d/jobwarden.fish"),
+            ],
         }
     }
 }
@@ -419,10 +429,17 @@ fn user_install_puts_every_file_in_place_and_the_binary_runs() {
         "git-worktree.toml does not name {}",
         prepare.display()
     );
-    assert_eq!(
-        read(&at.config),
-        read(&Path::new(SOURCE).join("config/config.toml"))
+    // The shipped config, with `root` set to the root the install made.
+    let shipped = fs::read_to_string(Path::new(SOURCE).join("config/config.toml")).expect("config");
+    let expected = shipped.replace(
+        "\n# root = \"/var/lib/jobwarden\"\n",
+        &format!("\nroot = \"{}\"\n", at.root.display()),
     );
+    assert_ne!(
+        expected, shipped,
+        "config/config.toml has no `# root = ...` line"
+    );
+    assert_eq!(text(&read(&at.config)), expected);
     assert_eq!(mode(&at.config), 0o600, "the config can hold tokens");
     for dir in ["", "inbox", "runs", "archive"] {
         let dir = at.root.join(dir);

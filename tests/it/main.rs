@@ -17,6 +17,7 @@ mod cli;
 mod concurrency;
 mod config;
 mod daemon;
+mod docs;
 mod env;
 mod faults;
 mod gc;
