@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::error::IoError;
 use crate::fsio;
-use crate::job::JobId;
+use crate::job::{JobId, JobState};
 use crate::layout::Layout;
 
 /// Longest reason kept from a marker.
@@ -73,16 +73,23 @@ pub fn requested(layout: &Layout, id: &JobId) -> bool {
     std::fs::symlink_metadata(layout.abort_marker(id)).is_ok()
 }
 
-/// The `state_reason` for a job ended by its marker. Only the first 4 KiB
-/// of a regular file are read: a FIFO, device or symlink marker aborts the
-/// job all the same, without a reason, and can never block the reader.
-pub fn reason(layout: &Layout, id: &JobId) -> String {
+/// The `state_reason` for a job ended by its marker in state `ended`
+/// (`aborted`, or `cancelled` when it had not started: see
+/// [`JobState::stopped_by_request`]). Only the first 4 KiB of a regular
+/// file are read: a FIFO, device or symlink marker ends the job all the
+/// same, without a reason, and can never block the reader.
+pub fn reason(layout: &Layout, id: &JobId, ended: JobState) -> String {
     let text = fsio::read_capped(layout.root(), &layout.abort_marker(id), MAX_MARKER_BYTES)
         .map(|(bytes, _)| bytes)
         .unwrap_or_default();
+    let how = if ended == JobState::Cancelled {
+        "cancelled"
+    } else {
+        "aborted"
+    };
     match marker_reason(&text) {
-        Some(r) => format!("aborted by request: {r}"),
-        None => "aborted by request (ABORT marker)".into(),
+        Some(r) => format!("{how} by request: {r}"),
+        None => format!("{how} by request (ABORT marker)"),
     }
 }
 
@@ -140,6 +147,13 @@ mod tests {
         assert!(requested(&layout, &id));
         let second = write_marker(&layout, &id, Some("me too")).expect("second");
         assert!(matches!(second, Requested::Already(Some(_))), "{second:?}");
-        assert_eq!(reason(&layout, &id), "aborted by request: operator said so");
+        assert_eq!(
+            reason(&layout, &id, JobState::Aborted),
+            "aborted by request: operator said so"
+        );
+        assert_eq!(
+            reason(&layout, &id, JobState::Cancelled),
+            "cancelled by request: operator said so"
+        );
     }
 }

@@ -19,6 +19,12 @@
 //! folder: a folder holding only what steps 2–4 write is recognised as such
 //! a leftover and replaced, so the id is not mistaken for a duplicate.
 //!
+//! `jobwarden abort` cancels a prompt still in the inbox with the same
+//! claim ([`Claimer::claim_to_cancel`]): its step 1 renames the prompt into
+//! `archive/cancelled/` instead, and the job's ABORT marker is written
+//! before step 5, so that from the rename on the prompt never runs, even
+//! if the canceller dies half-way.
+//!
 //! The job's id is the prompt's front-matter `job_id` (attempt N > 1 of it:
 //! `<job_id>-r<N>`), else a new UUIDv7.
 //!
@@ -99,8 +105,47 @@ impl Claimer<'_> {
         prompt: PromptName,
         prior: &Prior,
     ) -> Result<Claimed, JobError> {
+        let running = self.layout.running_prompt(&prompt);
+        self.claim_to(path, prompt, prior, &running, None)
+    }
+
+    /// Claim the prompt at `path` in order to cancel it (`jobwarden abort`
+    /// on a prompt still in the inbox). The same claim, with two changes
+    /// that make the cancel hold whatever stops this process half-way:
+    /// the prompt is renamed straight to a new name in `archive/cancelled/`
+    /// (which no scan claims from and no recovery puts back, and which no
+    /// earlier job of the prompt can hold), and the job's ABORT marker,
+    /// with `reason`, is written before its record. A `queued` job
+    /// returned is for the caller to end at once; found by a starting
+    /// daemon first, it ends `cancelled` without running.
+    pub fn claim_to_cancel(
+        &mut self,
+        path: &Path,
+        prompt: PromptName,
+        prior: &Prior,
+        reason: Option<&str>,
+    ) -> Result<Claimed, JobError> {
+        let place = self
+            .layout
+            .archived_prompt(JobState::Cancelled, &prompt, &JobId::generate());
+        if let Some(dir) = place.parent() {
+            fsio::create_dirs(self.layout.root(), dir)?;
+        }
+        self.claim_to(path, prompt, prior, &place, Some(Cancel { reason }))
+    }
+
+    /// Rename `path` to `claimed` (the claim), then make its job; with
+    /// `stop`, the job's ABORT marker is written before its record.
+    fn claim_to(
+        &mut self,
+        path: &Path,
+        prompt: PromptName,
+        prior: &Prior,
+        claimed: &Path,
+        stop: Option<Cancel<'_>>,
+    ) -> Result<Claimed, JobError> {
         let layout = self.layout;
-        let running = layout.running_prompt(&prompt);
+        let running = claimed.to_path_buf();
         let renamed = match fsio::rename_noreplace(layout.root(), path, &running) {
             Ok(Renamed::Done) => Ok(()),
             Ok(Renamed::SourceGone) => return Ok(Claimed::Lost),
@@ -110,7 +155,8 @@ impl Claimer<'_> {
             Err(e) => return Err(e.into()),
         };
         let mut made = None;
-        let claimed = renamed.and_then(|()| self.create_job(&running, &prompt, prior, &mut made));
+        let claimed =
+            renamed.and_then(|()| self.create_job(&running, &prompt, prior, stop, &mut made));
         claimed.map_err(|e| {
             // Undo the claim: the prompt waits in the inbox for the next try
             // instead of being stranded as `.running.md` without a record.
@@ -126,12 +172,14 @@ impl Claimer<'_> {
     }
 
     /// Steps 2–6 of the claim, for a prompt already renamed to `running`.
-    /// `made` is set once the run folder exists, for the undo.
+    /// `made` is set once the run folder exists, for the undo. With
+    /// `stop`, the ABORT marker (with that reason) precedes `job.json`.
     fn create_job(
         &mut self,
         running: &Path,
         prompt: &PromptName,
         prior: &Prior,
+        stop: Option<Cancel<'_>>,
         made: &mut Option<JobId>,
     ) -> Result<Claimed, JobError> {
         let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
@@ -178,6 +226,9 @@ impl Claimer<'_> {
             )?;
         }
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
+        if let Some(cancel) = stop {
+            crate::abort::write_marker(self.layout, &id, cancel.reason)?;
+        }
         rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
         events.append(Op::Claimed, fields);
@@ -358,6 +409,13 @@ fn unnamed() -> PromptName {
         project: String::new(),
         name: "unnamed".into(),
     }
+}
+
+/// A claim made only to cancel the prompt: the reason its ABORT marker
+/// gives.
+#[derive(Clone, Copy)]
+struct Cancel<'r> {
+    reason: Option<&'r str>,
 }
 
 /// What a claimed prompt's content decides.

@@ -73,7 +73,7 @@ pub enum Command {
     /// Is the daemon alive, and does the root accept writes?
     Status(StatusArgs),
 
-    /// List jobs, newest first.
+    /// List prompts waiting in the inbox (waiting, deferred) and jobs, newest first.
     Jobs(JobsArgs),
 
     /// Show one job: its record, files, ledger row and the end of its log.
@@ -85,15 +85,27 @@ pub enum Command {
     /// Print a job's lifecycle events.
     Events(EventsArgs),
 
-    /// Ask jobs to stop by writing their ABORT marker.
+    /// Ask jobs to stop by writing their ABORT marker; cancel what has not started.
     Abort(AbortArgs),
 
     /// Put a finished job's prompt back in the inbox for another attempt.
     Retry(RetryArgs),
 
+    /// Start no new job (the whole daemon, one profile or one project) until resumed;
+    /// prompts are still claimed and queued, running jobs go on.
+    Pause(PauseArgs),
+
+    /// Lift a pause: queued jobs start again.
+    Resume(ResumeArgs),
+
     /// Validate or print the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+
+    /// Make the running daemon reload its config (SIGHUP) and say what
+    /// changed, or every error that got it refused (exit 2); exit 1 when no
+    /// daemon runs.
+    Reload(ReloadArgs),
 
     /// Which route, profile and commands a prompt at a path would get (runs nothing).
     Route(RouteArgs),
@@ -184,7 +196,9 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct AbortArgs {
     /// Jobs to abort: ids, unique prefixes (4+ characters) of ids or short ids, or
-    /// prompts' project/name or name (its newest job).
+    /// prompt names (project/name: its job while one is live, else the prompt
+    /// waiting in the inbox, which is cancelled; project/name.prompt.md: only the
+    /// waiting file). A queued job or a waiting prompt ends `cancelled`.
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
@@ -208,9 +222,14 @@ pub struct AbortArgs {
 /// How the `<job>` argument reads, for every command that takes one.
 pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt's project/name or name, meaning its newest job";
 
+/// How the `<job>` argument reads for the commands that also take a prompt
+/// waiting in the inbox (`show`, `logs`, `events`).
+pub const TARGET_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name): its live job, else the prompt waiting in the inbox (project/name.prompt.md: only that), else its newest job";
+
 #[derive(Debug, Args)]
 pub struct JobsArgs {
-    /// Only jobs in these states (repeatable, or comma-separated).
+    /// Only rows in these states (repeatable, or comma-separated): job states, or
+    /// `waiting` / `deferred` for prompts in the inbox that have no job yet.
     #[arg(long, value_name = "STATE", value_delimiter = ',')]
     pub state: Vec<String>,
 
@@ -242,7 +261,7 @@ pub struct JobsArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Print one JSON object (shape in docs/cli-json.md).
@@ -252,7 +271,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N lines.
@@ -267,7 +286,7 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N events (after the other filters).
@@ -307,6 +326,58 @@ pub struct RetryArgs {
     /// timeout or rate limit).
     #[arg(long)]
     pub now: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReloadArgs {
+    /// How long to wait for the daemon to report the reload's result.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub timeout: std::time::Duration,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a pause or resume is about: no flag means the whole daemon.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct PauseScopeArgs {
+    /// Only the jobs of this profile.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+
+    /// Only the jobs of prompts in this inbox folder (`acme/api`; not its sub-folders).
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub scope: PauseScopeArgs,
+
+    /// Why; kept in the marker and shown by `status` and `jobs`.
+    #[arg(long)]
+    pub reason: Option<String>,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub scope: PauseScopeArgs,
+
+    /// Lift every pause: the daemon's, and every profile's and project's.
+    #[arg(long, conflicts_with_all = ["profile", "project"])]
+    pub all: bool,
+
+    /// Print one JSON object (shape in docs/cli-json.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -359,7 +430,7 @@ pub struct HistoryListArgs {
     /// Only this prompt name.
     #[arg(long)]
     pub name: Option<String>,
-    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected).
+    /// Only this outcome (success, failure, timeout, rate_limited, aborted, interrupted, rejected, cancelled).
     #[arg(long)]
     pub outcome: Option<String>,
     /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
@@ -420,7 +491,7 @@ pub struct HistoryRecordArgs {
     pub project: String,
     /// The prompt's name (without .prompt.md).
     pub name: String,
-    /// success, failure, timeout, rate_limited, aborted, interrupted or rejected.
+    /// success, failure, timeout, rate_limited, aborted, interrupted, rejected or cancelled.
     pub outcome: String,
     /// The run's exit code.
     #[arg(long)]

@@ -29,6 +29,11 @@ impl Timestamp {
             .unwrap_or(0)
     }
 
+    /// The time `ms` milliseconds after the Unix epoch.
+    pub fn from_epoch_ms(ms: u64) -> Self {
+        Timestamp(UNIX_EPOCH + Duration::from_millis(ms))
+    }
+
     pub fn plus(self, d: Duration) -> Self {
         Timestamp(self.0 + d)
     }

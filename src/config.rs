@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::GlobalArgs;
-
+mod diff;
 mod limits;
 mod preflight;
 mod profile;
@@ -18,6 +17,7 @@ mod route;
 mod template;
 mod validate;
 
+pub use diff::changes;
 pub use limits::{Limits, ShownLimits};
 pub use preflight::{Findings, preflight};
 pub use route::{Route, RoutePattern};
@@ -70,6 +70,16 @@ impl Env {
     }
 }
 
+/// What the command line chose: `--config` and `--root` (`None` when not
+/// given). With [`Env`], everything resolution reads; plain values, so that
+/// config knows nothing of the CLI, and the daemon can resolve again on a
+/// reload exactly as it did at start.
+#[derive(Debug, Clone, Default)]
+pub struct Choices {
+    pub config: Option<PathBuf>,
+    pub root: Option<PathBuf>,
+}
+
 /// One fault of a configuration: the key at fault (`profiles.review.timeout`,
 /// `route[0].workdir`; empty for the file as a whole) and what is wrong,
 /// naming the key and the value.
@@ -88,6 +98,15 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// Each problem as its own line, naming the file (for `status` and a
+    /// refused reload, which list them one by one).
+    pub fn messages(&self) -> Vec<String> {
+        self.problems
+            .iter()
+            .map(|p| format!("config {}: {}", self.origin, p.message))
+            .collect()
+    }
+
     /// An error that is about the file as a whole (or the root), not a key.
     pub fn whole(origin: impl Into<String>, message: String) -> Self {
         ConfigError {
@@ -196,6 +215,11 @@ pub struct Profile {
     pub publish: Option<Phase>,
     /// Resource limits on the job's processes (and its cgroup).
     pub limits: Limits,
+    /// At most this many of its jobs run at once (besides `max_jobs`).
+    pub max_jobs: Option<usize>,
+    /// Its jobs may run beside other jobs in the same workdir (by default
+    /// jobs sharing a workdir that is not their own run one at a time).
+    pub shared_workdir: bool,
 }
 
 /// A `prepare` or `publish` command.
@@ -275,8 +299,8 @@ pub struct Config {
 /// Find the config file: `--config`, `JOBWARDEN_CONFIG`, the user's config
 /// folder, `/etc/jobwarden/config.toml`. An explicitly named file must
 /// exist; the default locations are optional.
-pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
-    let explicit = global
+pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
+    let explicit = chosen
         .config
         .clone()
         .or_else(|| env.jobwarden_config.clone());
@@ -301,26 +325,23 @@ pub fn config_path(global: &GlobalArgs, env: &Env) -> Result<Option<PathBuf>, Co
 }
 
 /// Load and validate the configuration the CLI flags and environment select.
-pub fn load(global: &GlobalArgs, env: &Env) -> Result<Config, ConfigError> {
-    match config_path(global, env)? {
-        Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                ConfigError::whole(path.display().to_string(), format!("cannot read: {e}"))
-            })?;
-            parse(&text, ConfigSource::File(path))
-        }
+pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
+    match config_path(chosen, env)? {
+        Some(path) => parse(&read_file(&path)?, ConfigSource::File(path)),
         None => parse("", ConfigSource::BuiltIn),
     }
 }
 
+/// The text of the config file at `path`.
+pub fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole(path.display().to_string(), format!("cannot read: {e}")))
+}
+
 /// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
 /// `/var/lib/jobwarden` for root and the XDG data folder otherwise.
-pub fn resolve_root(
-    global: &GlobalArgs,
-    env: &Env,
-    config: &Config,
-) -> Result<PathBuf, ConfigError> {
-    let chosen = global
+pub fn resolve_root(chosen: &Choices, env: &Env, config: &Config) -> Result<PathBuf, ConfigError> {
+    let chosen = chosen
         .root
         .clone()
         .or_else(|| env.jobwarden_home.clone())
@@ -481,6 +502,10 @@ struct ShownRoute<'a> {
     workdir: Option<&'a str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<&'a str, &'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_workdir: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -506,6 +531,9 @@ struct ShownProfile<'a> {
     publish: Option<ShownPhase<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     limits: Option<ShownLimits>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_jobs: Option<usize>,
+    shared_workdir: bool,
 }
 
 #[derive(Serialize)]
@@ -570,6 +598,8 @@ impl Config {
                             timeout: dur(ph.timeout),
                         }),
                         limits: p.limits.any().then(|| p.limits.shown()),
+                        max_jobs: p.max_jobs,
+                        shared_workdir: p.shared_workdir,
                     };
                     (n.as_str(), shown)
                 })
@@ -586,6 +616,8 @@ impl Config {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.source()))
                         .collect(),
+                    max_jobs: r.max_jobs,
+                    shared_workdir: r.shared_workdir,
                 })
                 .collect(),
         };

@@ -3,21 +3,23 @@
 //! them, starts a detached monitor per job when a slot is free (FIFO by
 //! claim time), notices monitors ending, and heartbeats `daemon.json`.
 //!
-//! `run` takes its world as parameters (config, layout, a shutdown token):
-//! it reads no environment and installs no signal handler.
+//! `run` takes its world as parameters (config, layout, a shutdown token,
+//! reload requests): it reads no environment and installs no signal handler.
 //!
 //! The loop does its small synchronous file operations (a claim is a rename
 //! and three fsynced writes) inline: they are sub-millisecond, and one
 //! owner of the queue needs no locks.
 
+pub mod control;
 mod inbox_watch;
 mod job_ends;
 mod ledger_state;
 mod lock;
 pub mod notify;
+mod schedule;
 pub mod state_file;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -32,7 +34,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::{Config, ShutdownPolicy, WatchMode};
+use crate::config::{Config, ShutdownPolicy};
 use crate::error::{DaemonError, IoContext, JobError};
 use crate::inbox::{self, Found, InboxWatcher, Signal};
 use crate::job::JobId;
@@ -40,17 +42,18 @@ use crate::layout::{self, Layout, PromptName};
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::{abort, fsio, retry, storage};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use state_file::{DaemonFile, Phase};
 
-/// Run the daemon until `shutdown` is cancelled, telling the service
-/// manager how it goes through `notifier`.
+/// Run the daemon until `shutdown` is cancelled, reloading its config on
+/// each of `reloads`' requests and telling the service manager how it goes
+/// through `notifier`.
 pub async fn run(
     config: Arc<Config>,
     layout: Layout,
     shutdown: CancellationToken,
     notifier: notify::Notifier,
+    reloads: control::Reloads,
 ) -> Result<(), DaemonError> {
     prepare_root(&layout)?;
     let _lock = lock::acquire(&layout)?;
@@ -58,6 +61,7 @@ pub async fn run(
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.notifier = notifier;
+    daemon.control.listen(reloads);
     // The ledger drives cooldowns and retries. A damaged one does not stop
     // jobs (see `daemon/ledger_state.rs`); one that cannot be opened for
     // another reason stops the start, naming the file.
@@ -68,18 +72,24 @@ pub async fn run(
     if let Some(ledger) = ledger.as_mut() {
         backfill::run(&daemon.layout, ledger);
     }
+    // A job `jobwarden abort` is making and ending itself must not be
+    // found half-made: take turns with it (see `cancel.rs`).
+    let turn = daemon.turn_for_recovery();
     let recovered = recover::reconcile(
         &daemon.layout,
         &daemon.config,
         &daemon.host,
         ledger.as_mut(),
     );
+    drop(turn);
     if ledger.is_some() {
         daemon.ledger = ledger;
         daemon.ledger_identity = file_identity(&daemon.layout.ledger());
     }
     daemon.start_quick_check();
     let signals = daemon.start_watching();
+    // A pause outlives restarts: read before the first job can start.
+    daemon.refresh_pauses();
     daemon.take_recovered(recovered);
     daemon.rescan();
     daemon.dispatch();
@@ -161,11 +171,9 @@ struct Daemon {
     host: String,
     started_at: Timestamp,
     watcher: Option<InboxWatcher>,
-    /// Claimed jobs waiting for a slot: higher priority first, then oldest
-    /// claim first.
-    queue: VecDeque<JobId>,
-    /// Priorities of queued jobs other than 0.
-    priorities: HashMap<JobId, i32>,
+    /// Claimed jobs waiting to start, what running jobs hold, and the
+    /// pauses in force (see `daemon/schedule.rs`).
+    sched: schedule::Schedule,
     running: HashMap<JobId, Slot>,
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
     /// Waits for killed orphaned process groups of interrupted jobs to be
@@ -213,18 +221,20 @@ struct Daemon {
     /// (storage refusing writes): retried every tick.
     /// The value says how the monitor ended.
     unsettled: HashMap<JobId, String>,
+    /// Reload requests, and the config state `daemon.json` reports.
+    control: control::Control,
 }
 
 impl Daemon {
     fn new(config: Arc<Config>, layout: Layout) -> Self {
         Daemon {
+            control: control::Control::new(&config),
             config,
             layout,
             host: hostname(),
             started_at: Timestamp::now(),
             watcher: None,
-            queue: VecDeque::new(),
-            priorities: HashMap::new(),
+            sched: schedule::Schedule::default(),
             running: HashMap::new(),
             monitors: JoinSet::new(),
             clearing: JoinSet::new(),
@@ -266,6 +276,7 @@ impl Daemon {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
                 _ = watchdog.tick(), if watchdog_period.is_some() => self.notifier.watchdog(),
+                _ = self.control.next_request() => self.reload(),
                 signal = signals.recv() => match signal {
                     Some(signal) => self.on_signal(signal),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
@@ -282,11 +293,7 @@ impl Daemon {
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
             }
-            // Events were lost (watch limit, queue overflow): rescans now
-            // carry the load, so they come as often as without a watcher.
-            if rescan.period() != self.rescan_period() {
-                rescan = interval_after(self.rescan_period());
-            }
+            self.follow_intervals(&mut rescan, &mut tick, &mut gc);
         }
     }
 
@@ -302,6 +309,7 @@ impl Daemon {
                 .into_iter()
                 .for_each(|f| self.consider_found(f)),
             Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::Control => self.refresh_pauses(),
             Signal::InboxGone(how) => {
                 tracing::warn!(
                     "{} was {how}; re-establishing the watch",
@@ -432,34 +440,13 @@ impl Daemon {
             }
         };
         let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
-        // The cooldowns of the profile the last run used (a profile since
-        // removed from the config: the default's).
-        let last_profile = last
-            .as_ref()
-            .and_then(|l| l.profile.as_deref())
-            .and_then(|p| self.config.profiles.get(p))
-            .unwrap_or_else(|| self.config.default_profile());
-        let cooldowns = retry::cooldowns(last_profile);
         let now = Timestamp::now().epoch_ms();
-        let skip_cooldown = request.as_ref().is_some_and(|r| r.now);
-        if let Some(until) = last
-            .as_ref()
-            .filter(|_| !skip_cooldown)
-            .and_then(|last| last.cooldown_end(cooldowns, now))
-        {
-            self.defer(prompt, path, until);
+        if let Some(d) = retry::deferral(&self.config, last.as_ref(), request.as_ref(), now) {
+            self.defer(prompt, path, d.until_ms);
             return None;
         }
         self.deferred.remove(prompt);
-        let requeued_by = match &request {
-            Some(request) => Some(request.prior()),
-            None => last.and_then(|last| {
-                JobId::parse(&last.id)
-                    .ok()
-                    .filter(|_| last.requeued)
-                    .map(|id| (id, last.attempt))
-            }),
-        };
+        let requeued_by = retry::continues(last.as_ref(), request.as_ref());
         Some((Prior { requeued_by }, request))
     }
 
@@ -501,7 +488,7 @@ impl Daemon {
                     }
                     _ => {}
                 }
-                self.enqueue(rec.job_id, rec.priority);
+                self.enqueue(&rec);
                 drop(_span);
                 self.dispatch();
             }
@@ -538,52 +525,7 @@ impl Daemon {
         }
     }
 
-    /// Queue a claimed job: after every job of the same or a higher
-    /// priority (equal priorities keep their claim order).
-    fn enqueue(&mut self, id: JobId, priority: i32) {
-        if let Some(w) = self.watcher.as_mut() {
-            w.watch_run_dir(&self.layout.run_dir(&id));
-        }
-        let at = self
-            .queue
-            .iter()
-            .position(|q| self.priorities.get(q).copied().unwrap_or(0) < priority)
-            .unwrap_or(self.queue.len());
-        if priority != 0 {
-            self.priorities.insert(id.clone(), priority);
-        }
-        self.queue.insert(at, id);
-    }
-
-    // -- scheduling ----------------------------------------------------------
-
-    /// Start monitors while slots are free.
-    fn dispatch(&mut self) {
-        while !self.stopping && self.storage.is_ok() && self.running.len() < self.config.max_jobs {
-            let Some(id) = self.queue.pop_front() else {
-                return;
-            };
-            self.priorities.remove(&id);
-            if let Some(w) = self.watcher.as_mut() {
-                w.unwatch_run_dir(&self.layout.run_dir(&id));
-            }
-            match self.spawn_monitor(&id) {
-                Ok(()) => {
-                    self.running.insert(id, Slot::Child);
-                }
-                Err(e) => {
-                    // Out of processes, memory or descriptors: the job is not
-                    // at fault. It keeps its place; the next tick retries.
-                    tracing::error!(job = %id, "could not start its monitor, retrying on the next tick: {e}");
-                    if let Some(w) = self.watcher.as_mut() {
-                        w.watch_run_dir(&self.layout.run_dir(&id));
-                    }
-                    self.queue.push_front(id);
-                    return;
-                }
-            }
-        }
-    }
+    // -- scheduling (see `daemon/schedule.rs`) ---------------------------------
 
     /// Start `jobwarden monitor <id>` in its own session, so that it and its
     /// job outlive this daemon. It reads the daemon's exact config text on
@@ -646,8 +588,9 @@ impl Daemon {
             self.settle_unsettled();
         }
         let aborted: Vec<JobId> = self
+            .sched
             .queue
-            .iter()
+            .ids()
             .filter(|id| abort::requested(&self.layout, id))
             .cloned()
             .collect();
@@ -666,6 +609,7 @@ impl Daemon {
         if self.check_inbox() == Some(true) {
             self.rescan();
         }
+        self.refresh_pauses();
         self.dispatch();
         self.write_state(if self.stopping {
             Phase::Stopping
@@ -681,14 +625,19 @@ impl Daemon {
         let mut line = format!(
             "{} running, {} queued, {} deferred",
             self.running.len(),
-            self.queue.len(),
+            self.sched.queue.len(),
             self.deferred.len()
         );
+        line.push_str(&self.pauses_line());
         if !self.storage.is_ok() {
             line.push_str(&format!(
                 "; storage {}, claims paused",
                 self.storage.condition
             ));
+        }
+        if let Some(note) = self.control.status_note() {
+            line.push_str("; ");
+            line.push_str(note);
         }
         match self.watch_state() {
             (inbox_watch::WatchState::Inotify, _) => {}
@@ -733,47 +682,6 @@ impl Daemon {
         Ok(())
     }
 
-    /// Watch the inbox as configured. If inotify cannot be had (instance or
-    /// watch limits, a filesystem that does not support it), say so once and
-    /// live on rescans: a daemon that claims slowly beats one that stops.
-    fn start_watching(&mut self) -> UnboundedReceiver<Signal> {
-        if self.config.watch == WatchMode::Inotify {
-            match InboxWatcher::start(&self.layout) {
-                Ok((watcher, signals)) => {
-                    self.watcher = Some(watcher);
-                    return signals;
-                }
-                Err(e) => tracing::warn!(
-                    "{e}; falling back to rescanning the inbox every {}",
-                    humantime::format_duration(self.rescan_period_without_events())
-                ),
-            }
-        }
-        self.watch_degraded = true;
-        // No watcher sends anything; the sender is kept so the channel stays open.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        self.idle_sender = Some(tx);
-        rx
-    }
-
-    /// How often to rescan: the configured interval, but at most 2 s when
-    /// rescans are the only dependable way prompts are found (no watcher,
-    /// or it lost events) and nobody chose that.
-    fn rescan_period(&self) -> Duration {
-        if self.watcher.is_some() && !self.watch_degraded {
-            self.config.rescan_interval
-        } else {
-            self.rescan_period_without_events()
-        }
-    }
-
-    fn rescan_period_without_events(&self) -> Duration {
-        match self.config.watch {
-            WatchMode::Rescan => self.config.rescan_interval,
-            WatchMode::Inotify => self.config.rescan_interval.min(Duration::from_secs(2)),
-        }
-    }
-
     /// Retention, off the loop's thread and on its own ledger connection
     /// (WAL lets it write beside us); never two at once.
     fn collect_garbage(&mut self) {
@@ -800,13 +708,14 @@ impl Daemon {
     fn take_recovered(&mut self, recovered: Recovered) {
         for (id, monitor) in recovered.adopted {
             tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
+            self.hold_adopted(&id);
             self.running.insert(id, Slot::Adopted(monitor));
         }
         for clearing in recovered.clearing {
             self.wait_for_group(clearing);
         }
         for (id, priority) in recovered.queued {
-            self.enqueue(id, priority);
+            self.enqueue_recovered(&id, priority);
         }
     }
 
@@ -836,19 +745,15 @@ impl Daemon {
             root: self.layout.root(),
             phase,
             running: self.running.len(),
-            queued: self.queue.len(),
+            queued: self.sched.queue.len(),
             watch: watch.as_str(),
             watch_reason,
             storage: &self.storage,
             ledger: &self.ledger_condition,
             unsettled: self.unsettled.len(),
-            queue: self
-                .queue
-                .iter()
-                .take(state_file::LISTED)
-                .map(JobId::as_str)
-                .collect(),
+            queue: self.queue_listing(),
             deferred: self.deferred_list(),
+            config: &self.control.state,
         };
         if let Some(condition) = state_file::write(&self.layout, &file) {
             self.storage_failed(condition, "daemon.json could not be written".into());

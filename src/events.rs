@@ -350,6 +350,27 @@ mod tests {
     }
 
     #[test]
+    fn on_disk_doc_lists_exactly_the_ops() {
+        let doc = include_str!("../docs/on-disk.md");
+        let section = doc
+            .split("## events.jsonl")
+            .nth(1)
+            .and_then(|rest| rest.split("\n### ").next())
+            .expect("docs/on-disk.md has an events.jsonl section");
+        let documented: std::collections::BTreeSet<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        let known: std::collections::BTreeSet<&str> =
+            Op::ALL.iter().map(|op| op.as_str()).collect();
+        assert_eq!(
+            documented, known,
+            "docs/on-disk.md's table of ops and events::Op differ"
+        );
+    }
+
+    #[test]
     fn disabled_log_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");

@@ -71,6 +71,23 @@ pub fn write_json_atomic<T: Serialize>(root: &Path, path: &Path, value: &T) -> R
     write_atomic(root, path, &bytes)
 }
 
+/// Remove the file `path` under `root` and fsync its folder, so the
+/// removal survives a crash. Its folder is opened as in [`write_atomic`];
+/// a symlink at `path` itself is removed, never followed. `false` when
+/// there was nothing to remove (no such file, or no such folder).
+pub fn remove_file(root: &Path, path: &Path) -> Result<bool, IoError> {
+    let (dir, name) = match beneath::open_parent(root, path) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    match unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => sync_dir(&dir, path).map(|()| true),
+        Err(Errno::ENOENT) => Ok(false),
+        Err(e) => Err(IoError::new("removing", path, e.into())),
+    }
+}
+
 /// Create a new file under `root` with `bytes`, fsynced, failing if any
 /// file (a symlink included) has that name. Its folder is opened as in
 /// [`write_atomic`].

@@ -1,7 +1,8 @@
 //! Watching: the bridge from `notify` (inotify) to a channel of
 //! [`Signal`]s for the daemon's loop, and the full rescans that catch what
 //! events missed. Deciding what to claim is the daemon's; this module only
-//! says what happened and where.
+//! says what happened and where. The same watcher follows queued jobs' run
+//! folders (their `ABORT`) and `control/` (pause markers).
 //!
 //! Completeness rule (DESIGN §2): a prompt that arrived by rename, or whose
 //! writer closed it, is complete and is claimed at once. A file merely
@@ -42,6 +43,9 @@ pub enum Signal {
     /// The watched inbox folder itself was deleted or moved away: the
     /// watch must be started again on whatever is at `inbox/` now.
     InboxGone(&'static str),
+    /// Something under `control/` changed (a pause marker written or
+    /// removed): the markers need reading again.
+    Control,
 }
 
 /// The inbox watcher. Dropping it stops the watch.
@@ -101,6 +105,14 @@ impl InboxWatcher {
         for dir in &self.run_dirs {
             let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
         }
+        // Best effort: without it the daemon's tick still reads the markers.
+        let control = self.layout.control();
+        if let Err(e) = watcher.watch(&control, RecursiveMode::Recursive) {
+            tracing::debug!(
+                "not watching {}: {e}; pause markers are read on the tick",
+                control.display()
+            );
+        }
         self.watcher = Some(watcher);
         self.watching = identity;
         Ok(())
@@ -151,6 +163,12 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
     if event.need_rescan() {
         return vec![Signal::Lost("inotify queue overflowed".into())];
     }
+    if event.paths.iter().any(|p| p.starts_with(layout.control())) {
+        return control_changed(&event.kind)
+            .then_some(Signal::Control)
+            .into_iter()
+            .collect();
+    }
     if event.paths.first().is_some_and(|p| *p == layout.inbox()) {
         match event.kind {
             EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other) => {
@@ -187,6 +205,18 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
         Ok(m) if m.is_dir() => vec![Signal::Folder(path.clone())],
         _ => vec![Signal::Complete(path.clone())],
     }
+}
+
+/// Does an event under `control/` change a marker? Opens and reads (the
+/// daemon's own, reading the markers) do not: answering them would loop.
+fn control_changed(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::Create(_)
+            | EventKind::Remove(_)
+            | EventKind::Modify(ModifyKind::Name(_) | ModifyKind::Data(_) | ModifyKind::Any)
+            | EventKind::Access(AccessKind::Close(AccessMode::Write))
+    )
 }
 
 /// Say once per process that a folder in the inbox is a symlink and is

@@ -10,6 +10,10 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::job::{JobId, JobState};
 
+mod control;
+
+pub use control::{paused_profile, paused_project};
+
 /// Suffix of a prompt waiting in the inbox.
 pub const PROMPT_SUFFIX: &str = ".prompt.md";
 /// Suffix of a prompt claimed by a job.
@@ -72,8 +76,16 @@ impl Layout {
     }
 
     /// The folders the daemon creates at start.
-    pub fn skeleton(&self) -> [PathBuf; 3] {
-        [self.inbox(), self.runs(), self.archive()]
+    pub fn skeleton(&self) -> [PathBuf; 6] {
+        let [control, profiles, projects] = self.control_folders();
+        [
+            self.inbox(),
+            self.runs(),
+            self.archive(),
+            control,
+            profiles,
+            projects,
+        ]
     }
 
     pub fn run_dir(&self, id: &JobId) -> PathBuf {
@@ -207,6 +219,15 @@ impl Layout {
     /// are rare and quick, and no lock file is left beside any prompt.
     pub fn retry_lock(&self) -> PathBuf {
         self.root.join("retry.lock")
+    }
+
+    /// Locked (flock) by `jobwarden abort` while it claims and ends a job
+    /// itself (a prompt cancelled in the inbox, a queued job cancelled with
+    /// no daemon running), and by a starting daemon while it reconciles
+    /// `runs/`: the two take turns, so that recovery never finds such a
+    /// job half made and starts it.
+    pub fn claim_lock(&self) -> PathBuf {
+        self.root.join("claim.lock")
     }
 
     /// Written once by `jobwarden retry` when it has put job `id`'s prompt

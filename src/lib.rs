@@ -15,6 +15,10 @@
 //!   subcommand); the CLI edge (env, signals, printing); `commands/stdio.rs`: fds 0–2
 //!   opened on `/dev/null` when started closed; `completions.rs`, `man.rs` and
 //!   `cli_reference.rs` (hidden; `docs/cli-reference.md`): generated from the clap types;
+//!   `commands/reload.rs`: `reload`, and the config part of `status`; `commands/waiting.rs`:
+//!   prompts in the inbox as `jobs`, `show`, `logs` and `events` show them;
+//!   `commands/cancel.rs`: `abort` of what has not started; `commands/queue_view.rs`: why
+//!   queued jobs wait and what is paused, for `status` and `jobs`;
 //!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
 //!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
@@ -23,8 +27,9 @@
 //!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
-//!   PATH, missing workdirs).
-//! - [`layout`] — the only module that knows names under the root; name validation.
+//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key).
+//! - [`layout`] — the only module that knows names under the root; name validation;
+//!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
 //! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
@@ -39,12 +44,17 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
-//!   `daemon/inbox_watch.rs` (the watch follows the folder at `inbox/`),
+//!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
+//!   follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts).
+//!   queued aborts), `daemon/control.rs` (reloading the config on request: SIGHUP),
+//!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
+//!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
+//!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
-//!   name; matched against the job index, or the ledger's executions for `history show`.
+//!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
+//!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
@@ -61,6 +71,11 @@
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`).
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
+//! - [`control`] — pause markers under `control/` (write, read, lift).
+//! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
+//!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
+//! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
+//!   cooldown, an earlier job of the same prompt), as the daemon decides it.
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
@@ -68,12 +83,14 @@
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
+pub mod cancel;
 pub mod cgroup;
 pub mod claim;
 pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod error;
 pub mod events;
@@ -95,3 +112,4 @@ pub mod recover;
 pub mod retry;
 pub mod storage;
 pub mod terminal;
+pub mod waiting;

@@ -11,7 +11,9 @@
 //!    Several matches: ambiguous, and the candidates are listed.
 //! 5. `name`: the newest job of the prompt of that name at the top of the
 //!    inbox; else, when prompts of that name are in other folders, the
-//!    newest job of the one that is (several: ambiguous, each listed).
+//!    newest job of the one that is (several: ambiguous, each listed). A
+//!    name may hold any letter; only what could never name a prompt is
+//!    refused.
 //!
 //! Matching reads the job index; if the index knows nothing (stale, or
 //! rebuilt after a restore), the run folders' names are searched instead.
@@ -19,9 +21,19 @@
 //! [`resolve_execution`] answers the same question for `history show`,
 //! whose rows outlive run folders and include runs recorded by hand: it
 //! searches the ledger's executions as well as the job index.
+//!
+//! Commands that also act on what has no job yet (`show`, `logs`,
+//! `events`, `abort`) use [`resolve_target`]: a prompt name may then mean
+//! a prompt waiting in the inbox. `project/name` (or `name`) means the
+//! prompt's job while one is live, else the prompt waiting in the inbox
+//! (a new drop, or one put back for another attempt, maybe deferred), else
+//! its newest job; `project/name.prompt.md` means the waiting file only.
+//! A bare name that names nothing at the top of the inbox may name a
+//! prompt in any folder (waiting there, or with jobs), if only one folder
+//! has a prompt of that name.
 
-use crate::job::JobId;
-use crate::layout::{self, Layout};
+use crate::job::{JobId, JobRecord};
+use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
 
 /// The shortest id (or short id) prefix accepted.
@@ -48,6 +60,16 @@ pub enum LookupError {
     Ambiguous {
         arg: String,
         candidates: Vec<Candidate>,
+    },
+    /// A bare name that prompts of several folders have.
+    #[error(
+        "{arg:?} names {} prompts; give one as project/name:\n{}",
+        prompts.len(),
+        prompts.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
+    )]
+    AmbiguousPrompt {
+        arg: String,
+        prompts: Vec<PromptName>,
     },
     #[error(transparent)]
     Ledger(#[from] LedgerError),
@@ -97,20 +119,28 @@ pub fn resolve(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<JobId, Loo
         let (project, name) = split_prompt(arg)?;
         return newest_of(ledger, &project, &name, arg);
     }
-    if let Some(id) = id_like(arg)? {
-        if layout.run_dir(&id).is_dir() {
-            return Ok(id);
-        }
-        if arg.len() >= MIN_PREFIX {
-            if let Some(found) = by_prefix_or_tail(layout, ledger, arg)? {
-                return Ok(found);
-            }
-        }
+    if let Some(id) = by_id(layout, ledger, arg)? {
+        return Ok(id);
     }
     match by_name(ledger, arg)? {
         Some(id) => Ok(id),
         None => Err(not_found(arg)),
     }
+}
+
+/// Steps 3 and 4: a full id whose run folder exists, else a unique prefix
+/// of an id or a short id. `None` too for what can only be a name.
+fn by_id(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError> {
+    let Some(id) = id_like(arg)? else {
+        return Ok(None);
+    };
+    if layout.run_dir(&id).is_dir() {
+        return Ok(Some(id));
+    }
+    if arg.len() >= MIN_PREFIX {
+        return by_prefix_or_tail(layout, ledger, arg);
+    }
+    Ok(None)
 }
 
 /// Resolve `arg` to an execution (a ledger row) for `history show`: the
@@ -209,6 +239,153 @@ fn not_found(arg: &str) -> LookupError {
         String::new()
     };
     LookupError::NotFound(format!("no job {arg:?}{hint}; `jobwarden jobs` lists them"))
+}
+
+/// What a `<job>` argument names for the commands that accept a prompt
+/// that has no job yet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    Job(JobId),
+    /// A prompt waiting in the inbox. `before` is the prompt's newest job
+    /// when it was found waiting: a job made from it later is another one.
+    Waiting {
+        prompt: PromptName,
+        before: Option<String>,
+    },
+}
+
+/// Resolve `arg` to a job or a prompt waiting in the inbox (see the
+/// module doc).
+pub fn resolve_target(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Target, LookupError> {
+    if arg.contains('/') || arg.ends_with(PROMPT_SUFFIX) {
+        let (project, name) = split_prompt(arg)?;
+        let prompt = PromptName { project, name };
+        let file_only = arg.ends_with(PROMPT_SUFFIX);
+        return match prompt_target(layout, ledger, prompt, file_only)? {
+            Some(target) => Ok(target),
+            None if file_only => Err(LookupError::NotFound(format!(
+                "no prompt {arg:?} waits in the inbox; `jobwarden jobs` lists what does"
+            ))),
+            None => Err(LookupError::NotFound(format!(
+                "no job of prompt {arg:?} and none waiting in the inbox; `jobwarden jobs` lists them"
+            ))),
+        };
+    }
+    if let Some(id) = by_id(layout, ledger, arg)? {
+        return Ok(Target::Job(id));
+    }
+    if layout::validate_segment(arg).is_ok() {
+        let top = PromptName {
+            project: String::new(),
+            name: arg.to_owned(),
+        };
+        if let Some(target) = prompt_target(layout, ledger, top, false)? {
+            return Ok(target);
+        }
+        return named_elsewhere(layout, ledger, arg);
+    }
+    Err(not_found(arg))
+}
+
+/// `prompt`'s live job, else its file waiting in the inbox, else its
+/// newest job; with `file_only`, the waiting file or nothing. The newest
+/// job is read before the inbox is looked at, so that a job made from the
+/// file after it was seen is never mistaken for an earlier one.
+fn prompt_target(
+    layout: &Layout,
+    ledger: &Ledger,
+    prompt: PromptName,
+    file_only: bool,
+) -> Result<Option<Target>, LookupError> {
+    let newest = ledger.newest_job_of(&prompt.project, &prompt.name)?;
+    let live = newest.as_ref().filter(|j| is_live(layout, j));
+    if let (Some(j), false) = (live, file_only) {
+        return JobId::parse(&j.id)
+            .map(|id| Some(Target::Job(id)))
+            .map_err(LookupError::Invalid);
+    }
+    if crate::waiting::look(layout, &prompt).is_some() {
+        let before = newest.map(|j| j.id);
+        return Ok(Some(Target::Waiting { prompt, before }));
+    }
+    if file_only {
+        return Ok(None);
+    }
+    let newest = match newest {
+        Some(j) if is_live(layout, &j) => Some(j),
+        other => being_claimed(layout, ledger, &prompt, other)?,
+    };
+    newest
+        .map(|j| JobId::parse(&j.id).map(Target::Job))
+        .transpose()
+        .map_err(LookupError::Invalid)
+}
+
+/// How long a claim seen in progress is given to index its job.
+const CLAIM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The prompt left the inbox since its newest job (`newest`) was read: if
+/// its claimed name is there, a claim is in progress and its job appears
+/// in the index in a moment. That job, else `newest`.
+fn being_claimed(
+    layout: &Layout,
+    ledger: &Ledger,
+    prompt: &PromptName,
+    newest: Option<IndexedJob>,
+) -> Result<Option<IndexedJob>, LookupError> {
+    if std::fs::symlink_metadata(layout.running_prompt(prompt)).is_err() {
+        return Ok(newest);
+    }
+    let deadline = std::time::Instant::now() + CLAIM_PATIENCE;
+    while std::time::Instant::now() < deadline {
+        let now = ledger.newest_job_of(&prompt.project, &prompt.name)?;
+        if now.as_ref().map(|j| &j.id) != newest.as_ref().map(|j| &j.id) {
+            return Ok(now);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(newest)
+}
+
+/// Has the job not ended? Its record decides (the index may lag).
+fn is_live(layout: &Layout, j: &IndexedJob) -> bool {
+    JobId::parse(&j.id)
+        .ok()
+        .and_then(|id| JobRecord::load_job(layout, &id).ok())
+        .map_or_else(
+            || {
+                j.state
+                    .parse::<crate::job::JobState>()
+                    .is_ok_and(|s| !s.is_terminal())
+            },
+            |rec| !rec.state.is_terminal(),
+        )
+}
+
+/// A bare `name` that names nothing at the top of the inbox: the one
+/// prompt of that name in another folder (waiting there, or with jobs),
+/// if only one folder has one.
+fn named_elsewhere(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Target, LookupError> {
+    let mut prompts = crate::waiting::named(layout, name);
+    for project in ledger.projects_with_prompt(name, MAX_CANDIDATES + 1)? {
+        let prompt = PromptName {
+            project,
+            name: name.to_owned(),
+        };
+        if !prompts.contains(&prompt) {
+            prompts.push(prompt);
+        }
+    }
+    match prompts.len() {
+        0 => Err(not_found(name)),
+        1 => {
+            prompt_target(layout, ledger, prompts.remove(0), false)?.ok_or_else(|| not_found(name))
+        }
+        _ => Err(LookupError::AmbiguousPrompt {
+            arg: name.to_owned(),
+            prompts,
+        }),
+    }
 }
 
 /// The newest job of the prompt named `name`: at the top of the inbox,

@@ -1,5 +1,5 @@
 //! Property tests for every parser of outside input (test builds only):
-//! prompt front matter, `job.json`, `events.jsonl` lines, ABORT markers,
+//! prompt front matter, `job.json`, `events.jsonl` lines, ABORT and pause markers,
 //! the config file with its durations and sizes, and the config handover
 //! on a monitor's stdin. Whatever the input, no parser panics; what one
 //! accepts round-trips through what jobwarden writes.
@@ -303,6 +303,56 @@ proptest! {
     }
 }
 
+// -- pause markers ------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    #[test]
+    fn pause_marker_names_never_panic_and_decode_to_pausable_projects(name in "\\PC{0,60}") {
+        if let Some(project) = crate::layout::paused_project(&name) {
+            prop_assert!(crate::layout::validate_project(&project).is_ok());
+            let path = crate::layout::Layout::new("/r")
+                .project_pause(&project)
+                .map_err(TestCaseError::fail)?;
+            let again = path.file_name().and_then(|n| n.to_str()).and_then(crate::layout::paused_project);
+            prop_assert_eq!(again, Some(project));
+        }
+    }
+
+    #[test]
+    fn every_project_pauses_as_one_file_that_names_it(segs in prop::collection::vec("[a-z%0-9 ._-]{1,12}", 1..4)) {
+        let project = segs.join("/");
+        prop_assume!(crate::layout::validate_project(&project).is_ok());
+        let layout = crate::layout::Layout::new("/r");
+        let path = layout.project_pause(&project).map_err(TestCaseError::fail)?;
+        let folder = layout.project_pauses();
+        prop_assert_eq!(path.parent(), Some(folder.as_path()));
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        prop_assert_eq!(crate::layout::paused_project(name), Some(project));
+    }
+}
+
+proptest! {
+    // Each case writes a marker file: fewer cases.
+    #![proptest_config(cases(64))]
+
+    #[test]
+    fn pause_marker_of_any_content_pauses_with_a_clean_reason(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let layout = crate::layout::Layout::new(dir.path());
+        std::fs::create_dir_all(layout.control()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        std::fs::write(layout.daemon_pause(), &bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let pauses = crate::control::read(&layout);
+        let pause = pauses.daemon.clone();
+        prop_assert!(pause.is_some(), "any file pauses");
+        if let Some(reason) = pause.and_then(|p| p.reason) {
+            prop_assert!(reason.chars().count() <= crate::abort::MAX_REASON);
+            prop_assert!(!reason.chars().any(char::is_control));
+        }
+    }
+}
+
 // -- ABORT markers --------------------------------------------------------
 
 proptest! {
@@ -336,7 +386,7 @@ proptest! {
         } else {
             format!("aborted by request: {clean}")
         };
-        prop_assert_eq!(crate::abort::reason(&layout, &id), want);
+        prop_assert_eq!(crate::abort::reason(&layout, &id, crate::job::JobState::Aborted), want);
     }
 }
 

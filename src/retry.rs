@@ -6,9 +6,12 @@
 
 pub mod request;
 
+use std::time::Duration;
+
 use crate::config::{Config, Profile};
-use crate::job::JobRecord;
-use crate::ledger::{Cooldowns, Ledger, Outcome};
+use crate::job::{JobId, JobRecord};
+use crate::ledger::{Cooldowns, LastRun, Ledger, Outcome};
+use request::Request;
 
 /// The profile a record ran (or would run) under.
 pub fn profile_of<'a>(config: &'a Config, rec: &JobRecord) -> &'a Profile {
@@ -69,6 +72,84 @@ pub fn cooldowns(profile: &Profile) -> Cooldowns {
     Cooldowns {
         failure: profile.cooldown,
         rate_limited: profile.rate_limit.cooldown,
+    }
+}
+
+/// Why a prompt waiting in the inbox is not claimed yet: the cooldown its
+/// last run started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    /// When the cooldown ends (epoch ms).
+    pub until_ms: u64,
+    /// The last run, whose outcome started it.
+    pub after_job: String,
+    pub outcome: Outcome,
+    /// The profile whose cooldown applies, and its length.
+    pub profile: String,
+    pub cooldown: Duration,
+}
+
+impl Deferral {
+    /// Why, in words: `cooldown of 2h after failure of job 1a2b3c4d
+    /// (profile default)`.
+    pub fn reason(&self) -> String {
+        format!(
+            "cooldown of {} after {} of job {} (profile {})",
+            humantime::format_duration(self.cooldown),
+            self.outcome,
+            crate::ledger::short_id(&self.after_job),
+            self.profile
+        )
+    }
+}
+
+/// Whether the prompt whose newest finished attempt is `last` waits for a
+/// cooldown at `now_ms`, and until when. The cooldowns are those of the
+/// profile the last run used (the default's, if that profile is gone from
+/// the config). A retry `request` with `now` skips the cooldown.
+///
+/// The daemon decides its claims with this, and the CLI shows what it
+/// decides (`jobs`, `show`): one computation, so they agree.
+pub fn deferral(
+    config: &Config,
+    last: Option<&LastRun>,
+    request: Option<&Request>,
+    now_ms: u64,
+) -> Option<Deferral> {
+    let last = last.filter(|_| !request.is_some_and(|r| r.now))?;
+    let profile = last
+        .profile
+        .as_deref()
+        .and_then(|p| config.profiles.get(p))
+        .unwrap_or_else(|| config.default_profile());
+    let cooldowns = cooldowns(profile);
+    let until_ms = last.cooldown_end(cooldowns, now_ms)?;
+    let cooldown = if last.outcome == Outcome::RateLimited {
+        cooldowns.rate_limited
+    } else {
+        cooldowns.failure
+    };
+    Some(Deferral {
+        until_ms,
+        after_job: last.id.clone(),
+        outcome: last.outcome,
+        profile: profile.name.clone(),
+        cooldown,
+    })
+}
+
+/// The attempt a claim of the prompt continues, `(previous job, its
+/// attempt)`: the one a retry `request` names, else the last run if it
+/// requeued the prompt; `None` for a fresh start (attempt 1).
+pub fn continues(last: Option<&LastRun>, request: Option<&Request>) -> Option<(JobId, u32)> {
+    match request {
+        Some(request) => Some(request.prior()),
+        None => last.and_then(|last| {
+            JobId::parse(&last.id)
+                .ok()
+                .filter(|_| last.requeued)
+                .map(|id| (id, last.attempt))
+        }),
     }
 }
 

@@ -1,5 +1,8 @@
 //! `jobwarden abort <job>… | --all [--reason R] [--wait]`: write each job's
-//! ABORT marker, the same contract any tool may use.
+//! ABORT marker, the same contract any tool may use. What has not started
+//! is cancelled (`commands/cancel.rs`): a prompt waiting in the inbox,
+//! named `project/name` or `name`, is claimed and ended `cancelled` here;
+//! a queued job is too when no daemon runs to see its marker.
 //!
 //! Every argument is resolved before anything is written: one bad argument
 //! writes no marker at all (exit 2 if malformed or ambiguous, 1 if
@@ -20,12 +23,13 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::output::{final_state, prompt_label};
-use super::{EXIT_NO, No};
+use super::{EXIT_NO, No, cancel};
 use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
+use crate::lookup::Target;
 
 /// The states of a job that has not ended.
 const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];
@@ -39,13 +43,14 @@ pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load(global)?;
+    let (config, layout) = super::load(global)?;
     let ledger = super::open_ledger(&layout)?;
     let targets = if args.all {
-        unfinished(&layout, ledger.as_ref())?
+        let ids = unfinished(&layout, ledger.as_ref())?;
+        ids.into_iter().map(Target::Job).collect()
     } else {
         match resolve_all(&layout, ledger.as_ref(), &args.jobs)? {
-            Ok(ids) => ids,
+            Ok(targets) => targets,
             Err(code) => return Ok(code),
         }
     };
@@ -54,7 +59,8 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
         return Err(No("no job to abort: none is queued or running".into()).into());
     }
     let mut out = std::io::stdout().lock();
-    let (marked, already) = mark_all(&layout, &targets, args, &mut out)?;
+    let mut cx = cancel::Context::new(&layout, &config, args.reason.as_deref());
+    let (marked, already) = mark_all(&mut cx, &targets, args.all, &mut out)?;
     if args.wait && !(marked.is_empty() && already.is_empty()) {
         wait_for(&layout, [marked.clone(), already].concat(), &mut out)?;
     }
@@ -72,23 +78,24 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
 /// (a reader that closed it) stops the saying, not the marking: the error
 /// is returned once every target is marked.
 fn mark_all(
-    layout: &Layout,
-    targets: &[JobId],
-    args: &AbortArgs,
+    cx: &mut cancel::Context<'_>,
+    targets: &[Target],
+    all: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<(Vec<JobId>, Vec<JobId>)> {
     let mut marked = Vec::new();
     let mut waiting = Vec::new();
     let mut said = Ok(());
-    for id in targets {
-        let text = match mark(layout, id, args.reason.as_deref(), args.all)? {
+    for target in targets {
+        let (id, marking) = act(cx, target, all)?;
+        let text = match marking {
             Marking::Marked(text) => {
-                marked.push(id.clone());
+                marked.extend(id);
                 text
             }
             Marking::Ended(text) => text,
             Marking::AlreadyRequested(text) => {
-                waiting.push(id.clone());
+                waiting.extend(id);
                 text
             }
             Marking::Missing(text) => {
@@ -106,18 +113,51 @@ fn mark_all(
     Ok((marked, waiting))
 }
 
+/// Abort one target: a job is marked (or, queued with no daemon
+/// running, cancelled here); a prompt waiting in the inbox is cancelled.
+/// The job concerned, for `--wait`, and what was done.
+fn act(
+    cx: &mut cancel::Context<'_>,
+    target: &Target,
+    all: bool,
+) -> anyhow::Result<(Option<JobId>, Marking)> {
+    match target {
+        Target::Job(id) => {
+            let queued =
+                JobRecord::load_job(cx.layout, id).is_ok_and(|r| r.state == JobState::Queued);
+            if queued {
+                if let Some(done) = cancel::queued_alone(cx, id)? {
+                    return Ok((Some(id.clone()), done));
+                }
+            }
+            let marking = mark(cx.layout, id, cx.reason, all)?;
+            if queued && matches!(marking, Marking::Marked(_)) {
+                // Return only once its command can no longer start.
+                let patience = cx.config.abort_grace + cancel::END_PATIENCE;
+                if !cancel::wait_left_queue(cx.layout, id, patience) {
+                    crate::logging::line(format_args!(
+                        "jobwarden: {id} is still queued; it ends cancelled once a daemon sees its marker"
+                    ));
+                }
+            }
+            Ok((Some(id.clone()), marking))
+        }
+        Target::Waiting { prompt, before } => cancel::waiting(cx, prompt, before.as_deref()),
+    }
+}
+
 /// Resolve every argument before acting on any. `Err(code)` when one
 /// failed: each failure is reported and nothing is written.
 fn resolve_all(
     layout: &Layout,
     ledger: Option<&Ledger>,
     args: &[String],
-) -> anyhow::Result<Result<Vec<JobId>, ExitCode>> {
+) -> anyhow::Result<Result<Vec<Target>, ExitCode>> {
     let mut ids = Vec::new();
     let mut seen = HashSet::new();
     let mut worst = 0;
     for arg in args {
-        match super::resolve_job(layout, ledger, arg) {
+        match super::resolve_target(layout, ledger, arg) {
             Ok(id) => {
                 if seen.insert(id.clone()) {
                     ids.push(id);
@@ -162,7 +202,7 @@ fn unfinished(layout: &Layout, ledger: Option<&Ledger>) -> anyhow::Result<Vec<Jo
 }
 
 /// What was done to one job, with the line that says so.
-enum Marking {
+pub(super) enum Marking {
     /// The marker was written.
     Marked(String),
     /// The job had already ended: no marker.
@@ -178,7 +218,12 @@ enum Marking {
 }
 
 /// Write the marker of `id` unless it has ended.
-fn mark(layout: &Layout, id: &JobId, reason: Option<&str>, all: bool) -> anyhow::Result<Marking> {
+pub(super) fn mark(
+    layout: &Layout,
+    id: &JobId,
+    reason: Option<&str>,
+    all: bool,
+) -> anyhow::Result<Marking> {
     let rec = match JobRecord::load_job(layout, id) {
         Ok(rec) => rec,
         Err(_) if !layout.job_json(id).exists() && all => return Ok(Marking::Skipped),
@@ -201,7 +246,11 @@ fn mark(layout: &Layout, id: &JobId, reason: Option<&str>, all: bool) -> anyhow:
     }
     match abort::write_marker(layout, id, reason)? {
         abort::Requested::Now => {
-            let text = format!("{id}: abort requested ({}) {label}", rec.state);
+            let text = if rec.state == JobState::Queued {
+                format!("{id}: cancel requested (queued, not started) {label}")
+            } else {
+                format!("{id}: abort requested ({}) {label}", rec.state)
+            };
             Ok(Marking::Marked(text))
         }
         abort::Requested::Already(at) => {

@@ -36,8 +36,9 @@ struct Report<'a> {
 
 fn check(global: &GlobalArgs, args: &ConfigCheckArgs) -> anyhow::Result<ExitCode> {
     let env = Env::from_process();
-    let loaded = crate::config::load(global, &env).and_then(|config| {
-        let root = crate::config::resolve_root(global, &env, &config)?;
+    let chosen = super::choices(global);
+    let loaded = crate::config::load(&chosen, &env).and_then(|config| {
+        let root = crate::config::resolve_root(&chosen, &env, &config)?;
         Ok((config, Layout::new(root)))
     });
     let (config, layout) = match loaded {

@@ -1,15 +1,18 @@
 //! `jobwarden daemon`: the foreground daemon. Turns SIGTERM/SIGINT into the
-//! shutdown token that `daemon::run` takes.
+//! shutdown token that `daemon::run` takes, and each SIGHUP into a reload
+//! request.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
-use crate::config::ConfigSource;
+use crate::config::{ConfigSource, Env};
+use crate::daemon::control::Reloads;
 
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
@@ -28,8 +31,13 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let shutdown = CancellationToken::new();
         spawn_signal_listener(shutdown.clone())?;
+        let reloads = Reloads {
+            chosen: super::choices(global),
+            env: Env::from_process(),
+            requests: spawn_reload_listener()?,
+        };
         let notifier = crate::daemon::notify::Notifier::from_env();
-        crate::daemon::run(Arc::new(config), layout, shutdown, notifier).await?;
+        crate::daemon::run(Arc::new(config), layout, shutdown, notifier, reloads).await?;
         Ok(ExitCode::SUCCESS)
     })
 }
@@ -57,4 +65,21 @@ fn spawn_signal_listener(shutdown: CancellationToken) -> anyhow::Result<()> {
         shutdown.cancel();
     });
     Ok(())
+}
+
+/// Each SIGHUP becomes a reload request. Installed before the daemon takes
+/// its lock, so that a daemon `jobwarden reload` can find never dies of the
+/// signal's default action.
+fn spawn_reload_listener() -> anyhow::Result<UnboundedReceiver<()>> {
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP received: reloading the config");
+            if tx.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
 }

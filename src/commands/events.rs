@@ -22,6 +22,7 @@ use crate::cli::{EventsArgs, GlobalArgs};
 use crate::clock::Timestamp;
 use crate::events::{self, ReadEvents};
 use crate::job::JobId;
+use crate::lookup::Target;
 
 /// Width the human output fits into.
 const WIDTH: usize = 80;
@@ -33,10 +34,18 @@ pub fn run(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load(global)?;
+    let (config, layout) = super::load(global)?;
     let id = {
         let ledger = super::open_ledger(&layout)?;
-        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
+        match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {
+            Target::Job(id) => id,
+            Target::Waiting { prompt, .. } => {
+                let ledger = ledger.as_ref();
+                return Err(super::waiting::not_started(
+                    &layout, &config, ledger, &prompt, "events",
+                ));
+            }
+        }
     };
     if !layout.run_dir(&id).is_dir() {
         return Err(No(format!(

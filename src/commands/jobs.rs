@@ -1,7 +1,10 @@
 //! `jobwarden jobs [--state S…] [--project P] [--name N] [--since T]
-//! [--until T] [--limit N] [--json]`: jobs whose run folders exist, newest claim first,
-//! from the job index. A live job's row is checked against its `job.json`
-//! (which wins), so a lagging index never shows a finished job as running.
+//! [--until T] [--limit N] [--json]`: everything the daemon knows of, newest first.
+//! First the prompts waiting in the inbox with no job yet (`waiting`, or
+//! `deferred` by a cooldown; `commands/waiting.rs`), newest drop first;
+//! then jobs whose run folders exist, newest claim first, from the job
+//! index. A live job's row is checked against its `job.json` (which wins),
+//! so a lagging index never shows a finished job as running.
 
 use std::process::ExitCode;
 
@@ -9,19 +12,29 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
 use crate::clock::Timestamp;
+use crate::config::Config;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout};
-use crate::ledger::{IndexedJob, JobFilter, short_id};
+use crate::ledger::{IndexedJob, JobFilter, Ledger, short_id};
+use crate::waiting::{self, DEFERRED, WAITING, Waiting};
 
 use super::args::Window;
 use super::output::{
-    Cell, Column, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label, timestamp,
+    Cell, Column, Table, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
+    timestamp,
 };
+use super::queue_view::{QueueView, pause_lines};
+use super::waiting::WaitingJson;
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
+    let states = parse_states(&args.state)?;
+    let (inbox_states, job_states): (Vec<String>, Vec<String>) = states
+        .into_iter()
+        .partition(|s| s == WAITING || s == DEFERRED);
+    let any_state = args.state.is_empty();
     let filter = JobFilter {
-        states: parse_states(&args.state)?,
+        states: job_states,
         project: args
             .project
             .as_deref()
@@ -37,37 +50,139 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         since_ms: window.since_ms,
         until_ms: window.until_ms,
     };
-    let (_, layout) = super::load(global)?;
-    let rows = match super::open_ledger(&layout)? {
-        Some(ledger) => ledger.list_jobs(&filter, args.limit as usize)?,
-        None => Vec::new(),
-    };
-    // A row whose job.json moved on (the index lags by an instant) is shown
-    // as it is now; one that no longer matches the state filter is dropped.
-    let rows: Vec<IndexedJob> = rows
-        .into_iter()
-        .map(|j| current(&layout, j))
-        .filter(|j| filter.states.is_empty() || filter.states.contains(&j.state))
-        .collect();
+    let (config, layout) = super::load(global)?;
+    let ledger = super::open_ledger(&layout)?;
+    let limit = args.limit as usize;
+    let mut rows = Vec::new();
+    if any_state || !inbox_states.is_empty() {
+        let wanted = |state: &str| any_state || inbox_states.iter().any(|s| s == state);
+        let found = in_inbox(&layout, &config, ledger.as_ref(), &filter, wanted, limit)?;
+        rows.extend(found.into_iter().map(Row::Waiting));
+    }
+    if (any_state || !filter.states.is_empty()) && rows.len() < limit {
+        let jobs = match &ledger {
+            Some(ledger) => ledger.list_jobs(&filter, limit - rows.len())?,
+            None => Vec::new(),
+        };
+        // A row whose job.json moved on (the index lags by an instant) is
+        // shown as it is now; one that no longer matches the state filter
+        // is dropped.
+        // Why each queued job waits: the live daemon's word, else what
+        // the pause markers say.
+        let queue = QueueView::load(&layout);
+        rows.extend(
+            jobs.into_iter()
+                .map(|j| current(&layout, j))
+                .filter(|j| filter.states.is_empty() || filter.states.contains(&j.state))
+                .map(|j| {
+                    let waits = (j.state == "queued")
+                        .then(|| queue.reason(&j.id, &j.project))
+                        .flatten();
+                    Row::Job(j, waits)
+                }),
+        );
+    }
     if args.json {
-        let view: Vec<JobJson> = rows.iter().map(JobJson::from).collect();
+        let daemon = super::waiting::daemon_alive(&layout);
+        let view: Vec<JobJson> = rows.iter().map(|r| r.json(&layout, daemon)).collect();
         print_json(&view)?;
-    } else if rows.is_empty() {
-        print_line("no jobs matched")?;
     } else {
-        print_table(&rows)?;
+        for p in pause_lines(&crate::control::read(&layout)) {
+            print_line(format_args!("paused: {p}"))?;
+        }
+        if rows.is_empty() {
+            print_line("no jobs matched")?;
+        } else {
+            let now = Timestamp::now().epoch_ms();
+            let mut table = Table::new(&COLUMNS);
+            for row in &rows {
+                row.push_to(&mut table, now);
+            }
+            super::output::print_lines(&table.lines(super::output::colour()))?;
+        }
     }
     Ok(found(!rows.is_empty()))
 }
 
-/// `--state` values: job state names; the error lists them.
+/// One line of `jobs`: a prompt with no job yet, or a job.
+enum Row {
+    Waiting(Waiting),
+    /// A job, and why it waits when it is queued.
+    Job(IndexedJob, Option<String>),
+}
+
+impl Row {
+    fn json(&self, layout: &Layout, daemon: bool) -> JobJson {
+        match self {
+            Row::Job(j, waits) => JobJson {
+                waits: waits.clone(),
+                ..JobJson::from(j)
+            },
+            Row::Waiting(w) => JobJson::waiting(layout, w, daemon),
+        }
+    }
+
+    /// Its row of the table (a queued job's reason to wait on a line under it).
+    fn push_to(&self, table: &mut Table, now_ms: u64) {
+        match self {
+            Row::Job(j, waits) => {
+                table.push(cells(j, now_ms));
+                if let Some(why) = waits {
+                    table.note(format!("{:<8}  waits: {why}", ""));
+                }
+            }
+            Row::Waiting(w) => table.push(waiting_cells(w, now_ms)),
+        }
+    }
+}
+
+/// The prompts waiting in the inbox that pass `filter` and whose state
+/// (`waiting` or `deferred`) is `wanted`, newest first, at most `limit`.
+fn in_inbox(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&Ledger>,
+    filter: &JobFilter,
+    wanted: impl Fn(&str) -> bool,
+    limit: usize,
+) -> anyhow::Result<Vec<Waiting>> {
+    let now = Timestamp::now().epoch_ms();
+    let mut rows = Vec::new();
+    for (prompt, found) in waiting::list(layout) {
+        let passes = filter.project.as_ref().is_none_or(|p| *p == prompt.project)
+            && filter.name.as_ref().is_none_or(|n| *n == prompt.name)
+            && filter
+                .since_ms
+                .is_none_or(|since| Timestamp::from(found.mtime).epoch_ms() >= since)
+            && filter
+                .until_ms
+                .is_none_or(|until| Timestamp::from(found.mtime).epoch_ms() < until);
+        if !passes {
+            continue;
+        }
+        let w = waiting::examine(layout, config, ledger, prompt, found, now)?;
+        if wanted(w.state()) {
+            rows.push(w);
+        }
+        if rows.len() >= limit {
+            break;
+        }
+    }
+    Ok(rows)
+}
+
+/// `--state` values: job state names, or `waiting` / `deferred` for a
+/// prompt in the inbox; the error lists them.
 fn parse_states(values: &[String]) -> anyhow::Result<Vec<String>> {
     values
         .iter()
         .map(|v| {
+            if v == WAITING || v == DEFERRED {
+                return Ok(v.clone());
+            }
             v.parse::<JobState>().map(|s| s.to_string()).map_err(|_| {
                 anyhow::anyhow!(
-                    "--state {v:?} is not a job state; use one of: {}",
+                    "--state {v:?} is not a state; use one of: {WAITING}, {DEFERRED}, {}",
                     JobState::ALL
                         .iter()
                         .map(ToString::to_string)
@@ -94,31 +209,39 @@ pub(super) fn current(layout: &Layout, j: IndexedJob) -> IndexedJob {
         .map_or(j, |rec| IndexedJob::from_record(&rec))
 }
 
-/// One job in `jobs --json` and `status --json` (docs/cli-json.md).
+/// One row of `jobs --json`, and a job in `status --json`
+/// (docs/cli-json.md): a job, or a prompt waiting in the inbox (`id` and
+/// `created_at` null, `waiting` set).
 #[derive(Debug, Serialize)]
 pub(super) struct JobJson {
-    id: String,
+    id: Option<String>,
+    /// `project/name` (`name` at the top of the inbox).
+    label: String,
     project: String,
     name: String,
     state: String,
     attempt: u32,
-    created_at: Timestamp,
+    created_at: Option<Timestamp>,
     started_at: Option<Timestamp>,
     finished_at: Option<Timestamp>,
     duration_ms: Option<u64>,
     exit_code: Option<i32>,
     state_reason: Option<String>,
+    waiting: Option<WaitingJson>,
+    /// Why a queued job has not started, when known.
+    waits: Option<String>,
 }
 
 impl From<&IndexedJob> for JobJson {
     fn from(j: &IndexedJob) -> Self {
         JobJson {
-            id: j.id.clone(),
+            id: Some(j.id.clone()),
+            label: prompt_label(&j.project, &j.name),
             project: j.project.clone(),
             name: j.name.clone(),
             state: j.state.clone(),
             attempt: j.attempt,
-            created_at: timestamp(j.created_at),
+            created_at: Some(timestamp(j.created_at)),
             started_at: j.started_at.map(timestamp),
             finished_at: j.finished_at.map(timestamp),
             duration_ms: j
@@ -127,6 +250,29 @@ impl From<&IndexedJob> for JobJson {
                 .map(|(s, f)| f.saturating_sub(s)),
             exit_code: j.exit_code,
             state_reason: j.state_reason.clone(),
+            waiting: None,
+            waits: None,
+        }
+    }
+}
+
+impl JobJson {
+    fn waiting(layout: &Layout, w: &Waiting, daemon: bool) -> Self {
+        JobJson {
+            id: None,
+            label: w.label(),
+            project: w.prompt.project.clone(),
+            name: w.prompt.name.clone(),
+            state: w.state().to_owned(),
+            attempt: w.attempt,
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            exit_code: None,
+            state_reason: Some(w.reason(daemon)),
+            waiting: Some(WaitingJson::new(layout, w, daemon)),
+            waits: None,
         }
     }
 }
@@ -140,10 +286,6 @@ pub(super) const COLUMNS: [Column; 6] = [
     Column::right("TIME", 8),
     Column::left("CLAIMED", 12),
 ];
-
-pub(super) fn print_table(rows: &[IndexedJob]) -> anyhow::Result<()> {
-    super::output::print_table(&COLUMNS, rows, cells)
-}
 
 /// A job as a table row: the short id (the id's last 8 characters, which
 /// `<job>` arguments accept a prefix of), prompt, state, attempt, run time
@@ -161,5 +303,23 @@ pub(super) fn cells(j: &IndexedJob, now_ms: u64) -> Vec<Cell> {
         j.attempt.to_string().into(),
         time.into(),
         fmt_ago(j.created_at, now_ms).into(),
+    ]
+}
+
+/// A prompt waiting in the inbox as a table row: no id yet (`-`), the
+/// attempt its claim starts, and when it is claimed: `after 1h59m` for a
+/// deferred one, else `not yet`. `show project/name` says why.
+fn waiting_cells(w: &Waiting, now_ms: u64) -> Vec<Cell> {
+    let when = match &w.deferral {
+        Some(d) => format!("after {}", fmt_duration(d.until_ms.saturating_sub(now_ms))),
+        None => "not yet".to_owned(),
+    };
+    vec![
+        "-".into(),
+        w.label().into(),
+        Cell::state(w.state()),
+        w.attempt.to_string().into(),
+        "-".into(),
+        when.into(),
     ]
 }

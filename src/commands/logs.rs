@@ -27,6 +27,7 @@ use super::output::final_state;
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
+use crate::lookup::Target;
 
 /// How often a watched follow re-checks without an event.
 const WATCHED_RECHECK: Duration = Duration::from_millis(250);
@@ -40,10 +41,18 @@ pub fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load(global)?;
+    let (config, layout) = super::load(global)?;
     let id = {
         let ledger = super::open_ledger(&layout)?;
-        super::resolve_job(&layout, ledger.as_ref(), &args.job)?
+        match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {
+            Target::Job(id) => id,
+            Target::Waiting { prompt, .. } => {
+                let ledger = ledger.as_ref();
+                return Err(super::waiting::not_started(
+                    &layout, &config, ledger, &prompt, "logs",
+                ));
+            }
+        }
     };
     if !layout.run_dir(&id).is_dir() {
         let runs = layout.runs();

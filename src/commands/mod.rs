@@ -9,6 +9,7 @@
 
 mod abort;
 mod args;
+mod cancel;
 pub mod cli_reference;
 mod completions;
 mod config;
@@ -21,12 +22,16 @@ mod logs;
 mod man;
 mod monitor;
 mod output;
+mod pause;
+mod queue_view;
+mod reload;
 mod retry;
 mod route;
 mod show;
 mod status;
 mod stdio;
 mod submit;
+mod waiting;
 
 use std::process::ExitCode;
 
@@ -111,10 +116,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(&cli.global, &args),
         Command::Abort(args) => abort::run(&cli.global, &args),
         Command::Retry(args) => retry::run(&cli.global, &args),
+        Command::Pause(args) => pause::pause(&cli.global, &args),
+        Command::Resume(args) => pause::resume(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Completions(args) => completions::run(&args),
         Command::Man(args) => man::run(&args),
         Command::CliReference => cli_reference::run(),
+        Command::Reload(args) => reload::run(&cli.global, &args),
         Command::Monitor(args) => monitor::run(&cli.global, &args),
         Command::Route(args) => route::run(&cli.global, &args),
         Command::History(cmd) => history::run(&cli.global, &cmd),
@@ -147,24 +155,43 @@ fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerE
 /// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a
 /// clean "no" (exit 1), a malformed or ambiguous one a usage error (2).
 fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::Result<JobId> {
+    with_ledger(ledger, |ledger| crate::lookup::resolve(layout, ledger, arg))
+}
+
+/// [`resolve_job`] for the commands that also take a prompt waiting in the
+/// inbox, which has no job yet ([`crate::lookup::resolve_target`]).
+fn resolve_target(
+    layout: &Layout,
+    ledger: Option<&Ledger>,
+    arg: &str,
+) -> anyhow::Result<crate::lookup::Target> {
+    with_ledger(ledger, |ledger| {
+        crate::lookup::resolve_target(layout, ledger, arg)
+    })
+}
+
+/// Run a lookup against `ledger`, or, without one yet, an in-memory one
+/// that answers "not indexed" (the lookup then reads the run folders).
+fn with_ledger<T>(
+    ledger: Option<&Ledger>,
+    lookup: impl FnOnce(&Ledger) -> Result<T, crate::lookup::LookupError>,
+) -> anyhow::Result<T> {
     let empty;
     let ledger = match ledger {
         Some(l) => l,
         None => {
-            // No ledger yet: an in-memory one answers "not indexed", and the
-            // lookup falls back to the run folders.
             empty = Ledger::open(std::path::Path::new(":memory:"))?;
             &empty
         }
     };
-    lookup_answer(crate::lookup::resolve(layout, ledger, arg))
+    lookup_answer(lookup(ledger))
 }
 
 /// A lookup's answer as the CLI reports it: not found is a clean "no"
 /// (exit 1); malformed or ambiguous, a usage error (exit 2).
-fn lookup_answer(found: Result<JobId, crate::lookup::LookupError>) -> anyhow::Result<JobId> {
+fn lookup_answer<T>(found: Result<T, crate::lookup::LookupError>) -> anyhow::Result<T> {
     match found {
-        Ok(id) => Ok(id),
+        Ok(found) => Ok(found),
         Err(crate::lookup::LookupError::NotFound(msg)) => Err(No(msg).into()),
         Err(e) => Err(e.into()),
     }
@@ -173,7 +200,69 @@ fn lookup_answer(found: Result<JobId, crate::lookup::LookupError>) -> anyhow::Re
 /// The validated config and the layout of the root it selects.
 fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     let env = Env::from_process();
-    let config = crate::config::load(global, &env)?;
-    let root = crate::config::resolve_root(global, &env, &config)?;
+    let config = crate::config::load(&choices(global), &env)?;
+    let root = crate::config::resolve_root(&choices(global), &env, &config)?;
     Ok((config, Layout::new(root)))
+}
+
+/// The config and root for a command that must answer about a root even
+/// when its config file is invalid (`status`, `reload`): the config's
+/// errors are kept, the built-in defaults stand in, and the root comes
+/// from `--root`, `JOBWARDEN_HOME` or the file's `root` key as long as
+/// its TOML can be read.
+struct Loaded {
+    config: Config,
+    layout: Layout,
+    /// The config file resolution chose, if any.
+    path: Option<std::path::PathBuf>,
+    /// Every error of the config on disk (empty when it is valid).
+    problems: Vec<String>,
+}
+
+fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
+    use crate::config::{self, ConfigSource};
+    let env = Env::from_process();
+    let chosen = choices(global);
+    let found = config::config_path(&chosen, &env);
+    let path = found.as_ref().ok().cloned().flatten();
+    let text = path.as_deref().map(config::read_file).transpose();
+    let parsed = match (&found, &text, &path) {
+        (Err(e), _, _) => Err(vec![e.to_string()]),
+        (_, Err(e), _) => Err(vec![e.to_string()]),
+        (_, Ok(Some(text)), Some(p)) => {
+            config::parse(text, ConfigSource::File(p.clone())).map_err(|e| e.messages())
+        }
+        _ => config::parse("", ConfigSource::BuiltIn).map_err(|e| e.messages()),
+    };
+    let (mut config, problems) = match parsed {
+        Ok(config) => (config, Vec::new()),
+        Err(problems) => (config::parse("", ConfigSource::BuiltIn)?, problems),
+    };
+    if !problems.is_empty() {
+        let table = text.ok().flatten().map(|t| t.parse::<toml::Table>());
+        if matches!(table, Some(Err(_))) && chosen.root.is_none() && env.jobwarden_home.is_none() {
+            anyhow::bail!(
+                "{}; the root cannot be read from that file either: pass --root or set JOBWARDEN_HOME",
+                problems.join("; ")
+            );
+        }
+        config.root = table
+            .and_then(Result::ok)
+            .and_then(|t| t.get("root")?.as_str().map(std::path::PathBuf::from));
+    }
+    let root = config::resolve_root(&chosen, &env, &config)?;
+    Ok(Loaded {
+        config,
+        layout: Layout::new(root),
+        path,
+        problems,
+    })
+}
+
+/// What the command line chose for config resolution (`--config`, `--root`).
+pub(crate) fn choices(global: &crate::cli::GlobalArgs) -> crate::config::Choices {
+    crate::config::Choices {
+        config: global.config.clone(),
+        root: global.root.clone(),
+    }
 }

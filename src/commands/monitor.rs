@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         ConfigSource::Inherited
     };
     let config = config::parse(text, source)?;
-    let root = config::resolve_root(global, &Env::from_process(), &config)?;
+    let root = config::resolve_root(&super::choices(global), &Env::from_process(), &config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -176,13 +176,14 @@ pub fn wants_colour(stdout_is_terminal: bool, no_color: Option<&std::ffi::OsStr>
 
 /// The SGR colour of a job state or ledger outcome: green succeeded, red
 /// failed / timed out / rejected (and their outcomes), yellow aborted /
-/// interrupted / rate limited, cyan live. `None` for anything else.
+/// interrupted / cancelled / rate limited, cyan live (and waiting in the
+/// inbox). `None` for anything else.
 pub fn state_colour(state: &str) -> Option<&'static str> {
     match state {
         "succeeded" | "success" => Some("32"),
         "failed" | "failure" | "timed_out" | "timeout" | "rejected" => Some("31"),
-        "aborted" | "interrupted" | "rate_limited" => Some("33"),
-        "queued" | "preparing" | "running" | "publishing" => Some("36"),
+        "aborted" | "interrupted" | "cancelled" | "rate_limited" => Some("33"),
+        "waiting" | "deferred" | "queued" | "preparing" | "running" | "publishing" => Some("36"),
         _ => None,
     }
 }

@@ -1,8 +1,11 @@
 //! `jobwarden show <job> [--json]`: one job whole — its record as
 //! `job.json` has it, what follows from it (`show/facts.rs`: profile,
 //! route, attempt, elapsed or duration, timeout and time left), the paths
-//! of its files, its ledger row, and the last lines of its log. A job whose run folder retention removed is still shown
-//! from its ledger row; one known to neither is a clean "no" (exit 1).
+//! of its files, its ledger row, and the last lines of its log. A job
+//! whose run folder retention removed is still shown from its ledger row;
+//! one known to neither is a clean "no" (exit 1). A prompt waiting in the
+//! inbox, which has no job yet, is shown by `commands/waiting.rs`: where it
+//! waits, since when, and for what.
 
 use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -26,6 +29,7 @@ use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Execution;
+use crate::lookup::Target;
 
 /// Lines of the log shown.
 const LOG_LINES: usize = 10;
@@ -35,7 +39,12 @@ const LOG_TAIL_BYTES: u64 = 16 * 1024;
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
     let ledger = super::open_ledger(&layout)?;
-    let id = super::resolve_job(&layout, ledger.as_ref(), &args.job)?;
+    let id = match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {
+        Target::Job(id) => id,
+        Target::Waiting { prompt, .. } => {
+            return super::waiting::show(&layout, &config, ledger.as_ref(), &prompt, args.json);
+        }
+    };
     let record = read_record(&layout, &id)?;
     let execution = match &ledger {
         Some(l) => l.execution(id.as_str())?,
@@ -139,6 +148,9 @@ struct ShowJson<'a> {
     execution: Option<ExecutionJson<'a>>,
     /// The last lines of `job.log`, oldest first.
     log_tail: &'a [String],
+    /// The prompt waiting in the inbox, for one that has no job yet
+    /// (`commands/waiting.rs`); null for a job.
+    waiting: Option<()>,
 }
 
 impl Shown {
@@ -150,6 +162,7 @@ impl Shown {
             paths: &self.paths,
             execution: self.execution.as_ref().map(ExecutionJson::from),
             log_tail: &self.log_tail,
+            waiting: None,
         }
     }
 }

@@ -28,8 +28,11 @@ use crate::storage::{self, Condition};
 
 use super::jobs::JobJson;
 use super::output::{
-    alarm, fit_pad, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp,
+    alarm, fit, fit_pad, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label,
+    timestamp,
 };
+use super::queue_view::{QueueView, pause_lines};
+use super::reload::ConfigView;
 
 /// A heartbeat older than this many intervals is stale.
 const STALE_HEARTBEATS: u32 = 3;
@@ -40,7 +43,9 @@ const RECENT: usize = 5;
 const LISTED: usize = 20;
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
+    // An invalid config on disk is part of the answer (`config.errors`).
+    let loaded = super::load_lenient(global)?;
+    let (config, layout) = (loaded.config, loaded.layout);
     // A damaged ledger is an answer too: `ledger` says what is wrong.
     let (ledger, damage) = match super::open_ledger(&layout) {
         Ok(ledger) => (ledger, None),
@@ -49,6 +54,11 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     };
     let mut status = Status::gather(&config, &layout, ledger.as_ref())?;
     status.set_ledger(damage.as_ref());
+    status.config = ConfigView::gather(
+        status.live.as_ref(),
+        loaded.path.as_deref(),
+        loaded.problems,
+    );
     if args.json {
         print_json(&status)?;
     } else {
@@ -74,6 +84,8 @@ pub struct Status {
     counts: BTreeMap<&'static str, u64>,
     running: Vec<RunningView>,
     queued: Vec<QueuedView>,
+    /// The pauses in force (markers under `control/`).
+    paused: crate::control::Pauses,
     deferred: Vec<state_file::Deferred>,
     /// The last finished jobs, newest first.
     recent: Vec<JobJson>,
@@ -82,6 +94,11 @@ pub struct Status {
     /// What the live daemon said of the ledger (taken by `set_ledger`).
     #[serde(skip)]
     live_ledger: Option<health::Condition>,
+    /// The live daemon's `daemon.json`.
+    #[serde(skip)]
+    live: Option<DaemonSeen>,
+    /// The config in force, its reloads, and the one on disk.
+    config: ConfigView,
     needs_attention: Vec<AttentionView>,
 }
 
@@ -110,6 +127,8 @@ struct QueuedView {
     project: String,
     name: String,
     created_at: Timestamp,
+    /// Why it has not started, when known.
+    waits: Option<String>,
 }
 
 /// A prompt whose last run went wrong.
@@ -180,6 +199,7 @@ impl Status {
         let daemon = DaemonView::new(alive, pid, seen.as_ref(), config, problem);
         let live = alive.then_some(seen.as_ref()).flatten();
         let storage = StorageView::new(layout, live);
+        let waiting = QueueView::gather(layout, seen.as_ref(), alive);
         let mut status = Status {
             root: layout.root().display().to_string(),
             version: env!("CARGO_PKG_VERSION"),
@@ -190,14 +210,19 @@ impl Status {
             counts: JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
             running: Vec::new(),
             queued: Vec::new(),
-            deferred: live.map(|s| s.deferred.clone()).unwrap_or_default(),
+            paused: waiting.pauses.clone(),
+            deferred: live
+                .map(|s| still_waiting(layout, &s.deferred))
+                .unwrap_or_default(),
             recent: Vec::new(),
             recent_rows: Vec::new(),
             live_ledger: live.and_then(|s| s.ledger.clone()),
+            live: live.cloned(),
+            config: ConfigView::gather(None, None, Vec::new()),
             needs_attention: Vec::new(),
         };
         if let Some(ledger) = ledger {
-            status.add_jobs(config, layout, ledger, live)?;
+            status.add_jobs(config, layout, ledger, live, &waiting)?;
         }
         Ok(status)
     }
@@ -232,6 +257,7 @@ impl Status {
         layout: &Layout,
         ledger: &Ledger,
         live: Option<&DaemonSeen>,
+        waiting: &QueueView,
     ) -> anyhow::Result<()> {
         for (state, n) in ledger.count_jobs_by_state()? {
             if let Some(st) = state.parse::<JobState>().ok().map(JobState::as_str) {
@@ -271,13 +297,14 @@ impl Status {
             Some(s) => s
                 .queue
                 .iter()
-                .filter_map(|id| ledger.indexed_job(id).ok().flatten())
+                .filter_map(|q| ledger.indexed_job(q.job_id()).ok().flatten())
                 .collect(),
             None => ledger.jobs_in_states(&["queued"], LISTED)?,
         };
         self.queued = queued
             .into_iter()
             .map(|j| QueuedView {
+                waits: waiting.reason(&j.id, &j.project),
                 created_at: timestamp(j.created_at),
                 id: j.id,
                 project: j.project,
@@ -452,6 +479,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     if let Some(p) = &d.problem {
         line("warning", p)?;
     }
+    for (label, text) in s.config.lines() {
+        line(label, &text)?;
+    }
     if let Some(watch) = d.watch.as_deref().filter(|w| *w != "inotify") {
         let why = d.watch_reason.as_deref().unwrap_or("no reason given");
         line("inbox", &format!("{} ({why})", alarm(watch)))?;
@@ -470,6 +500,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         summary.push_str(&format!(", {u} waiting to be recorded"));
     }
     line("jobs", &summary)?;
+    for (i, p) in pause_lines(&s.paused).iter().enumerate() {
+        line(if i == 0 { "paused" } else { "" }, p)?;
+    }
     let ended: Vec<String> = JobState::ALL
         .iter()
         .filter(|st| st.is_terminal() && n(st.as_str()) > 0)
@@ -506,9 +539,14 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
                 "{}  {}  claimed {}",
                 short(&q.id),
                 fit_pad(&prompt_label(&q.project, &q.name), 24),
-                fmt_ago(q.created_at.epoch_ms(), now)
+                fmt_ago(q.created_at.epoch_ms(), now),
             ),
         )?;
+        // Why it waits, on a line of its own so that the table keeps to
+        // 80 columns.
+        if let Some(w) = q.waits.as_deref() {
+            line("", &format!("  waits: {}", fit(w, 60)))?;
+        }
     }
     for (i, p) in s.deferred.iter().enumerate() {
         line(
@@ -542,4 +580,21 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The daemon's deferred prompts that still wait in the inbox: one
+/// cancelled (`jobwarden abort`) is gone before the daemon's timer says so.
+fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<state_file::Deferred> {
+    deferred
+        .iter()
+        .filter(|d| {
+            let (project, name) = d.prompt.rsplit_once('/').unwrap_or(("", &d.prompt));
+            let prompt = crate::layout::PromptName {
+                project: project.to_owned(),
+                name: name.to_owned(),
+            };
+            crate::waiting::look(layout, &prompt).is_some()
+        })
+        .cloned()
+        .collect()
 }

@@ -355,7 +355,8 @@ fn exit_status(rec: &JobRecord) -> u8 {
             .filter(|&c| c != 0)
             .unwrap_or(1),
         JobState::TimedOut => 124,
-        JobState::Aborted => 130,
+        // Stopped by request, before or after it started.
+        JobState::Aborted | JobState::Cancelled => 130,
         JobState::Rejected => 65,
         JobState::Interrupted => 75,
         // Only terminal records are reported.
@@ -574,6 +575,7 @@ mod tests {
             (JobState::Failed, Some(0), 1),
             (JobState::TimedOut, None, 124),
             (JobState::Aborted, None, 130),
+            (JobState::Cancelled, None, 130),
             (JobState::Rejected, None, 65),
             (JobState::Interrupted, None, 75),
         ] {

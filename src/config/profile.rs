@@ -121,6 +121,18 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
         prepare,
         publish,
         limits,
+        max_jobs: v
+            .num(&key("max_jobs"), p.max_jobs.clone(), 1, 4096)
+            .map(|n| n as usize)
+            .or(base.and_then(|b| b.max_jobs)),
+        shared_workdir: v
+            .take(
+                &key("shared_workdir"),
+                p.shared_workdir.clone(),
+                "true or false",
+            )
+            .or(base.map(|b| b.shared_workdir))
+            .unwrap_or(false),
     }
 }
 

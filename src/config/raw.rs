@@ -82,6 +82,8 @@ pub(super) struct RawProfile {
     pub prepare: Option<RawPhase>,
     pub publish: Option<RawPhase>,
     pub limits: Option<RawLimits>,
+    pub max_jobs: Opt<i64>,
+    pub shared_workdir: Opt<bool>,
 }
 
 /// A profile's `prepare` or `publish`.
@@ -116,6 +118,8 @@ pub(super) struct RawRoute {
     pub profile: Opt<String>,
     pub workdir: Opt<String>,
     pub env: Opt<BTreeMap<String, String>>,
+    pub max_jobs: Opt<i64>,
+    pub shared_workdir: Opt<bool>,
 }
 
 /// Read `text`: the raw shape, and a problem for every unknown key. `None`

@@ -196,6 +196,11 @@ pub struct Route {
     /// Added to (and overriding) the profile's `env`; values may use the
     /// captures and the job placeholders.
     pub env: BTreeMap<String, Template>,
+    /// At most this many of its jobs run at once (besides `max_jobs` and
+    /// the profile's).
+    pub max_jobs: Option<usize>,
+    /// Overrides the profile's `shared_workdir`.
+    pub shared_workdir: Option<bool>,
 }
 
 /// Validate the routes against the profiles: patterns, the profile each
@@ -314,11 +319,21 @@ fn one(
             env.insert(k, t);
         }
     }
+    let max_jobs = v
+        .num(&at("max_jobs"), r.max_jobs.clone(), 1, 4096)
+        .map(|n| n as usize);
+    let shared_workdir = v.take(
+        &at("shared_workdir"),
+        r.shared_workdir.clone(),
+        "true or false",
+    );
     let route = Route {
         pattern,
         profile,
         workdir,
         env,
+        max_jobs,
+        shared_workdir,
     };
     if let Some(p) = profiles.get(&route.profile) {
         if let Some(why) = missing_captures(p, &route) {

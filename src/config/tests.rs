@@ -87,16 +87,16 @@ fn root_resolution_order() {
         home: Some("/home/u".into()),
         ..Env::default()
     };
-    let flag = GlobalArgs {
+    let flag = Choices {
         root: Some("/from/flag".into()),
-        ..GlobalArgs::default()
+        ..Choices::default()
     };
     assert_eq!(
         resolve_root(&flag, &env, &c).expect("flag"),
         PathBuf::from("/from/flag")
     );
     env.jobwarden_home = Some("/from/env".into());
-    let none = GlobalArgs::default();
+    let none = Choices::default();
     assert_eq!(
         resolve_root(&none, &env, &c).expect("env"),
         PathBuf::from("/from/env")
@@ -120,9 +120,9 @@ fn root_resolution_order() {
 
 #[test]
 fn explicit_config_must_exist() {
-    let g = GlobalArgs {
+    let g = Choices {
         config: Some("/nonexistent/jobwarden.toml".into()),
-        ..GlobalArgs::default()
+        ..Choices::default()
     };
     let err = config_path(&g, &Env::default()).expect_err("missing");
     assert!(
@@ -279,4 +279,25 @@ fn a_route_without_match_or_with_a_bad_pattern_is_named_by_position() {
             .message
             .contains("route #1: `match` is missing")
     );
+}
+
+#[test]
+fn limits_and_shared_workdir_are_typed_inherited_and_shown() {
+    let c = config(
+        "[profiles.default]\nmax_jobs = 3\n\n[profiles.review]\nshared_workdir = true\n\n[profiles.solo]\nmax_jobs = 1\n\n[[route]]\nmatch = \"{repo}/**\"\nprofile = \"review\"\nmax_jobs = 2\nshared_workdir = false\n",
+    );
+    assert_eq!(c.profiles["default"].max_jobs, Some(3));
+    assert_eq!(c.profiles["review"].max_jobs, Some(3), "inherited");
+    assert!(c.profiles["review"].shared_workdir);
+    assert!(!c.profiles["default"].shared_workdir);
+    assert_eq!(c.profiles["solo"].max_jobs, Some(1));
+    assert_eq!(c.routes[0].max_jobs, Some(2));
+    assert_eq!(c.routes[0].shared_workdir, Some(false));
+    let shown = c.to_toml();
+    let again = config(&shown);
+    assert_eq!(again.routes[0].max_jobs, Some(2), "{shown}");
+    assert_eq!(again.routes[0].shared_workdir, Some(false), "{shown}");
+    assert!(again.profiles["review"].shared_workdir, "{shown}");
+    assert_eq!(again.profiles["solo"].max_jobs, Some(1), "{shown}");
+    assert_eq!(config("").profiles["default"].max_jobs, None);
 }

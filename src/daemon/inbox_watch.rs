@@ -6,10 +6,17 @@
 //! new watch and a rescan; a missing one is made again; a symlink (or
 //! anything else that is not a folder) is refused: nothing is claimed
 //! through it until it is a real folder again. `daemon.json`'s `watch`
-//! says which of these holds, with the reason.
+//! says which of these holds, with the reason. Also where the watch starts
+//! (or falls back to rescans) and how often the inbox is rescanned.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
+use crate::config::WatchMode;
 use crate::fsio;
+use crate::inbox::{InboxWatcher, Signal};
 
 /// How the inbox is being watched, as `daemon.json` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,5 +121,46 @@ impl Daemon {
             return (WatchState::Rescan, Some(why));
         }
         (WatchState::Inotify, None)
+    }
+
+    /// Watch the inbox as configured. If inotify cannot be had (instance or
+    /// watch limits, a filesystem that does not support it), say so once and
+    /// live on rescans: a daemon that claims slowly beats one that stops.
+    pub(super) fn start_watching(&mut self) -> UnboundedReceiver<Signal> {
+        if self.config.watch == WatchMode::Inotify {
+            match InboxWatcher::start(&self.layout) {
+                Ok((watcher, signals)) => {
+                    self.watcher = Some(watcher);
+                    return signals;
+                }
+                Err(e) => tracing::warn!(
+                    "{e}; falling back to rescanning the inbox every {}",
+                    humantime::format_duration(self.rescan_period_without_events())
+                ),
+            }
+        }
+        self.watch_degraded = true;
+        // No watcher sends anything; the sender is kept so the channel stays open.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.idle_sender = Some(tx);
+        rx
+    }
+
+    /// How often to rescan: the configured interval, but at most 2 s when
+    /// rescans are the only dependable way prompts are found (no watcher,
+    /// or it lost events) and nobody chose that.
+    pub(super) fn rescan_period(&self) -> Duration {
+        if self.watcher.is_some() && !self.watch_degraded {
+            self.config.rescan_interval
+        } else {
+            self.rescan_period_without_events()
+        }
+    }
+
+    fn rescan_period_without_events(&self) -> Duration {
+        match self.config.watch {
+            WatchMode::Rescan => self.config.rescan_interval,
+            WatchMode::Inotify => self.config.rescan_interval.min(Duration::from_secs(2)),
+        }
     }
 }

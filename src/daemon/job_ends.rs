@@ -2,21 +2,17 @@
 //! or an `interrupted` one whose orphaned process group is cleared first),
 //! ends that could not be recorded yet (storage refusing writes), the
 //! claim each prompt's job holds, and a queued job aborted before it
-//! started.
+//! started (it ends `cancelled`).
 
 use std::process::ExitStatus;
 
-use serde_json::json;
-
 use super::{Daemon, Slot};
 use crate::error::{DaemonError, JobError};
-use crate::events::{EventLog, Op};
-use crate::job::{JobId, JobRecord, JobState};
+use crate::job::{JobId, JobRecord};
 use crate::layout::PromptName;
 use crate::ledger::backfill;
 use crate::recover;
-use crate::terminal::{Ending, Finisher};
-use crate::{abort, storage};
+use crate::storage;
 
 impl Daemon {
     pub(super) fn on_monitor_joined(
@@ -43,12 +39,8 @@ impl Daemon {
             }
         }
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
-            // Nothing of the job ran: it keeps its place at the head.
-            self.running.remove(&id);
-            if let Some(w) = self.watcher.as_mut() {
-                w.watch_run_dir(&self.layout.run_dir(&id));
-            }
-            self.queue.push_front(id.clone());
+            // Nothing of the job ran: it goes back to its place.
+            self.requeue_unstarted(&id);
             let condition = storage::probe(self.layout.root())
                 .map(|p| p.condition)
                 .ok()
@@ -68,7 +60,7 @@ impl Daemon {
     /// the monitor died mid-job and the job is `interrupted`.
     pub(super) fn on_job_gone(&mut self, id: &JobId, how: &str) {
         let span = tracing::info_span!("job", id = %id).entered();
-        self.running.remove(id);
+        self.free_slot(id);
         if !self.settle(id, how) {
             tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
             self.unsettled.insert(id.clone(), how.to_owned());
@@ -237,39 +229,50 @@ impl Daemon {
 
     pub(super) fn abort_if_queued(&mut self, id: &JobId) {
         let _span = tracing::info_span!("job", id = %id).entered();
-        let Some(pos) = self.queue.iter().position(|q| q == id) else {
+        if !self.dequeue(id) {
             return;
-        };
-        self.queue.remove(pos);
-        self.priorities.remove(id);
-        if let Some(w) = self.watcher.as_mut() {
-            w.unwatch_run_dir(&self.layout.run_dir(id));
         }
         self.refresh_ledger();
         let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = EventLog::open(
-                self.layout.root(),
-                &self.layout.events(id),
-                self.config.events_for(&rec),
-            );
-            events.append(Op::AbortRequested, json!({"while": "queued"}));
-            let reason = abort::reason(&self.layout, id);
-            let mut finisher = Finisher {
+            // Nothing of it ran: it ends `cancelled`.
+            let mut canceller = crate::cancel::Canceller {
                 layout: &self.layout,
                 config: &self.config,
+                host: &self.host,
                 ledger: self.ledger.as_mut(),
             };
-            finisher.finish(
-                &mut rec,
-                &mut events,
-                Ending::new(JobState::Aborted, Some(reason)),
-            )?;
-            tracing::info!(job = %id, "aborted while queued");
+            canceller.end_queued(&mut rec, "queued")?;
+            tracing::info!(job = %id, state = %rec.state, "stopped while queued");
             self.release_claim(&rec.prompt_name(), id);
             self.unblock(&rec.prompt_name());
             Ok(())
         });
         self.report(id, result);
+        drop(_span);
+        // A place it had been woken for may go to another job.
+        self.dispatch();
+    }
+
+    /// The turn at `claim.lock` for the start-up reconciliation, so that a
+    /// job `jobwarden abort` is claiming and cancelling itself is never
+    /// found half-made. Waited for a bounded time: a holder that hangs
+    /// delays the start, it does not stop it.
+    pub(super) fn turn_for_recovery(&self) -> Option<crate::cancel::Turn> {
+        match crate::cancel::take_turn(&self.layout, crate::cancel::TURN_PATIENCE) {
+            Ok(Some(turn)) => Some(turn),
+            Ok(None) => {
+                tracing::warn!(
+                    "{} stayed locked for {}; reconciling without waiting longer",
+                    self.layout.claim_lock().display(),
+                    humantime::format_duration(crate::cancel::TURN_PATIENCE)
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!("{e}; reconciling without the turn");
+                None
+            }
+        }
     }
 
     pub(super) fn report(&self, id: &JobId, result: Result<(), JobError>) {

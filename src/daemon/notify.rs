@@ -1,8 +1,9 @@
 //! systemd's notification protocol (`sd_notify`): `READY=1` once recovery
 //! and the first rescan are done, `STATUS=` with the counts when they
 //! change, `WATCHDOG=1` from the main loop at half the `WATCHDOG_USEC`
-//! interval (a wedged loop stops pinging and gets restarted), and
-//! `STOPPING=1` on shutdown. Without `NOTIFY_SOCKET` every call does
+//! interval (a wedged loop stops pinging and gets restarted),
+//! `RELOADING=1` … `READY=1` around a config reload, and `STOPPING=1` on
+//! shutdown. Without `NOTIFY_SOCKET` every call does
 //! nothing. Failures to send are logged once; they never stop the daemon.
 
 use std::time::Duration;
@@ -51,6 +52,15 @@ impl Notifier {
         if self.last_status != status {
             self.last_status = status.to_owned();
             self.send(&[NotifyState::Status(status)]);
+        }
+    }
+
+    /// `RELOADING=1`, with the `MONOTONIC_USEC=` newer systemd wants
+    /// beside it; [`Notifier::ready`] says the reload is over.
+    pub fn reloading(&mut self) {
+        match NotifyState::monotonic_usec_now() {
+            Ok(now) => self.send(&[NotifyState::Reloading, now]),
+            Err(_) => self.send(&[NotifyState::Reloading]),
         }
     }
 

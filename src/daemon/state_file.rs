@@ -47,10 +47,51 @@ pub struct DaemonFile<'a> {
     pub ledger: &'a ledger::health::Condition,
     /// Jobs whose monitor is gone and whose end waits to be recorded.
     pub unsettled: usize,
-    /// The first queued jobs, in the order they will start.
-    pub queue: Vec<&'a str>,
+    /// The first queued jobs, in the order they would start if every
+    /// slot were free, each with why it waits.
+    pub queue: Vec<Queued>,
     /// Prompts waiting for their cooldown to end, soonest first.
     pub deferred: Vec<Deferred>,
+    /// The config in force, and the last reload.
+    pub config: &'a super::control::ConfigState,
+}
+
+/// A queued job, as `daemon.json` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Queued {
+    pub job_id: String,
+    pub project: String,
+    pub profile: String,
+    /// Why it has not started (`max_jobs 4 reached`, `paused (profile
+    /// review)`, `limit of route {repo}/**: 1 running`, `repository
+    /// /srv/repos/api busy with job 0f3c9a1b`); null when it is about to.
+    pub waiting: Option<String>,
+}
+
+/// A queued job as `daemon.json` lists it; a daemon before the listing
+/// carried reasons wrote only the id.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum QueuedSeen {
+    Listed(Queued),
+    Id(String),
+}
+
+impl QueuedSeen {
+    pub fn job_id(&self) -> &str {
+        match self {
+            QueuedSeen::Listed(q) => &q.job_id,
+            QueuedSeen::Id(id) => id,
+        }
+    }
+
+    /// Why it waits, when the daemon said.
+    pub fn waiting(&self) -> Option<&str> {
+        match self {
+            QueuedSeen::Listed(q) => q.waiting.as_deref(),
+            QueuedSeen::Id(_) => None,
+        }
+    }
 }
 
 /// A prompt in cooldown, as `daemon.json` lists it.
@@ -118,9 +159,12 @@ pub struct DaemonSeen {
     #[serde(default)]
     pub unsettled: usize,
     #[serde(default)]
-    pub queue: Vec<String>,
+    pub queue: Vec<QueuedSeen>,
     #[serde(default)]
     pub deferred: Vec<Deferred>,
+    /// Absent from a daemon that cannot reload (it would die of SIGHUP).
+    #[serde(default)]
+    pub config: Option<super::control::ConfigState>,
 }
 
 /// Read `daemon.json`: `Ok(None)` if no daemon ever wrote one; an

@@ -346,8 +346,8 @@ mod tests {
         rec.transition(&layout, &mut ev, JobState::Succeeded, None, json!({}))
             .expect_err("queued -> succeeded");
         rec.save(&layout).expect("save");
-        rec.transition(&layout, &mut ev, JobState::Aborted, None, json!({}))
-            .expect("abort");
+        rec.transition(&layout, &mut ev, JobState::Cancelled, None, json!({}))
+            .expect("cancel");
         let err = rec
             .transition(&layout, &mut ev, JobState::Running, None, json!({}))
             .expect_err("terminal");
@@ -356,7 +356,7 @@ mod tests {
             JobRecord::load_job(&layout, &rec.job_id)
                 .expect("load")
                 .state,
-            JobState::Aborted
+            JobState::Cancelled
         );
     }
 

@@ -1,5 +1,9 @@
 //! Job states and the one table of valid transitions (DESIGN §3). Every
 //! state change of a record goes through [`JobState::check_transition`].
+//!
+//! `aborted` is the end of a job stopped after it started; a job stopped
+//! before anything of it ran (still `queued`) is `cancelled`
+//! ([`JobState::stopped_by_request`] says which).
 
 use std::fmt;
 
@@ -18,6 +22,7 @@ pub enum JobState {
     Aborted,
     Interrupted,
     Rejected,
+    Cancelled,
 }
 
 use JobState::*;
@@ -31,9 +36,9 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
             Running,
             Failed,
             TimedOut,
-            Aborted,
             Interrupted,
             Rejected,
+            Cancelled,
         ],
     ),
     (
@@ -59,7 +64,15 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
 
 /// The terminal states: where a record found lying may be restored to
 /// (see [`JobState::check_restore`]).
-const TERMINAL: &[JobState] = &[Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected];
+const TERMINAL: &[JobState] = &[
+    Succeeded,
+    Failed,
+    TimedOut,
+    Aborted,
+    Interrupted,
+    Rejected,
+    Cancelled,
+];
 
 /// An attempt to move a job where the table does not allow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,7 +95,7 @@ fn valid_list(valid: &[JobState]) -> String {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 10] = [
+    pub const ALL: [JobState; 11] = [
         Queued,
         Preparing,
         Running,
@@ -93,6 +106,7 @@ impl JobState {
         Aborted,
         Interrupted,
         Rejected,
+        Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -107,7 +121,15 @@ impl JobState {
             Aborted => "aborted",
             Interrupted => "interrupted",
             Rejected => "rejected",
+            Cancelled => "cancelled",
         }
+    }
+
+    /// The end of a job in this state that is stopped by request (an ABORT
+    /// marker): `cancelled` while nothing of it has run (`queued`), else
+    /// `aborted`.
+    pub fn stopped_by_request(self) -> JobState {
+        if self == Queued { Cancelled } else { Aborted }
     }
 
     /// States this one may move to.
@@ -192,7 +214,7 @@ mod tests {
 
     #[test]
     fn terminal_states_have_no_way_out() {
-        for s in [Succeeded, Failed, TimedOut, Aborted, Interrupted, Rejected] {
+        for s in TERMINAL.iter().copied() {
             assert!(s.is_terminal());
             for to in JobState::ALL {
                 assert!(s.check_transition(to).is_err(), "{s} -> {to}");
@@ -211,6 +233,18 @@ mod tests {
     fn rejected_only_from_queued() {
         for s in JobState::ALL {
             assert_eq!(s.check_transition(Rejected).is_ok(), s == Queued, "{s}");
+        }
+    }
+
+    #[test]
+    fn a_job_that_never_started_is_cancelled_not_aborted() {
+        assert_eq!(Queued.stopped_by_request(), Cancelled);
+        assert!(Queued.check_transition(Cancelled).is_ok());
+        assert!(Queued.check_transition(Aborted).is_err());
+        for s in [Preparing, Running, Publishing] {
+            assert_eq!(s.stopped_by_request(), Aborted);
+            assert!(s.check_transition(Aborted).is_ok(), "{s}");
+            assert!(s.check_transition(Cancelled).is_err(), "{s}");
         }
     }
 

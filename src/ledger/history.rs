@@ -480,11 +480,11 @@ impl Ledger {
     }
 }
 
-/// success / (total - aborted - rejected): aborted and rejected runs say
+/// success / (total - aborted - rejected - cancelled): those runs say
 /// nothing about whether the job works. `None` when nothing is left.
 fn success_rate(s: &Summary) -> Option<f64> {
     let count = |o: &str| s.by_outcome.get(o).copied().unwrap_or(0);
-    let decided = s.total - count("aborted") - count("rejected");
+    let decided = s.total - count("aborted") - count("rejected") - count("cancelled");
     (decided > 0).then(|| count("success") as f64 / decided as f64)
 }
 

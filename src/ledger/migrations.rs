@@ -286,8 +286,17 @@ DROP INDEX executions_by_project_duration;
 DROP INDEX executions_by_duration;
 "#;
 
+/// Migration 5: the `cancelled` outcome and job state: a job stopped by
+/// request before anything of it ran (a prompt cancelled while it waited
+/// in the inbox, or a job aborted while queued). It causes no cooldown and
+/// is never retried automatically.
+const V5: &str = r#"
+INSERT INTO outcomes (name, causes_cooldown) VALUES ('cancelled', 0);
+INSERT INTO job_counts (state, n) VALUES ('cancelled', 0);
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -16,10 +16,12 @@ pub enum Outcome {
     Aborted,
     Interrupted,
     Rejected,
+    /// Stopped by request before anything of it ran (migration 5).
+    Cancelled,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Success,
         Outcome::Failure,
         Outcome::Timeout,
@@ -27,6 +29,7 @@ impl Outcome {
         Outcome::Aborted,
         Outcome::Interrupted,
         Outcome::Rejected,
+        Outcome::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +41,7 @@ impl Outcome {
             Outcome::Aborted => "aborted",
             Outcome::Interrupted => "interrupted",
             Outcome::Rejected => "rejected",
+            Outcome::Cancelled => "cancelled",
         }
     }
 
@@ -51,6 +55,7 @@ impl Outcome {
             JobState::Aborted => Outcome::Aborted,
             JobState::Interrupted => Outcome::Interrupted,
             JobState::Rejected => Outcome::Rejected,
+            JobState::Cancelled => Outcome::Cancelled,
             _ => return None,
         })
     }
@@ -64,6 +69,7 @@ impl Outcome {
             Outcome::Aborted => JobState::Aborted,
             Outcome::Interrupted => JobState::Interrupted,
             Outcome::Rejected => JobState::Rejected,
+            Outcome::Cancelled => JobState::Cancelled,
         }
     }
 

@@ -163,7 +163,9 @@ impl Monitor<'_> {
         if abort::requested(&self.layout, &id) {
             self.events
                 .append(Op::AbortRequested, json!({"while": "queued"}));
-            return self.end(JobState::Aborted, Some(abort::reason(&self.layout, &id)));
+            // Nothing of it ran: `cancelled` (see `JobState::stopped_by_request`).
+            let ended = self.rec.state.stopped_by_request();
+            return self.end(ended, Some(abort::reason(&self.layout, &id, ended)));
         }
         if let Err(e) = fsio::create_dirs(self.layout.root(), &self.layout.job_workdir(&id)) {
             if storage::fault_of(&e.source).is_some() {
@@ -456,7 +458,8 @@ impl Monitor<'_> {
         self.rec.abort_requested_at = Some(Timestamp::now());
         self.events
             .append(Op::AbortRequested, json!({"while": self.rec.state}));
-        abort::reason(&self.layout, &self.rec.job_id)
+        let ended = self.rec.state.stopped_by_request();
+        abort::reason(&self.layout, &self.rec.job_id, ended)
     }
 
     /// Start ending the job early: SIGTERM now; returns when to SIGKILL.

@@ -159,8 +159,10 @@ impl Monitor<'_> {
     ) -> Result<Child, Stop> {
         // Between two stages: the watch of the one before has ended.
         if abort::requested(&self.layout, &self.rec.job_id) {
+            // Before the first stage nothing has run: `cancelled`.
+            let ended = self.rec.state.stopped_by_request();
             let reason = self.abort_reason();
-            return Err(Stop::End(self.ending(JobState::Aborted, Some(reason))));
+            return Err(Stop::End(self.ending(ended, Some(reason))));
         }
         let plan = match planned {
             Some(plan) => plan,
@@ -339,7 +341,9 @@ impl Monitor<'_> {
             }
         }
         match &end.early {
-            Some(EarlyEnd::Abort(reason)) => (JobState::Aborted, Some(reason.clone())),
+            Some(EarlyEnd::Abort(reason)) => {
+                (self.rec.state.stopped_by_request(), Some(reason.clone()))
+            }
             Some(EarlyEnd::Timeout(after)) => {
                 self.rec.failure_stage = Some(stage.as_str().into());
                 let after = humantime::format_duration(*after);

@@ -195,17 +195,44 @@ pub fn honoured(
     path: &std::path::Path,
     last: Option<&LastRun>,
 ) -> Option<Request> {
+    match standing(layout, prompt, path, last)? {
+        Ok(request) => Some(request),
+        Err(outlived) => {
+            tracing::info!(%prompt, retry_of = %outlived.retry_of, "a retry request outlived by a finished attempt is removed");
+            clear_if(layout, prompt, &outlived);
+            None
+        }
+    }
+}
+
+/// [`honoured`] for readers: the request that holds for the file at
+/// `path`, changing nothing (an outlived request is left for the daemon).
+pub fn holding(
+    layout: &Layout,
+    prompt: &PromptName,
+    path: &std::path::Path,
+    last: Option<&LastRun>,
+) -> Option<Request> {
+    standing(layout, prompt, path, last)?.ok()
+}
+
+/// The request naming the file at `path`: `Ok` if it holds, `Err` if a
+/// finished attempt outlived it.
+fn standing(
+    layout: &Layout,
+    prompt: &PromptName,
+    path: &std::path::Path,
+    last: Option<&LastRun>,
+) -> Option<Result<Request, Request>> {
     let request = read(layout, prompt)?;
     let file = std::fs::symlink_metadata(path).ok()?;
     if FileIdentity::of(&file) != request.file {
         return None;
     }
     if last.is_some_and(|l| l.finished_at > request.requested_at.epoch_ms()) {
-        tracing::info!(%prompt, retry_of = %request.retry_of, "a retry request outlived by a finished attempt is removed");
-        clear_if(layout, prompt, &request);
-        return None;
+        return Some(Err(request));
     }
-    Some(request)
+    Some(Ok(request))
 }
 
 /// Remove `prompt`'s request if it is still `request` (a newer one, written

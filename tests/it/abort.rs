@@ -167,10 +167,17 @@ fn abort_while_queued_never_starts_the_job() {
     let queued = sb.wait_state("proj", "second", "queued", secs(10));
 
     fs::write(queued.dir.join("ABORT"), "not needed any more\n").expect("write ABORT");
-    let aborted = sb.wait_id(&queued.id, "queued job to be aborted", secs(5), |j| {
+    let aborted = sb.wait_id(&queued.id, "queued job to be cancelled", secs(5), |j| {
         j.is_terminal()
     });
-    assert_eq!(aborted.state(), "aborted", "{:#}", aborted.record);
+    // Nothing of it ran: it is cancelled, not aborted.
+    assert_eq!(aborted.state(), "cancelled", "{:#}", aborted.record);
+    assert_eq!(
+        aborted.str_field("state_reason"),
+        Some("cancelled by request: not needed any more"),
+        "{:#}",
+        aborted.record
+    );
     assert!(
         aborted.record["pid"].is_null(),
         "never started: {:#}",
@@ -199,7 +206,7 @@ fn abort_while_queued_never_starts_the_job() {
 
     let second = sb.wait_done("proj", "second", secs(5));
     assert_eq!(second.id, aborted.id);
-    assert_eq!(second.state(), "aborted");
+    assert_eq!(second.state(), "cancelled");
     assert!(
         second.record["pid"].is_null(),
         "still never started: {:#}",
@@ -210,7 +217,7 @@ fn abort_while_queued_never_starts_the_job() {
         !ops.iter().any(|o| o == "started"),
         "no started event: {ops:?}"
     );
-    let expected = format!("archive/aborted/proj/second.{}.md", second.id);
+    let expected = format!("archive/cancelled/proj/second.{}.md", second.id);
     assert_eq!(second.str_field("archive_path"), Some(expected.as_str()));
     assert_eq!(
         fs::read_to_string(sb.root.join(&expected)).expect("archived"),

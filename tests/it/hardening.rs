@@ -130,9 +130,11 @@ fn fifo_abort_marker_neither_freezes_the_daemon_nor_is_ignored() {
 
     let fifo = sb.run_dir(&queued.id).join("ABORT");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
-    let aborted = wait_until("the queued job aborted by a FIFO marker", secs(10), || {
-        sb.job(&queued.id).filter(|j| j.state() == "aborted")
-    });
+    let aborted = wait_until(
+        "the queued job cancelled by a FIFO marker",
+        secs(10),
+        || sb.job(&queued.id).filter(|j| j.state() == "cancelled"),
+    );
     assert!(aborted.pid().is_none(), "it never started");
 
     fs::write(sb.out().join("release"), "").expect("release");

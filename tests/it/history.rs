@@ -43,6 +43,7 @@ const OUTCOMES: &[&str] = &[
     "aborted",
     "interrupted",
     "rejected",
+    "cancelled",
 ];
 
 /// A sandbox with a config whose jobs do nothing (for CLI-only tests).
@@ -293,6 +294,7 @@ fn stats_counts_outcomes_and_success_rate_from_known_seeds() {
         ("timeout", 1),
         ("aborted", 2),
         ("rejected", 1),
+        ("cancelled", 1),
     ];
     for (outcome, n) in seeds {
         for _ in 0..n {
@@ -300,7 +302,7 @@ fn stats_counts_outcomes_and_success_rate_from_known_seeds() {
         }
     }
     let stats = json(&sb, &["history", "stats", "--json"], 0);
-    assert_eq!(stats["total"], 8);
+    assert_eq!(stats["total"], 9);
     assert_eq!(
         keys(&stats["by_outcome"]),
         OUTCOMES.iter().map(|s| s.to_string()).collect()
@@ -309,12 +311,12 @@ fn stats_counts_outcomes_and_success_rate_from_known_seeds() {
         assert_eq!(stats["by_outcome"][outcome], n, "{outcome}: {stats:#}");
     }
     assert_eq!(stats["by_outcome"]["interrupted"], 0, "zero counts present");
-    // 3 successes of 8 - 2 aborted - 1 rejected = 5 decided runs.
+    // 3 successes of 9 - 2 aborted - 1 rejected - 1 cancelled = 5 decided runs.
     let rate = stats["success_rate"].as_f64().expect("a rate");
     assert!((rate - 0.6).abs() < 1e-9, "{rate}");
     assert_eq!(stats["with_duration"], 0, "recorded runs have no duration");
     assert!(stats["median_duration_ms"].is_null() && stats["p95_duration_ms"].is_null());
-    assert_eq!(stats["projects"]["p"]["total"], 8);
+    assert_eq!(stats["projects"]["p"]["total"], 9);
     assert!(stats["since"].is_null() && stats["project"].is_null());
 }
 

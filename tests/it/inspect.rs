@@ -177,6 +177,7 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
         keys(&all[0]),
         set(&[
             "id",
+            "label",
             "project",
             "name",
             "state",
@@ -186,7 +187,9 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
             "finished_at",
             "duration_ms",
             "exit_code",
-            "state_reason"
+            "state_reason",
+            "waiting",
+            "waits"
         ])
     );
     let failed = json(&sb, &["jobs", "--state", "failed", "--json"], 0);
@@ -247,6 +250,7 @@ fn show_finds_a_job_every_way_it_may_be_named() {
             "paths",
             "execution",
             "log_tail",
+            "waiting",
             "profile",
             "route",
             "attempt",

@@ -106,11 +106,13 @@ fn config_check_catches_unknown_placeholders_and_unreachable_routes_and_names_ov
         &format!("{base}\n[[route]]\nmatch = \"api/**\"\n[[route]]\nmatch = \"{{repo}}/main\"\n"),
     );
     assert_eq!(out.code(), 0, "{}", out.stderr);
+    // A warning, on stderr: stdout has only the summary.
     assert!(
-        out.stdout.contains("warning: route #2") && out.stdout.contains("overlaps route #1"),
+        out.stderr.contains("warning: route #2") && out.stderr.contains("overlaps route #1"),
         "{}",
-        out.stdout
+        out.stderr
     );
+    assert!(!out.stdout.contains("warning"), "{}", out.stdout);
 }
 
 #[test]

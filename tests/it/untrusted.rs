@@ -268,8 +268,8 @@ fn fifo_at_events_jsonl_never_blocks_the_daemon() {
     let second = sb.wait_state("", "second", "queued", secs(20));
     let (_fifo, _holder) = full_fifo(&second.dir.join("events.jsonl"));
     fs::write(second.dir.join("ABORT"), "stop\n").expect("abort");
-    let second = sb.wait_state("", "second", "aborted", secs(20));
-    assert_eq!(second.state(), "aborted");
+    let second = sb.wait_state("", "second", "cancelled", secs(20));
+    assert_eq!(second.state(), "cancelled");
     fs::write(sb.out().join("go"), "").expect("open the gate");
     sb.drop_prompt("", "third", "x\n");
     assert_eq!(sb.wait_done("", "third", secs(20)).state(), "succeeded");

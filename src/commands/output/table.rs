@@ -79,11 +79,19 @@ impl From<&str> for Cell {
     }
 }
 
+/// One line of a table: a row of cells, or a note printed as it is under
+/// the row before it (not measured: it does not widen the columns).
+#[derive(Debug, Clone)]
+enum Line {
+    Row(Vec<Cell>),
+    Note(String),
+}
+
 /// Columns, and rows of cells (one per column), rendered as lines.
 #[derive(Debug, Clone)]
 pub struct Table {
     columns: Vec<Column>,
-    rows: Vec<Vec<Cell>>,
+    rows: Vec<Line>,
     /// `(total, floor)`: the last column is cut to what the others leave
     /// of `total` cells, but to no fewer than `floor`.
     fit_to: Option<(usize, usize)>,
@@ -110,7 +118,12 @@ impl Table {
 
     /// Add a row; missing cells are empty, extra ones are dropped.
     pub fn push(&mut self, row: Vec<Cell>) {
-        self.rows.push(row);
+        self.rows.push(Line::Row(row));
+    }
+
+    /// Add a line printed as it is, under the last row.
+    pub fn note(&mut self, text: String) {
+        self.rows.push(Line::Note(text));
     }
 
     /// The header (when any column has a title) and the rows, as lines
@@ -126,10 +139,11 @@ impl Table {
                 .collect();
             self.line(&cells, &widths, false)
         });
-        header
-            .into_iter()
-            .chain(self.rows.iter().map(|r| self.line(r, &widths, colour)))
-            .collect()
+        let body = self.rows.iter().map(|line| match line {
+            Line::Row(cells) => self.line(cells, &widths, colour),
+            Line::Note(text) => text.clone(),
+        });
+        header.into_iter().chain(body).collect()
     }
 
     /// Each column's width: its widest cell or title, within its cap.
@@ -140,7 +154,10 @@ impl Table {
             .enumerate()
             .map(|(i, col)| {
                 let title = col.title.map_or(0, UnicodeWidthStr::width);
-                let cells = self.rows.iter().filter_map(|r| r.get(i));
+                let cells = self.rows.iter().filter_map(|line| match line {
+                    Line::Row(cells) => cells.get(i),
+                    Line::Note(_) => None,
+                });
                 cells
                     .map(|c| width(&c.text))
                     .chain([title])

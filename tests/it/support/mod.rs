@@ -50,6 +50,7 @@ pub const STATES: &[&str] = &[
     "aborted",
     "interrupted",
     "rejected",
+    "cancelled",
 ];
 
 /// Poll interval of [`wait_until`].

@@ -1,0 +1,233 @@
+//! `jobwarden pause [--profile P | --project P] [--reason R] [--json]` and
+//! `jobwarden resume [--profile P | --project P | --all] [--json]`: write
+//! or remove a pause marker under `control/` (`control.rs`). Both are
+//! idempotent: pausing what is paused leaves the first marker (and says
+//! so), resuming what is not paused says so; either exits 0. Neither
+//! needs a running daemon: the marker is the state, read by the daemon
+//! when it starts and within milliseconds while it runs.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::cli::{GlobalArgs, PauseArgs, PauseScopeArgs, ResumeArgs};
+use crate::clock::Timestamp;
+use crate::config::Config;
+use crate::control::{self, Pause, Paused, Scope};
+use crate::layout::Layout;
+
+use super::output::{fmt_ago, print_json, print_line};
+use super::queue_view::daemon_alive;
+
+pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load(global)?;
+    let scope = scope_of(&args.scope);
+    check_profile(&config, &scope)?;
+    let outcome = control::pause(&layout, &scope, args.reason.as_deref())?;
+    let alive = daemon_alive(&layout, None);
+    let (changed, pause) = match outcome {
+        Paused::Now(p) => (true, p),
+        Paused::Already(p) => (false, p),
+    };
+    if args.json {
+        print_json(&PausedJson {
+            scope: scope.kind(),
+            name: scope.name(),
+            changed,
+            pause: &pause,
+            daemon_running: alive,
+        })?;
+    } else if changed {
+        let held = match scope {
+            Scope::Daemon => "no new job starts",
+            _ => "none of its jobs starts",
+        };
+        print_line(format_args!(
+            "paused {}: {held} until `jobwarden resume{}`; prompts are still claimed and queued, running jobs go on",
+            what(&scope),
+            flag(&scope)
+        ))?;
+    } else {
+        print_line(format_args!(
+            "{} was already paused{}; that pause is left as it was",
+            what(&scope),
+            detail(&pause)
+        ))?;
+    }
+    if !alive {
+        note_no_daemon(&layout, "the pause holds from its start");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode> {
+    let (_, layout) = super::load(global)?;
+    let scopes = if args.all {
+        control::read(&layout)
+            .list()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    } else {
+        vec![scope_of(&args.scope)]
+    };
+    let mut resumed = Vec::new();
+    for scope in scopes {
+        if let Some(was) = control::resume(&layout, &scope)? {
+            resumed.push((scope, was));
+        } else if !args.json && !args.all {
+            print_line(format_args!("{} was not paused", what(&scope)))?;
+        }
+    }
+    let still = control::read(&layout);
+    if args.json {
+        print_json(&ResumedJson {
+            resumed: resumed.iter().map(|(s, p)| ScopeJson::of(s, p)).collect(),
+            still_paused: still
+                .list()
+                .iter()
+                .map(|(s, p)| ScopeJson::of(s, p))
+                .collect(),
+            daemon_running: daemon_alive(&layout, None),
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.all && resumed.is_empty() {
+        print_line("nothing was paused")?;
+    }
+    for (scope, was) in &resumed {
+        print_line(format_args!(
+            "resumed {} (paused{})",
+            what(scope),
+            detail(was)
+        ))?;
+    }
+    for (scope, pause) in still.list() {
+        print_line(format_args!(
+            "still paused: {}{}",
+            what(&scope),
+            detail(pause)
+        ))?;
+    }
+    if !resumed.is_empty() && !daemon_alive(&layout, None) {
+        note_no_daemon(&layout, "queued jobs start when it does");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scope_of(args: &PauseScopeArgs) -> Scope {
+    match (&args.profile, &args.project) {
+        (Some(p), _) => Scope::Profile(p.clone()),
+        (None, Some(p)) => Scope::Project(p.clone()),
+        (None, None) => Scope::Daemon,
+    }
+}
+
+/// A profile the configuration does not define pauses nothing: refused,
+/// naming the defined ones (a typo would otherwise pause nothing silently).
+/// `resume` accepts any name, to lift a marker left from an old config.
+fn check_profile(config: &Config, scope: &Scope) -> anyhow::Result<()> {
+    let Scope::Profile(p) = scope else {
+        return Ok(());
+    };
+    if config.profiles.contains_key(p) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--profile {p:?}: no such profile in {}; the profiles are: {}",
+        config.source,
+        config
+            .profiles
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// `the daemon`, `profile review`, `project acme/api`.
+fn what(scope: &Scope) -> String {
+    match scope {
+        Scope::Daemon => "the daemon".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The flag that names `scope` again, for `resume`.
+fn flag(scope: &Scope) -> String {
+    let quoted = |v: &str| {
+        if v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+        {
+            v.to_owned()
+        } else {
+            format!("'{}'", v.replace('\'', "'\\''"))
+        }
+    };
+    match scope {
+        Scope::Daemon => String::new(),
+        Scope::Profile(p) => format!(" --profile {}", quoted(p)),
+        Scope::Project(p) => format!(" --project {}", quoted(p)),
+    }
+}
+
+/// ` 3m ago by alice (uid 1000): release freeze`, what is known of it.
+fn detail(pause: &Pause) -> String {
+    let mut out = String::new();
+    if let Some(at) = pause.paused_at {
+        out.push_str(&format!(
+            " {}",
+            fmt_ago(at.epoch_ms(), Timestamp::now().epoch_ms())
+        ));
+    }
+    if let Some(by) = &pause.by {
+        out.push_str(&format!(" by {by}"));
+    }
+    if let Some(reason) = &pause.reason {
+        out.push_str(&format!(": {reason}"));
+    }
+    out
+}
+
+fn note_no_daemon(layout: &Layout, what: &str) {
+    crate::logging::line(format_args!(
+        "jobwarden: no daemon is running on {}; {what}",
+        layout.root().display()
+    ));
+}
+
+#[derive(Serialize)]
+struct PausedJson<'a> {
+    scope: &'static str,
+    name: Option<&'a str>,
+    /// This call wrote the marker (false: it was already paused).
+    changed: bool,
+    #[serde(flatten)]
+    pause: &'a Pause,
+    daemon_running: bool,
+}
+
+#[derive(Serialize)]
+struct ResumedJson<'a> {
+    resumed: Vec<ScopeJson<'a>>,
+    still_paused: Vec<ScopeJson<'a>>,
+    daemon_running: bool,
+}
+
+#[derive(Serialize)]
+struct ScopeJson<'a> {
+    scope: &'static str,
+    name: Option<&'a str>,
+    #[serde(flatten)]
+    pause: &'a Pause,
+}
+
+impl<'a> ScopeJson<'a> {
+    fn of(scope: &'a Scope, pause: &'a Pause) -> Self {
+        ScopeJson {
+            scope: scope.kind(),
+            name: scope.name(),
+            pause,
+        }
+    }
+}

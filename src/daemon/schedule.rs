@@ -1,0 +1,492 @@
+//! Scheduling: which queued job starts next, and what holds the others
+//! back. A job starts when a slot is free (`max_jobs`), nothing pauses it
+//! (the daemon, its profile, its project: `control.rs`), its profile's and
+//! its route's own `max_jobs` are not reached, and no other job works in
+//! its repository checkout. The order is the queue's (`schedule/queue.rs`):
+//! priority, then round robin over projects, then claim order.
+//!
+//! The repository rule: a job whose resolved workdir is not inside its
+//! own run folder (the default `{job_workdir}` is) works in a checkout
+//! other jobs may use too, and takes it for itself while it runs. With
+//! `shared_workdir = true` (on its route, else its profile) it shares the
+//! checkout with other such jobs, but never with one that holds it alone.
+//! A workdir that names the job (`{job_id}`, a worktree per job) is
+//! never shared, so never waits.
+//!
+//! A job held back by something of its own is parked under it (no
+//! head-of-line blocking), and woken when it clears: a pause lifted wakes
+//! all its jobs; a slot of a limit, or a checkout, freed wakes the first
+//! waiting job, and that one, once it has started or parked again, the
+//! next (so a free place is never left unused while jobs wait for it).
+//! A dispatch therefore looks only at jobs that may start.
+
+mod queue;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+pub(super) use queue::{Blocker, Queue, QueuedJob};
+
+use super::state_file::{self, Queued};
+use super::{Daemon, Slot};
+use crate::config::{Config, DEFAULT_PROFILE};
+use crate::control::{self, Pauses, Scope};
+use crate::job::{JobId, JobRecord};
+use crate::layout::Layout;
+use crate::ledger::short_id;
+use crate::monitor::spawn;
+
+/// The daemon's scheduling state.
+#[derive(Default)]
+pub(super) struct Schedule {
+    pub queue: Queue,
+    holds: Holds,
+    /// The pauses in force, as last read from `control/`.
+    pub pauses: Pauses,
+}
+
+/// What running jobs hold: places in their profile's and route's limits,
+/// and their checkouts.
+#[derive(Default)]
+struct Holds {
+    jobs: HashMap<JobId, QueuedJob>,
+    profiles: HashMap<String, usize>,
+    routes: HashMap<String, usize>,
+    /// Who works in each checkout, and whether alone (true) or shared.
+    workdirs: HashMap<PathBuf, Vec<(JobId, bool)>>,
+}
+
+impl Holds {
+    fn take(&mut self, job: QueuedJob, alone: bool) {
+        *self.profiles.entry(job.profile.clone()).or_default() += 1;
+        if let Some(route) = &job.route {
+            *self.routes.entry(route.clone()).or_default() += 1;
+        }
+        if let Some(w) = &job.workdir {
+            self.workdirs
+                .entry(w.clone())
+                .or_default()
+                .push((job.id.clone(), alone));
+        }
+        self.jobs.insert(job.id.clone(), job);
+    }
+
+    /// Give back what `id` held; the job, and the blockers that may now
+    /// let a waiting job go.
+    fn release(&mut self, id: &JobId) -> Option<(QueuedJob, Vec<Blocker>)> {
+        let job = self.jobs.remove(id)?;
+        let mut freed = vec![Blocker::ProfileLimit(job.profile.clone())];
+        decrement(&mut self.profiles, &job.profile);
+        if let Some(route) = &job.route {
+            decrement(&mut self.routes, route);
+            freed.push(Blocker::RouteLimit(route.clone()));
+        }
+        if let Some(w) = &job.workdir {
+            if let Some(holders) = self.workdirs.get_mut(w) {
+                holders.retain(|(h, _)| h != id);
+                if holders.is_empty() {
+                    self.workdirs.remove(w);
+                }
+            }
+            freed.push(Blocker::Workdir(w.clone()));
+        }
+        Some((job, freed))
+    }
+
+    fn running(map: &HashMap<String, usize>, key: &str) -> usize {
+        map.get(key).copied().unwrap_or(0)
+    }
+}
+
+fn decrement(map: &mut HashMap<String, usize>, key: &str) {
+    if let Some(n) = map.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+impl Schedule {
+    /// What holds `job` back, if anything of its own does, the narrowest
+    /// first. A pause of the whole daemon and `max_jobs` are the
+    /// dispatcher's (they hold back every job alike).
+    fn blocker(&self, job: &QueuedJob, config: &Config) -> Option<Blocker> {
+        let mut candidates = vec![
+            Blocker::PausedProject(job.project.clone()),
+            Blocker::PausedProfile(job.profile.clone()),
+            Blocker::ProfileLimit(job.profile.clone()),
+        ];
+        candidates.extend(job.route.clone().map(Blocker::RouteLimit));
+        candidates.extend(job.workdir.clone().map(Blocker::Workdir));
+        candidates
+            .into_iter()
+            .find(|b| !self.admits(b, job, config))
+    }
+
+    /// Would `blocker` let `job` start now?
+    fn admits(&self, blocker: &Blocker, job: &QueuedJob, config: &Config) -> bool {
+        let h = &self.holds;
+        match blocker {
+            Blocker::PausedProject(p) => !self.pauses.projects.contains_key(p),
+            Blocker::PausedProfile(p) => !self.pauses.profiles.contains_key(p),
+            Blocker::ProfileLimit(p) => {
+                profile_limit(config, p).is_none_or(|max| Holds::running(&h.profiles, p) < max)
+            }
+            Blocker::RouteLimit(r) => {
+                route_limit(config, r).is_none_or(|max| Holds::running(&h.routes, r) < max)
+            }
+            Blocker::Workdir(w) => match h.workdirs.get(w) {
+                None => true,
+                Some(holders) => !works_alone(config, job) && holders.iter().all(|(_, a)| !a),
+            },
+        }
+    }
+
+    /// Why a job parked under `blocker` waits, in words.
+    fn describe(&self, blocker: &Blocker) -> String {
+        let h = &self.holds;
+        match blocker {
+            Blocker::PausedProject(p) => format!("paused (project {p})"),
+            Blocker::PausedProfile(p) => format!("paused (profile {p})"),
+            Blocker::ProfileLimit(p) => format!(
+                "limit of profile {p}: {} running",
+                Holds::running(&h.profiles, p)
+            ),
+            Blocker::RouteLimit(r) => format!(
+                "limit of route {r}: {} running",
+                Holds::running(&h.routes, r)
+            ),
+            Blocker::Workdir(w) => {
+                let by = h.workdirs.get(w).and_then(|hs| hs.first());
+                match by {
+                    Some((id, _)) => format!(
+                        "repository {} busy with job {}",
+                        w.display(),
+                        short_id(id.as_str())
+                    ),
+                    None => format!("repository {} busy", w.display()),
+                }
+            }
+        }
+    }
+}
+
+fn profile_limit(config: &Config, profile: &str) -> Option<usize> {
+    config.profiles.get(profile).and_then(|p| p.max_jobs)
+}
+
+fn route_limit(config: &Config, route: &str) -> Option<usize> {
+    config
+        .routes
+        .iter()
+        .find(|r| r.pattern.source() == route)
+        .and_then(|r| r.max_jobs)
+}
+
+/// Does `job` need its checkout to itself? Yes unless its route (else its
+/// profile) says `shared_workdir = true`.
+fn works_alone(config: &Config, job: &QueuedJob) -> bool {
+    let route = job
+        .route
+        .as_deref()
+        .and_then(|r| config.routes.iter().find(|x| x.pattern.source() == r));
+    let profile = config.profiles.get(&job.profile);
+    let shared = route
+        .and_then(|r| r.shared_workdir)
+        .or(profile.map(|p| p.shared_workdir));
+    !shared.unwrap_or(false)
+}
+
+/// The checkout a job works in, when it is not its own folder: its
+/// workdir resolved exactly as its monitor will (route, profile,
+/// placeholders), symlinks resolved when it exists. `None` for a workdir
+/// inside its run folder, or a profile no longer configured (its monitor
+/// fails the job).
+fn checkout(layout: &Layout, config: &Config, rec: &JobRecord) -> Option<PathBuf> {
+    let profile = config.profile_of(rec).ok()?;
+    let route = config.route_of(rec);
+    let job = spawn::Job {
+        layout,
+        profile,
+        route,
+        rec,
+    };
+    let (_, workdir) = spawn::vars(&job);
+    if workdir.starts_with(layout.run_dir(&rec.job_id)) {
+        return None;
+    }
+    Some(std::fs::canonicalize(&workdir).unwrap_or(workdir))
+}
+
+impl Daemon {
+    /// What scheduling needs of a job, from its record.
+    fn queued_job(&self, rec: &JobRecord) -> QueuedJob {
+        let profile = rec
+            .profile
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROFILE.into());
+        let mut job = QueuedJob::new(
+            rec.job_id.clone(),
+            rec.project.clone(),
+            rec.priority,
+            profile,
+        );
+        job.route = rec.route.clone();
+        job.workdir = checkout(&self.layout, &self.config, rec);
+        job
+    }
+
+    /// The job of `id` as its record says, or (a record that cannot be
+    /// read) a bare one: its monitor deals with the record.
+    fn queued_job_of(&self, id: &JobId, priority: i32) -> QueuedJob {
+        match JobRecord::load_job(&self.layout, id) {
+            Ok(rec) => self.queued_job(&rec),
+            Err(e) => {
+                tracing::warn!(job = %id, "scheduling it without its limits: {e}");
+                QueuedJob::new(id.clone(), String::new(), priority, DEFAULT_PROFILE.into())
+            }
+        }
+    }
+
+    /// A reloaded config is in force: each queued job's checkout is
+    /// resolved again under it, and every parked job is judged again
+    /// (limits may have risen, routes changed), keeping its place.
+    pub(super) fn reschedule_all(&mut self) {
+        for job in self.sched.queue.jobs_mut() {
+            if let Ok(rec) = JobRecord::load_job(&self.layout, &job.id) {
+                job.workdir = checkout(&self.layout, &self.config, &rec);
+            }
+        }
+        self.sched.queue.unpark_all();
+    }
+
+    /// Queue a claimed job (its ABORT is watched until it starts).
+    pub(super) fn enqueue(&mut self, rec: &JobRecord) {
+        let job = self.queued_job(rec);
+        self.enqueue_job(job);
+    }
+
+    /// Queue a job found queued at start.
+    pub(super) fn enqueue_recovered(&mut self, id: &JobId, priority: i32) {
+        let job = self.queued_job_of(id, priority);
+        self.enqueue_job(job);
+    }
+
+    fn enqueue_job(&mut self, job: QueuedJob) {
+        if let Some(w) = self.watcher.as_mut() {
+            w.watch_run_dir(&self.layout.run_dir(&job.id));
+        }
+        self.sched.queue.push(job);
+    }
+
+    /// A job found running at start holds its places like one started here.
+    pub(super) fn hold_adopted(&mut self, id: &JobId) {
+        let job = self.queued_job_of(id, 0);
+        self.sched.queue.started(&job.project);
+        let alone = works_alone(&self.config, &job);
+        self.sched.holds.take(job, alone);
+    }
+
+    /// Start monitors while slots are free, in the queue's order; a job
+    /// held back by something of its own steps aside for the next.
+    pub(super) fn dispatch(&mut self) {
+        while !self.stopping
+            && self.storage.is_ok()
+            && self.sched.pauses.daemon.is_none()
+            && self.running.len() < self.config.max_jobs
+        {
+            let Some(next) = self.sched.queue.next().cloned() else {
+                return;
+            };
+            if let Some(blocker) = self.sched.blocker(&next, &self.config) {
+                tracing::debug!(job = %next.id, "waits: {}", self.sched.describe(&blocker));
+                self.sched.queue.park(&next.id, blocker.clone());
+                // Woken for a place it cannot use: the next may.
+                if let Some(by) = next.woken_by.filter(|by| *by != blocker) {
+                    self.wake(&by);
+                }
+                continue;
+            }
+            let Some(job) = self.sched.queue.take(&next.id) else {
+                return;
+            };
+            if !self.start(job) {
+                return;
+            }
+        }
+    }
+
+    /// Start `job`'s monitor. False when it could not be started: out of
+    /// processes, memory or descriptors, the job is not at fault; it keeps
+    /// its place and the next tick retries.
+    fn start(&mut self, job: QueuedJob) -> bool {
+        if let Some(w) = self.watcher.as_mut() {
+            w.unwatch_run_dir(&self.layout.run_dir(&job.id));
+        }
+        if let Err(e) = self.spawn_monitor(&job.id) {
+            tracing::error!(job = %job.id, "could not start its monitor, retrying on the next tick: {e}");
+            if let Some(w) = self.watcher.as_mut() {
+                w.watch_run_dir(&self.layout.run_dir(&job.id));
+            }
+            self.sched.queue.put_back(job);
+            return false;
+        }
+        self.running.insert(job.id.clone(), Slot::Child);
+        self.sched.queue.started(&job.project);
+        let woken_by = job.woken_by.clone();
+        let alone = works_alone(&self.config, &job);
+        self.sched.holds.take(job, alone);
+        // The place it was woken for is taken: the next may fit too.
+        if let Some(by) = woken_by {
+            self.wake(&by);
+        }
+        true
+    }
+
+    /// A parked job may go: all of a lifted pause's jobs; for the other
+    /// blockers, the first one if it fits now.
+    fn wake(&mut self, blocker: &Blocker) {
+        if blocker.is_pause() {
+            for id in self.sched.queue.parked_on(blocker) {
+                self.sched.queue.unpark(&id, None);
+            }
+            return;
+        }
+        let Some(first) = self.sched.queue.first_parked(blocker) else {
+            return;
+        };
+        if self.sched.admits(blocker, first, &self.config) {
+            let id = first.id.clone();
+            self.sched.queue.unpark(&id, Some(blocker.clone()));
+        }
+    }
+
+    /// A job no longer holds its slot (its monitor ended, or did nothing):
+    /// its places go to the jobs waiting for them. The job as it was
+    /// queued, when this daemon knew it.
+    pub(super) fn free_slot(&mut self, id: &JobId) -> Option<QueuedJob> {
+        self.running.remove(id);
+        let (job, freed) = self.sched.holds.release(id)?;
+        self.sched.queue.finished(&job.project);
+        for blocker in &freed {
+            self.wake(blocker);
+        }
+        Some(job)
+    }
+
+    /// A job whose monitor did nothing (no storage) goes back to its place.
+    pub(super) fn requeue_unstarted(&mut self, id: &JobId) {
+        let job = match self.free_slot(id) {
+            Some(job) => job,
+            None => self.queued_job_of(id, 0),
+        };
+        if let Some(w) = self.watcher.as_mut() {
+            w.watch_run_dir(&self.layout.run_dir(id));
+        }
+        let mut job = job;
+        job.woken_by = None;
+        self.sched.queue.put_back(job);
+    }
+
+    /// Take a queued job out of the queue (it ended before starting). A
+    /// place it had been woken for goes to the next.
+    pub(super) fn dequeue(&mut self, id: &JobId) -> bool {
+        let Some(job) = self.sched.queue.take(id) else {
+            return false;
+        };
+        if let Some(w) = self.watcher.as_mut() {
+            w.unwatch_run_dir(&self.layout.run_dir(id));
+        }
+        if let Some(by) = job.woken_by {
+            self.wake(&by);
+        }
+        true
+    }
+
+    /// Read the pause markers again; log what changed, let the jobs of a
+    /// lifted pause go.
+    pub(super) fn refresh_pauses(&mut self) {
+        let now = control::read(&self.layout);
+        if now == self.sched.pauses {
+            return;
+        }
+        if now.ignored != self.sched.pauses.ignored {
+            for path in &now.ignored {
+                tracing::warn!(
+                    "{} names no profile or project: it pauses nothing (write markers with `jobwarden pause`)",
+                    path.display()
+                );
+            }
+        }
+        let was = std::mem::replace(&mut self.sched.pauses, now);
+        let is_listed = |pauses: &Pauses, scope: &Scope| match scope {
+            Scope::Daemon => pauses.daemon.is_some(),
+            Scope::Profile(p) => pauses.profiles.contains_key(p),
+            Scope::Project(p) => pauses.projects.contains_key(p),
+        };
+        for (scope, pause) in self.sched.pauses.list() {
+            if !is_listed(&was, &scope) {
+                let reason = pause.reason.as_deref().unwrap_or("no reason given");
+                tracing::info!(%scope, "paused ({reason}): its jobs wait; prompts are still claimed");
+            }
+        }
+        for (scope, _) in was.list() {
+            if is_listed(&self.sched.pauses, &scope) {
+                continue;
+            }
+            tracing::info!(%scope, "resumed");
+            match scope {
+                Scope::Daemon => {}
+                Scope::Profile(p) => self.wake(&Blocker::PausedProfile(p)),
+                Scope::Project(p) => self.wake(&Blocker::PausedProject(p)),
+            }
+        }
+        self.dispatch();
+    }
+
+    /// Why the jobs that are not parked wait, if they do: what holds back
+    /// every job alike.
+    fn general_wait(&self) -> Option<String> {
+        if self.stopping {
+            Some("the daemon is stopping".into())
+        } else if !self.storage.is_ok() {
+            Some(format!("storage {}: starts wait", self.storage.condition))
+        } else if self.sched.pauses.daemon.is_some() {
+            Some("paused (daemon)".into())
+        } else if self.running.len() >= self.config.max_jobs {
+            Some(format!("max_jobs {} reached", self.config.max_jobs))
+        } else {
+            None
+        }
+    }
+
+    /// The first queued jobs for `daemon.json`, each with why it waits.
+    pub(super) fn queue_listing(&self) -> Vec<Queued> {
+        let general = self.general_wait();
+        self.sched
+            .queue
+            .listing(state_file::LISTED)
+            .into_iter()
+            .map(|(job, blocker)| Queued {
+                job_id: job.id.to_string(),
+                project: job.project.clone(),
+                profile: job.profile.clone(),
+                waiting: match blocker {
+                    Some(b) => Some(self.sched.describe(b)),
+                    None => general.clone(),
+                },
+            })
+            .collect()
+    }
+
+    /// `; paused: daemon, profile review` for the service manager's status.
+    pub(super) fn pauses_line(&self) -> String {
+        let list = self.sched.pauses.list();
+        if list.is_empty() {
+            return String::new();
+        }
+        let scopes: Vec<String> = list.iter().map(|(s, _)| s.to_string()).collect();
+        format!("; paused: {}", scopes.join(", "))
+    }
+}
