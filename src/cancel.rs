@@ -29,7 +29,7 @@ use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::error::{IoError, JobError};
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::fsio;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, PromptName};
@@ -146,7 +146,7 @@ impl Canceller<'_> {
             &self.layout.events(&id),
             self.config.events_for(rec),
         );
-        events.append("abort_requested", json!({"while": stopped_while}));
+        events.append(Op::AbortRequested, json!({"while": stopped_while}));
         let ended = rec.state.stopped_by_request();
         let reason = abort::reason(self.layout, &id, ended);
         rec.abort_requested_at = Some(Timestamp::now());

@@ -44,7 +44,7 @@ use sha2::{Digest, Sha256};
 use crate::config::Config;
 use crate::config::Selection;
 use crate::error::{IoError, JobError};
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::front_matter::{self, FrontMatter};
 use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState, Overrides};
@@ -231,8 +231,8 @@ impl Claimer<'_> {
         }
         rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
-        events.append("claimed", fields);
-        events.append("queued", json!({}));
+        events.append(Op::Claimed, fields);
+        events.append(Op::Queued, json!({}));
         Ok(Claimed::Queued(rec))
     }
 
@@ -250,25 +250,9 @@ impl Claimer<'_> {
             Err(Refusal::Io(e)) => return Err(e.into()),
         };
         let sha256 = || Some(hex(&Sha256::digest(text.as_bytes())));
-        let parsed = match front_matter::parse(&text) {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                let reason = format!("invalid {e}; fix the front matter and drop the prompt again");
-                return Ok(Verdict::reject(reason, sha256()));
-            }
-        };
-        // The route its folder matches and the profile (the front matter's,
-        // else the route's): a prompt that cannot run there is rejected now,
-        // not failed later.
-        let settings = match self
-            .config
-            .select(&prompt.project, parsed.front.profile.as_deref())
-        {
-            Ok(sel) => Settings::new(&sel, &parsed.front),
-            Err(reason) => {
-                let reason = format!("cannot be routed: {reason}");
-                return Ok(Verdict::reject(reason, sha256()));
-            }
+        let (parsed, settings) = match vet(self.config, &prompt.project, &text) {
+            Ok(vetted) => vetted,
+            Err(reason) => return Ok(Verdict::reject(reason, sha256())),
         };
         let id = match &parsed.front.job_id {
             None => JobId::generate(),
@@ -376,7 +360,7 @@ impl Claimer<'_> {
         claimed_from: Option<String>,
         reason: String,
     ) -> Result<Claimed, JobError> {
-        events.append("claimed", json!({"path": claimed_from}));
+        events.append(Op::Claimed, json!({"path": claimed_from}));
         let mut finisher = Finisher {
             layout: self.layout,
             config: self.config,
@@ -389,6 +373,29 @@ impl Claimer<'_> {
         )?;
         Ok(Claimed::Rejected(rec))
     }
+}
+
+/// What the claim checks of a prompt's text before anything runs, beyond
+/// its bytes (size, UTF-8) and its name: its front matter parses, and its
+/// folder and profile resolve (the route its folder matches, the profile
+/// its front matter or route names, the captures that profile uses).
+/// `Err` is the reason the claim rejects it with. `submit` calls this too,
+/// so that it refuses what the daemon would reject.
+pub fn vet(
+    config: &Config,
+    project: &str,
+    text: &str,
+) -> Result<(front_matter::Parsed, Settings), String> {
+    let parsed = front_matter::parse(text)
+        .map_err(|e| format!("invalid {e}; fix the front matter and drop the prompt again"))?;
+    // The route its folder matches and the profile (the front matter's,
+    // else the route's): a prompt that cannot run there is rejected now,
+    // not failed later.
+    let settings = config
+        .select(project, parsed.front.profile.as_deref())
+        .map(|sel| Settings::new(&sel, &parsed.front))
+        .map_err(|reason| format!("cannot be routed: {reason}"))?;
+    Ok((parsed, settings))
 }
 
 fn undo_failed(e: JobError, running: &Path, why: &str) -> JobError {
@@ -436,7 +443,7 @@ impl Verdict {
 
 /// What the route and the front matter decide for a job, written into its
 /// record: the monitor runs it as the record says.
-struct Settings {
+pub struct Settings {
     profile: String,
     route: Option<String>,
     captures: BTreeMap<String, String>,

@@ -258,7 +258,7 @@ pub struct WaitArgs {
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
-pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name) meaning its newest job";
+pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt's project/name or name, meaning its newest job";
 
 /// How the `<job>` argument reads for the commands that also take a prompt
 /// waiting in the inbox (`show`, `logs`, `events`).
@@ -279,9 +279,14 @@ pub struct JobsArgs {
     #[arg(long)]
     pub name: Option<String>,
 
-    /// Only jobs claimed since: a duration ago (`2h`, `3d`) or an RFC 3339 time.
+    /// Only jobs claimed at or after WHEN: a duration ago (`2h`, `3d`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
     #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+
+    /// Only jobs claimed before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
 
     /// At most this many jobs.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
@@ -327,7 +332,14 @@ pub struct EventsArgs {
     pub last: Option<u32>,
 
     /// Only events with these ops (repeatable, or comma-separated).
-    #[arg(long, value_name = "OP", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "OP",
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(
+            crate::events::Op::ALL.iter().map(|op| op.as_str())
+        )
+    )]
     pub op: Vec<String>,
 
     /// Only events from this sequence number on.
@@ -482,9 +494,13 @@ pub struct HistoryListArgs {
     /// cancelled, setup_failed).
     #[arg(long)]
     pub outcome: Option<String>,
-    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
-    #[arg(long)]
+    /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+    /// Only executions that finished before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
     /// At most this many rows.
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
@@ -495,7 +511,7 @@ pub struct HistoryListArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryShowArgs {
-    /// Execution (job) id.
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
     /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
@@ -504,9 +520,13 @@ pub struct HistoryShowArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryStatsArgs {
-    /// Only executions that finished within this long ("12h") or since this RFC 3339 time.
-    #[arg(long)]
+    /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
+    #[arg(long, value_name = "WHEN")]
     pub since: Option<String>,
+    /// Only executions that finished before WHEN (same forms as --since).
+    #[arg(long, value_name = "WHEN")]
+    pub until: Option<String>,
     /// Only this project.
     #[arg(long)]
     pub project: Option<String>,

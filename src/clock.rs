@@ -1,5 +1,7 @@
 //! Wall-clock timestamps as the records store them: RFC 3339, UTC,
-//! milliseconds (DESIGN §5). Monotonic timing stays with `std::time::Instant`.
+//! milliseconds (DESIGN §5), and the one reader of a point in time as an
+//! operator types it ([`parse_when`]: a duration ago, a date or an RFC 3339
+//! time). Monotonic timing stays with `std::time::Instant`.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -69,9 +71,118 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// The forms [`parse_when`] accepts, for error messages.
+pub const WHEN_FORMS: &str = "a duration ago (\"30m\", \"12h\", \"3d\", \"1h 30m\"), \
+     a date (\"2026-11-25\", midnight UTC) or an RFC 3339 time \
+     (\"2026-11-25T10:00:00Z\", \"2026-11-25T12:00:00+02:00\")";
+
+/// A point in time as an operator writes it, in epoch ms, `now_ms` being
+/// now: a duration back from now (humantime: `"12h"`, `"3d"`, `"1h 30m"`),
+/// a date (`"2026-11-25"`: its start, UTC) or an RFC 3339 time, with `Z`,
+/// an offset (`+02:00`) or no zone (UTC), `T` or a space between date and
+/// time, fractional seconds allowed. The error says why, not which flag.
+pub fn parse_when(value: &str, now_ms: u64) -> Result<u64, String> {
+    let text = value.trim();
+    if text.is_empty() {
+        return Err("it is empty".into());
+    }
+    if let Ok(d) = humantime::parse_duration(text) {
+        let back = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        return Ok(now_ms.saturating_sub(back));
+    }
+    if !text.is_ascii() || !text.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err("it is neither a duration nor a date".into());
+    }
+    // RFC 3339 allows a lower-case `t` and `z`; humantime wants capitals.
+    let text = text.to_ascii_uppercase();
+    if is_date(&text) {
+        return utc_ms(&format!("{text}T00:00:00Z"));
+    }
+    let (local, offset_min) = split_offset(&text)?;
+    let ms = utc_ms(local)?;
+    let ms = i128::from(ms) - i128::from(offset_min) * 60_000;
+    u64::try_from(ms).map_err(|_| "it is before 1970".to_owned())
+}
+
+/// `YYYY-MM-DD` and nothing else.
+fn is_date(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit())
+}
+
+/// Epoch ms of a UTC time humantime reads (`Z` or no zone).
+fn utc_ms(text: &str) -> Result<u64, String> {
+    humantime::parse_rfc3339_weak(text)
+        .map(|t| Timestamp(t).epoch_ms())
+        .map_err(|e| format!("it is not a valid date and time ({e})"))
+}
+
+/// `(time without its zone, minutes east of UTC)` for a time ending in
+/// `±HH:MM`; the text as is (UTC) otherwise.
+fn split_offset(text: &str) -> Result<(&str, i64), String> {
+    let Some(at) = text.len().checked_sub(6).filter(|&i| i > 10) else {
+        return Ok((text, 0));
+    };
+    let (local, tail) = text.split_at(at);
+    let sign = match tail.as_bytes() {
+        [b'+', _, _, b':', _, _] => 1,
+        [b'-', _, _, b':', _, _] => -1,
+        _ => return Ok((text, 0)),
+    };
+    let number = |s: &str| {
+        s.parse::<i64>()
+            .ok()
+            .filter(|_| s.bytes().all(|b| b.is_ascii_digit()))
+    };
+    match (number(&tail[1..3]), number(&tail[4..6])) {
+        (Some(h), Some(m)) if h <= 23 && m <= 59 => Ok((local, sign * (h * 60 + m))),
+        _ => Err(format!("its offset {tail:?} is not ±HH:MM")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    #[test]
+    fn when_reads_durations_dates_and_times_with_offsets() {
+        assert_eq!(parse_when("12h", NOW), Ok(NOW - 12 * 3_600_000));
+        assert_eq!(parse_when("1h 30m", NOW), Ok(NOW - 90 * 60_000));
+        let utc = parse_when("2026-01-02T03:04:05Z", NOW);
+        assert_eq!(utc, Ok(1_767_323_045_000));
+        assert_eq!(parse_when("2026-01-02T05:04:05+02:00", NOW), utc);
+        assert_eq!(parse_when("2026-01-01t22:04:05-05:00", NOW), utc);
+        assert_eq!(parse_when("2026-01-02 03:04:05", NOW), utc);
+        assert_eq!(
+            parse_when("2026-01-02T03:04:05.250z", NOW),
+            Ok(1_767_323_045_250)
+        );
+        assert_eq!(parse_when("2026-01-02", NOW), Ok(1_767_312_000_000));
+    }
+
+    #[test]
+    fn when_refuses_what_is_not_a_time() {
+        for bad in [
+            "",
+            "yesterday",
+            "2026-13-01",
+            "2026-01-02T25:00:00Z",
+            "2026-01-02T03:04:05+24:00",
+            "2026-01-02T03:04:05+0a:00",
+            "1969-12-31T23:59:59Z",
+            "12 parsecs",
+            "２０２６-01-01",
+        ] {
+            assert!(parse_when(bad, NOW).is_err(), "{bad:?} must be refused");
+        }
+    }
 
     #[test]
     fn round_trips_with_millisecond_precision() {

@@ -18,6 +18,81 @@ use crate::clock::Timestamp;
 use crate::error::IoError;
 use crate::fsio;
 
+/// Declares [`Op`] with each variant's name in the file, and the list of all.
+macro_rules! ops {
+    ($($variant:ident => $name:literal,)*) => {
+        /// What an event says happened: every op a line of `events.jsonl`
+        /// can hold, in one list (docs/on-disk.md describes each). Writers
+        /// name ops only through this type, and `events --op` accepts only
+        /// these, so the list cannot drift from what is written.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Op {
+            $($variant,)*
+        }
+
+        impl Op {
+            /// Every op, in the order a job usually meets them.
+            pub const ALL: &'static [Op] = &[$(Op::$variant,)*];
+
+            /// The op's name in the file.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Op::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+ops! {
+    Claimed => "claimed",
+    Queued => "queued",
+    PrepareStarted => "prepare_started",
+    Started => "started",
+    PublishStarted => "publish_started",
+    SpawnFailed => "spawn_failed",
+    State => "state",
+    AbortRequested => "abort_requested",
+    Timeout => "timeout",
+    Limits => "limits",
+    Signal => "signal",
+    LeftoversKilled => "leftovers_killed",
+    OutputCapped => "output_capped",
+    OutputLost => "output_lost",
+    Exited => "exited",
+    PhaseExited => "phase_exited",
+    Published => "published",
+    Archived => "archived",
+    Requeued => "requeued",
+    ArchiveFailed => "archive_failed",
+    Adopted => "adopted",
+}
+
+impl std::str::FromStr for Op {
+    type Err = String;
+
+    /// An op by its name; the error lists them all.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Op::ALL
+            .iter()
+            .copied()
+            .find(|op| op.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Op::ALL.iter().map(|op| op.as_str()).collect();
+                format!(
+                    "{s:?} is not an event op; the ops are: {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How much of the file's end is read to recover the last `seq`.
 const TAIL_BYTES: u64 = 64 * 1024;
 
@@ -84,7 +159,7 @@ impl EventLog {
     }
 
     /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.
-    pub fn append(&mut self, op: &str, fields: Value) {
+    pub fn append(&mut self, op: Op, fields: Value) {
         let Some(file) = self.file.as_mut() else {
             return;
         };
@@ -97,7 +172,7 @@ impl EventLog {
         }
         let mut obj = Map::new();
         obj.insert("seq".into(), json!(self.next_seq));
-        obj.insert("op".into(), json!(op));
+        obj.insert("op".into(), json!(op.as_str()));
         obj.insert("ts".into(), json!(Timestamp::now().to_string()));
         if let Value::Object(extra) = fields {
             obj.extend(extra);
@@ -206,8 +281,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
         let mut log = EventLog::open(dir.path(), &p, true);
-        log.append("claimed", json!({}));
-        log.append("queued", json!({"max_jobs": 4}));
+        log.append(Op::Claimed, json!({}));
+        log.append(Op::Queued, json!({"max_jobs": 4}));
         drop(log);
         std::fs::OpenOptions::new()
             .append(true)
@@ -215,7 +290,7 @@ mod tests {
             .and_then(|mut f| f.write_all(b"{\"seq\": 3, \"op\": \"tor"))
             .expect("torn write");
         let mut log = EventLog::open(dir.path(), &p, true);
-        log.append("started", json!({"pid": 1}));
+        log.append(Op::Started, json!({"pid": 1}));
         let events = read_all(dir.path(), &p).expect("read");
         let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
         assert_eq!(seqs, vec![1, 2, 3]);
@@ -228,7 +303,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
         let mut log = EventLog::open(dir.path(), &p, true);
-        log.append("claimed", json!({}));
+        log.append(Op::Claimed, json!({}));
         drop(log);
         std::fs::OpenOptions::new()
             .append(true)
@@ -246,11 +321,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
         let mut monitor = EventLog::open(dir.path(), &p, true);
-        monitor.append("started", json!({}));
+        monitor.append(Op::Started, json!({}));
         let mut daemon = EventLog::open(dir.path(), &p, true);
-        daemon.append("adopted", json!({}));
-        monitor.append("exited", json!({}));
-        daemon.append("noted", json!({}));
+        daemon.append(Op::Adopted, json!({}));
+        monitor.append(Op::Exited, json!({}));
+        daemon.append(Op::AbortRequested, json!({}));
         let seqs: Vec<u64> = read_all(dir.path(), &p)
             .expect("read")
             .iter()
@@ -260,10 +335,46 @@ mod tests {
     }
 
     #[test]
+    fn op_names_are_unique_and_parse_back() {
+        let names: std::collections::BTreeSet<&str> =
+            Op::ALL.iter().map(|op| op.as_str()).collect();
+        assert_eq!(names.len(), Op::ALL.len());
+        for op in Op::ALL {
+            assert_eq!(op.as_str().parse::<Op>(), Ok(*op));
+        }
+        let err = "nope".parse::<Op>().expect_err("unknown");
+        assert!(
+            err.contains("\"nope\"") && err.contains("claimed, queued"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn on_disk_doc_lists_exactly_the_ops() {
+        let doc = include_str!("../docs/on-disk.md");
+        let section = doc
+            .split("## events.jsonl")
+            .nth(1)
+            .and_then(|rest| rest.split("\n### ").next())
+            .expect("docs/on-disk.md has an events.jsonl section");
+        let documented: std::collections::BTreeSet<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        let known: std::collections::BTreeSet<&str> =
+            Op::ALL.iter().map(|op| op.as_str()).collect();
+        assert_eq!(
+            documented, known,
+            "docs/on-disk.md's table of ops and events::Op differ"
+        );
+    }
+
+    #[test]
     fn disabled_log_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        EventLog::open(dir.path(), &p, false).append("claimed", json!({}));
+        EventLog::open(dir.path(), &p, false).append(Op::Claimed, json!({}));
         assert!(!p.exists());
     }
 }

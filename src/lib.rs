@@ -22,7 +22,9 @@
 //!   exit codes; `commands/watch.rs`: how the waiting commands sleep (inotify, re-check,
 //!   poll); `commands/progress.rs`: what they say on stderr meanwhile;
 //!   `commands/wait/`: `wait` (`scope.rs`: what `--project`/`--all` take in,
-//!   `tracker.rs`: the followed jobs and their exit code).
+//!   `tracker.rs`: the followed jobs and their exit code);
+//!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
+//!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
@@ -35,12 +37,12 @@
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads).
-//! - [`clock`] — RFC 3339 millisecond timestamps.
+//! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
 //!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
-//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft.
+//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
 //! - [`inbox`] — notify → channel bridge and inbox scans.
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
@@ -56,7 +58,8 @@
 //!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
 //! - [`recover`] — startup reconciliation and re-adoption of live monitors.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
-//!   name; for some commands also a prompt waiting in the inbox.
+//!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
+//!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
@@ -67,6 +70,7 @@
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
+//!   `lookup.rs` (reads behind a `<job>` argument beyond the index),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
 //!   `health.rs` (what a damaged file is; the condition `status` shows),
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),

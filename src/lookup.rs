@@ -9,10 +9,18 @@
 //!    form: tables show ids by their last 8 characters, because a UUIDv7's
 //!    head is its timestamp, shared by every job of the same minute.
 //!    Several matches: ambiguous, and the candidates are listed.
-//! 5. `name`: the newest job of the prompt at the top of the inbox.
+//! 5. `name`: the newest job of the prompt of that name at the top of the
+//!    inbox; else, when prompts of that name are in other folders, the
+//!    newest job of the one that is (several: ambiguous, each listed). A
+//!    name may hold any letter; only what could never name a prompt is
+//!    refused.
 //!
 //! Matching reads the job index; if the index knows nothing (stale, or
 //! rebuilt after a restore), the run folders' names are searched instead.
+//!
+//! [`resolve_execution`] answers the same question for `history show`,
+//! whose rows outlive run folders and include runs recorded by hand: it
+//! searches the ledger's executions as well as the job index.
 //!
 //! Commands that also act on what has no job yet (`show`, `logs`,
 //! `events`, `abort`) use [`resolve_target`]: a prompt name may then mean
@@ -20,12 +28,13 @@
 //! prompt's job while one is live, else the prompt waiting in the inbox
 //! (a new drop, or one put back for another attempt, maybe deferred), else
 //! its newest job; `project/name.prompt.md` means the waiting file only.
-//! A bare name that names no job at the top of the inbox may name a prompt
-//! waiting in any folder, if only one of that name waits.
+//! A bare name that names nothing at the top of the inbox may name a
+//! prompt in any folder (waiting there, or with jobs), if only one folder
+//! has a prompt of that name.
 
 use crate::job::{JobId, JobRecord};
 use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
-use crate::ledger::{IndexedJob, Ledger, LedgerError, short_id};
+use crate::ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
 
 /// The shortest id (or short id) prefix accepted.
 pub const MIN_PREFIX: usize = 4;
@@ -42,18 +51,19 @@ pub enum LookupError {
     #[error("{0}")]
     NotFound(String),
     #[error(
-        "{arg:?} matches {} jobs{}; give more characters:\n{}",
+        "{arg:?} matches {} jobs{}; {}:\n{}",
         if candidates.len() > MAX_CANDIDATES { "more than 10".to_owned() } else { candidates.len().to_string() },
         if candidates.len() > MAX_CANDIDATES { " (the first 10)" } else { "" },
-        candidates.iter().take(MAX_CANDIDATES).map(|j| format!("  {}  {}  {}", j.id, prompt_label(j), j.state)).collect::<Vec<_>>().join("\n")
+        if arg.len() >= MIN_PREFIX && JobId::parse(arg).is_ok() { "give more characters of the id, or one of these" } else { "name one of these" },
+        candidates.iter().take(MAX_CANDIDATES).map(|c| format!("  {}  {}  {}", c.id, c.prompt, c.state)).collect::<Vec<_>>().join("\n")
     )]
     Ambiguous {
         arg: String,
-        candidates: Vec<IndexedJob>,
+        candidates: Vec<Candidate>,
     },
-    /// A bare name that several waiting prompts have.
+    /// A bare name that prompts of several folders have.
     #[error(
-        "{arg:?} names {} prompts waiting in the inbox; give one as project/name:\n{}",
+        "{arg:?} names {} prompts; give one as project/name:\n{}",
         prompts.len(),
         prompts.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n")
     )]
@@ -65,11 +75,41 @@ pub enum LookupError {
     Ledger(#[from] LedgerError),
 }
 
-fn prompt_label(j: &IndexedJob) -> String {
-    if j.project.is_empty() {
-        j.name.clone()
+/// One job (or execution) an ambiguous argument could mean.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub id: String,
+    /// `project/name`, or `name` at the top of the inbox.
+    pub prompt: String,
+    /// Its state (a job) or outcome (an execution).
+    pub state: String,
+}
+
+impl From<IndexedJob> for Candidate {
+    fn from(j: IndexedJob) -> Self {
+        Candidate {
+            prompt: prompt_label(&j.project, &j.name),
+            id: j.id,
+            state: j.state,
+        }
+    }
+}
+
+impl From<Execution> for Candidate {
+    fn from(e: Execution) -> Self {
+        Candidate {
+            prompt: prompt_label(&e.project, &e.name),
+            id: e.id,
+            state: e.outcome.as_str().to_owned(),
+        }
+    }
+}
+
+fn prompt_label(project: &str, name: &str) -> String {
+    if project.is_empty() {
+        name.to_owned()
     } else {
-        format!("{}/{}", j.project, j.name)
+        format!("{project}/{name}")
     }
 }
 
@@ -82,18 +122,18 @@ pub fn resolve(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<JobId, Loo
     if let Some(id) = by_id(layout, ledger, arg)? {
         return Ok(id);
     }
-    if layout::validate_segment(arg).is_ok() {
-        if let Some(j) = ledger.newest_job_of("", arg)? {
-            return JobId::parse(&j.id).map_err(LookupError::Invalid);
-        }
+    match by_name(ledger, arg)? {
+        Some(id) => Ok(id),
+        None => Err(not_found(arg)),
     }
-    Err(not_found(arg))
 }
 
 /// Steps 3 and 4: a full id whose run folder exists, else a unique prefix
-/// of an id or a short id.
+/// of an id or a short id. `None` too for what can only be a name.
 fn by_id(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError> {
-    let id = JobId::parse(arg).map_err(|_| invalid(arg))?;
+    let Some(id) = id_like(arg)? else {
+        return Ok(None);
+    };
     if layout.run_dir(&id).is_dir() {
         return Ok(Some(id));
     }
@@ -103,6 +143,95 @@ fn by_id(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Option<JobId>, L
     Ok(None)
 }
 
+/// Resolve `arg` to an execution (a ledger row) for `history show`: the
+/// forms [`resolve`] takes, matched against the ledger's executions. A job
+/// that matches but has no row yet (it has not ended) is named in the
+/// "not found" answer.
+pub fn resolve_execution(
+    layout: &Layout,
+    ledger: &Ledger,
+    arg: &str,
+) -> Result<JobId, LookupError> {
+    if let Some(id) = execution_of(ledger, arg)? {
+        return Ok(id);
+    }
+    match resolve(layout, ledger, arg) {
+        Ok(id) => Err(LookupError::NotFound(no_row_yet(layout, ledger, &id)?)),
+        Err(LookupError::NotFound(_)) => Err(LookupError::NotFound(format!(
+            "no execution {arg:?} in the ledger {}; `jobwarden history list` lists them",
+            ledger.path().display()
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why job `id` has no execution row: it has not ended, or its row was
+/// not written (which `history repair` backfills).
+fn no_row_yet(layout: &Layout, ledger: &Ledger, id: &JobId) -> Result<String, LookupError> {
+    let state = match crate::job::JobRecord::load_job(layout, id) {
+        Ok(rec) => Some(rec.state),
+        Err(_) => ledger
+            .indexed_job(id.as_str())?
+            .and_then(|j| j.state.parse::<crate::job::JobState>().ok()),
+    };
+    Ok(match state {
+        Some(s) if s.is_terminal() => format!(
+            "job {id} ({s}) has no execution in the ledger: its row was not written; `jobwarden history repair` backfills it from the job's record"
+        ),
+        Some(s) => format!(
+            "job {id} ({s}) has no execution in the ledger yet: its row is written when it ends; `jobwarden show {id}` shows it now"
+        ),
+        None => format!(
+            "job {id} has no execution in the ledger; `jobwarden show {id}` shows what is known of it"
+        ),
+    })
+}
+
+/// The execution `arg` names, if the ledger has one.
+fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError> {
+    if arg.contains('/') {
+        let (project, name) = split_prompt(arg)?;
+        let newest = ledger.newest_execution_of(&project, &name)?;
+        return one_of(arg, newest.into_iter().map(Candidate::from).collect());
+    }
+    if let Some(id) = id_like(arg)? {
+        if ledger.has_execution(id.as_str())? {
+            return Ok(Some(id));
+        }
+        if arg.len() >= MIN_PREFIX {
+            let limit = MAX_CANDIDATES + 1;
+            let mut found = ledger.executions_with_prefix(arg, limit)?;
+            if found.is_empty() {
+                found = ledger.executions_with_short_prefix(arg, limit)?;
+            }
+            if let Some(id) = one_of(arg, found.into_iter().map(Candidate::from).collect())? {
+                return Ok(Some(id));
+            }
+        }
+    }
+    if let Some(e) = ledger.newest_execution_of("", arg)? {
+        return JobId::parse(&e.id).map(Some).map_err(LookupError::Invalid);
+    }
+    let projects = ledger.projects_with_execution_of(arg, MAX_CANDIDATES + 1)?;
+    let mut newest = Vec::with_capacity(projects.len());
+    for project in &projects {
+        newest.extend(ledger.newest_execution_of(project, arg)?);
+    }
+    one_of(arg, newest.into_iter().map(Candidate::from).collect())
+}
+
+/// `arg` as an id (or id prefix) when it can be one; `None` when it can
+/// only be a prompt name (which may hold any letter); refused when it is
+/// neither (a NUL, a separator, a leading dot or dash).
+fn id_like(arg: &str) -> Result<Option<JobId>, LookupError> {
+    match JobId::parse(arg) {
+        Ok(id) => Ok(Some(id)),
+        Err(_) if layout::validate_segment(arg).is_ok() => Ok(None),
+        Err(_) => Err(invalid(arg)),
+    }
+}
+
+/// "No such job", with a hint when the argument is too short for a prefix.
 fn not_found(arg: &str) -> LookupError {
     let hint = if arg.len() < MIN_PREFIX {
         format!(" (an id prefix needs at least {MIN_PREFIX} characters)")
@@ -153,7 +282,7 @@ pub fn resolve_target(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Tar
         if let Some(target) = prompt_target(layout, ledger, top, false)? {
             return Ok(target);
         }
-        return waiting_named(layout, ledger, arg);
+        return named_elsewhere(layout, ledger, arg);
     }
     Err(not_found(arg))
 }
@@ -234,9 +363,19 @@ fn is_live(layout: &Layout, j: &IndexedJob) -> bool {
 }
 
 /// A bare `name` that names nothing at the top of the inbox: the one
-/// prompt of that name waiting in another inbox folder, if only one does.
-fn waiting_named(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Target, LookupError> {
+/// prompt of that name in another folder (waiting there, or with jobs),
+/// if only one folder has one.
+fn named_elsewhere(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Target, LookupError> {
     let mut prompts = crate::waiting::named(layout, name);
+    for project in ledger.projects_with_prompt(name, MAX_CANDIDATES + 1)? {
+        let prompt = PromptName {
+            project,
+            name: name.to_owned(),
+        };
+        if !prompts.contains(&prompt) {
+            prompts.push(prompt);
+        }
+    }
     match prompts.len() {
         0 => Err(not_found(name)),
         1 => {
@@ -245,6 +384,34 @@ fn waiting_named(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Target,
         _ => Err(LookupError::AmbiguousPrompt {
             arg: name.to_owned(),
             prompts,
+        }),
+    }
+}
+
+/// The newest job of the prompt named `name`: at the top of the inbox,
+/// else in the one folder that has a prompt of that name.
+fn by_name(ledger: &Ledger, name: &str) -> Result<Option<JobId>, LookupError> {
+    if let Some(j) = ledger.newest_job_of("", name)? {
+        return JobId::parse(&j.id).map(Some).map_err(LookupError::Invalid);
+    }
+    let projects = ledger.projects_with_prompt(name, MAX_CANDIDATES + 1)?;
+    let mut newest = Vec::with_capacity(projects.len());
+    for project in &projects {
+        newest.extend(ledger.newest_job_of(project, name)?);
+    }
+    one_of(name, newest.into_iter().map(Candidate::from).collect())
+}
+
+/// The one candidate's id, none, or ambiguous.
+fn one_of(arg: &str, found: Vec<Candidate>) -> Result<Option<JobId>, LookupError> {
+    match found.len() {
+        0 => Ok(None),
+        1 => JobId::parse(&found[0].id)
+            .map(Some)
+            .map_err(LookupError::Invalid),
+        _ => Err(LookupError::Ambiguous {
+            arg: arg.to_owned(),
+            candidates: found,
         }),
     }
 }
@@ -296,16 +463,7 @@ fn by_prefix_or_tail(
     if found.is_empty() {
         found = scan_run_dirs(layout, arg);
     }
-    match found.len() {
-        0 => Ok(None),
-        1 => JobId::parse(&found[0].id)
-            .map(Some)
-            .map_err(LookupError::Invalid),
-        _ => Err(LookupError::Ambiguous {
-            arg: arg.to_owned(),
-            candidates: found,
-        }),
-    }
+    one_of(arg, found.into_iter().map(Candidate::from).collect())
 }
 
 /// The slow way, when the index knows no match: the run folders' names.

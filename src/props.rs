@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use crate::config::{self, ConfigSource};
+use crate::events::Op;
 use crate::front_matter;
 use crate::job::{JobId, JobRecord};
 
@@ -272,13 +273,13 @@ proptest! {
 
     #[test]
     fn events_written_are_read_back_in_order(
-        ops in prop::collection::vec(("[a-z_]{1,12}", json_value()), 1..6),
+        ops in prop::collection::vec((prop::sample::select(Op::ALL), json_value()), 1..6),
         torn in prop::collection::vec(any::<u8>(), 0..20),
     ) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let path = dir.path().join("events.jsonl");
         let mut log = crate::events::EventLog::open(dir.path(), &path, true);
-        log.append("claimed", json!({}));
+        log.append(Op::Claimed, json!({}));
         drop(log);
         // A torn write by a dying writer, then a writer that reopens.
         let mut bytes = std::fs::read(&path).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -287,7 +288,7 @@ proptest! {
         let mut log = crate::events::EventLog::open(dir.path(), &path, true);
         for (op, fields) in &ops {
             let fields = if fields.is_object() { fields.clone() } else { json!({"value": fields}) };
-            log.append(op, fields);
+            log.append(*op, fields);
         }
         let events = crate::events::read_all(dir.path(), &path).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let written: Vec<&Value> = events
@@ -580,5 +581,55 @@ proptest! {
         if !text.is_empty() {
             prop_assert!(config::decode_handover(cut).is_err());
         }
+    }
+}
+
+// -- points in time (`--since`, `--until`) ------------------------------------
+
+/// Text shaped like what an operator types for a point in time: durations,
+/// dates and times in every accepted spelling, and near misses.
+fn when_like() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[0-9]{1,6} ?(ms|s|m|h|d|days|w)",
+        "[0-9]{4}-[0-9]{2}-[0-9]{2}",
+        "[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})?",
+        "\\PC{0,30}",
+    ]
+}
+
+/// `epoch_s` as an RFC 3339 time written `offset_min` east of UTC.
+fn rfc3339_at(epoch_s: u64, offset_min: i64) -> String {
+    let local = epoch_s as i64 + offset_min * 60;
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(local.max(0) as u64);
+    let utc = humantime::format_rfc3339_seconds(t).to_string();
+    let sign = if offset_min < 0 { '-' } else { '+' };
+    let (h, m) = (offset_min.abs() / 60, offset_min.abs() % 60);
+    format!("{}{sign}{h:02}:{m:02}", utc.trim_end_matches('Z'))
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    #[test]
+    fn when_never_panics_and_never_goes_past_now_for_durations(text in when_like()) {
+        let now = 1_900_000_000_000;
+        if let (Ok(ms), Ok(_)) = (crate::clock::parse_when(&text, now), humantime::parse_duration(text.trim())) {
+            prop_assert!(ms <= now);
+        }
+    }
+
+    #[test]
+    fn when_reads_any_offset_as_the_same_instant(
+        epoch_s in 86_400u64..4_000_000_000,
+        offset_min in -(23 * 60 + 59)..=(23 * 60 + 59i64),
+    ) {
+        let text = rfc3339_at(epoch_s, offset_min);
+        prop_assert_eq!(crate::clock::parse_when(&text, 0), Ok(epoch_s * 1000), "{}", text);
+    }
+
+    #[test]
+    fn when_reads_a_duration_back_from_now(secs in 0u64..1_000_000_000) {
+        let now = 2_000_000_000_000;
+        prop_assert_eq!(crate::clock::parse_when(&format!("{secs}s"), now), Ok(now - secs * 1000));
     }
 }

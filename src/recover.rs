@@ -35,7 +35,7 @@ pub use liveness::{
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::error::JobError;
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::fsio::{self, Renamed};
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
@@ -149,7 +149,7 @@ pub fn reconcile(
 fn adopt(layout: &Layout, config: &Config, id: &JobId, rec: Option<&JobRecord>, monitor: Proc) {
     let enabled = rec.is_none_or(|r| config.events_for(r));
     let fields = serde_json::json!({"monitor_pid": monitor.pid});
-    EventLog::open(layout.root(), &layout.events(id), enabled).append("adopted", fields);
+    EventLog::open(layout.root(), &layout.events(id), enabled).append(Op::Adopted, fields);
 }
 
 fn run_ids(layout: &Layout) -> Vec<JobId> {

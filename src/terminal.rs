@@ -29,7 +29,7 @@ use serde_json::json;
 
 use crate::config::Config;
 use crate::error::JobError;
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::fsio::{self, Renamed};
 use crate::job::{JobRecord, JobState};
 use crate::layout::Layout;
@@ -103,7 +103,7 @@ impl Finisher<'_> {
         match held.filter(|h| *h != dest) {
             Some(held) => self.move_prompt(rec, events, &held, &dest),
             None => {
-                events.append("archived", json!({"path": rec.archive_path}));
+                events.append(Op::Archived, json!({"path": rec.archive_path}));
                 Ok(())
             }
         }
@@ -213,9 +213,9 @@ fn place(
 
 fn announce(rec: &JobRecord, events: &mut EventLog) {
     let op = if rec.archive_path.is_none() {
-        "requeued"
+        Op::Requeued
     } else {
-        "archived"
+        Op::Archived
     };
     events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
 }
@@ -286,7 +286,7 @@ fn refused(
     rec.inbox_path = Some(rel(layout, held));
     rec.extra.insert("archive_error".into(), json!(why));
     rec.save(layout)?;
-    events.append("archive_failed", json!({"reason": why}));
+    events.append(Op::ArchiveFailed, json!({"reason": why}));
     Ok(())
 }
 
@@ -304,7 +304,7 @@ fn not_moved(
     rec.inbox_path = None;
     rec.extra.insert("archive_error".into(), json!(why));
     rec.save(layout)?;
-    events.append("archive_failed", json!({"reason": why}));
+    events.append(Op::ArchiveFailed, json!({"reason": why}));
     Ok(())
 }
 

@@ -1,53 +1,79 @@
 //! Argument values shared by several commands, parsed into what the
 //! queries take.
 
-use anyhow::Context;
+use anyhow::bail;
 
-use crate::clock::Timestamp;
+use crate::clock::{self, Timestamp};
 
-/// `--since`: a duration back from now ("12h", "30m", "7days") or an RFC
-/// 3339 time ("2026-01-02T03:04:05Z", "…+02:00"); as epoch ms.
-pub fn parse_since(value: Option<&str>) -> anyhow::Result<Option<u64>> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    if let Ok(d) = humantime::parse_duration(value) {
-        let back = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        return Ok(Some(Timestamp::now().epoch_ms().saturating_sub(back)));
+/// `--since` and `--until` as epoch ms: from `since` (included) to `until`
+/// (excluded). Each is read by [`clock::parse_when`]: a duration ago, a
+/// date or an RFC 3339 time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+}
+
+impl Window {
+    /// Both flags, each error naming its flag, the value and the accepted
+    /// forms; a window that ends before it starts is refused.
+    pub fn parse(since: Option<&str>, until: Option<&str>) -> anyhow::Result<Window> {
+        let now = Timestamp::now().epoch_ms();
+        let window = Window {
+            since_ms: since.map(|v| when("--since", v, now)).transpose()?,
+            until_ms: until.map(|v| when("--until", v, now)).transpose()?,
+        };
+        if let (Some(s), Some(u)) = (window.since_ms, window.until_ms) {
+            if s >= u {
+                bail!(
+                    "--since {:?} ({}) is not before --until {:?} ({}): nothing can match; swap them or widen the window",
+                    since.unwrap_or_default(),
+                    super::output::timestamp(s),
+                    until.unwrap_or_default(),
+                    super::output::timestamp(u)
+                );
+            }
+        }
+        Ok(window)
     }
-    rfc3339_ms(value).map(Some).with_context(|| {
-        format!(
-            "--since {value:?} is neither a duration (like \"12h\", \"30m\", \"7days\") \
-             nor an RFC 3339 time (like \"2026-01-02T03:04:05Z\" or \"2026-01-02T05:04:05+02:00\")"
+}
+
+/// One flag's value as epoch ms.
+fn when(flag: &str, value: &str, now: u64) -> anyhow::Result<u64> {
+    clock::parse_when(value, now).map_err(|why| {
+        anyhow::anyhow!(
+            "{flag} {value:?} is not a time: {why}; give {}",
+            clock::WHEN_FORMS
         )
     })
 }
 
-/// Epoch ms of an RFC 3339 time. humantime reads `Z` (and no zone, as
-/// UTC) but not numeric offsets, so a `±HH:MM` suffix is applied here.
-fn rfc3339_ms(value: &str) -> anyhow::Result<u64> {
-    let (local, offset_min) = split_offset(value);
-    let t = humantime::parse_rfc3339_weak(local)?;
-    let ms = Timestamp::from(t).epoch_ms() as i64 - offset_min * 60_000;
-    u64::try_from(ms).context("before 1970")
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// `("…", minutes east of UTC)` when `value` ends with `±HH:MM`.
-fn split_offset(value: &str) -> (&str, i64) {
-    let split = value
-        .len()
-        .checked_sub(6)
-        .filter(|&i| value.is_char_boundary(i));
-    let Some((local, tail)) = split.map(|i| value.split_at(i)) else {
-        return (value, 0);
-    };
-    let sign = match tail.as_bytes() {
-        [b'+', _, _, b':', _, _] => 1,
-        [b'-', _, _, b':', _, _] => -1,
-        _ => return (value, 0),
-    };
-    match (tail[1..3].parse::<i64>(), tail[4..6].parse::<i64>()) {
-        (Ok(h), Ok(m)) if local.len() > 10 => (local, sign * (h * 60 + m)),
-        _ => (value, 0),
+    #[test]
+    fn errors_name_the_flag_the_value_and_the_forms() {
+        let err = Window::parse(Some("yesterday-ish"), None).expect_err("invalid");
+        let msg = format!("{err:#}");
+        for part in ["--since", "yesterday-ish", "RFC 3339", "2h", "2026-11-25"] {
+            assert!(msg.contains(part), "{part:?} missing: {msg}");
+        }
+        let err = Window::parse(None, Some("2026-02-30")).expect_err("no such day");
+        assert!(
+            format!("{err:#}").contains("--until \"2026-02-30\""),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn a_window_must_start_before_it_ends() {
+        let w = Window::parse(Some("2026-01-01"), Some("2026-01-02")).expect("a day");
+        assert_eq!(
+            w.until_ms.zip(w.since_ms).map(|(u, s)| u - s),
+            Some(86_400_000)
+        );
+        let err = Window::parse(Some("1h"), Some("2h")).expect_err("ends before it starts");
+        assert!(format!("{err:#}").contains("not before --until"), "{err:#}");
     }
 }

@@ -3,19 +3,20 @@
 //!
 //! Filters combine: `--op` and `--seq` select, then `--last` keeps the
 //! newest of what is left. `--summary` counts what the filters kept, per
-//! op. Lines that cannot be read (a torn last line after a crash) are
-//! skipped and counted. Nothing matched: an empty result and exit 1. JSON
-//! shapes in `docs/cli-json.md`.
+//! op. `--op` takes only the ops of [`crate::events::Op`] (clap refuses
+//! another, listing them). Lines that cannot be read (a torn last line
+//! after a crash) are skipped and counted. Nothing matched: an empty
+//! result and exit 1. JSON shapes in `docs/cli-json.md`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::Value;
 
-use super::output::{fit, fmt_ago, fmt_duration, print_json};
+use super::output::{
+    Column, Table, fmt_ago, fmt_duration, print_json, print_lines as print_lines_out,
+};
 use super::{EXIT_NO, No};
 use crate::cli::{EventsArgs, GlobalArgs};
 use crate::clock::Timestamp;
@@ -157,33 +158,24 @@ impl Counts {
 
 /// `seq  ago  op  fields`, aligned, each line cut to fit 80 columns.
 fn print_lines(events: &[Value], now: u64) -> anyhow::Result<()> {
-    let rows: Vec<[String; 4]> = events
-        .iter()
-        .map(|e| {
-            let seq = e["seq"].as_u64().map_or("?".into(), |s| s.to_string());
-            let ago = ts_ms(e).map_or("?".into(), |t| fmt_ago(t, now));
-            [seq, ago, op_of(e).to_owned(), fields(e)]
-        })
-        .collect();
-    let width = |col: usize| {
-        rows.iter()
-            .map(|r| r[col].chars().count())
-            .max()
-            .unwrap_or(0)
-    };
-    let (w_seq, w_ago, w_op) = (width(0), width(1), width(2));
-    let room = WIDTH
-        .saturating_sub(w_seq + w_ago + w_op + 6)
-        .max(MIN_FIELDS);
-    let mut out = std::io::stdout().lock();
-    for [seq, ago, op, fields] in &rows {
-        let line = format!(
-            "{seq:>w_seq$}  {ago:<w_ago$}  {op:<w_op$}  {}",
-            fit(fields, room)
-        );
-        writeln!(out, "{}", line.trim_end()).context("writing to stdout")?;
+    const COLUMNS: [Column; 4] = [
+        Column::right("SEQ", 20).untitled(),
+        Column::left("AGE", 12).untitled(),
+        Column::left("OP", 24).untitled(),
+        Column::left("FIELDS", usize::MAX).untitled(),
+    ];
+    let mut table = Table::new(&COLUMNS).fit_to(WIDTH, MIN_FIELDS);
+    for e in events {
+        let seq = e["seq"].as_u64().map_or("?".into(), |s| s.to_string());
+        let ago = ts_ms(e).map_or("?".into(), |t| fmt_ago(t, now));
+        table.push(vec![
+            seq.into(),
+            ago.into(),
+            op_of(e).into(),
+            fields(e).into(),
+        ]);
     }
-    Ok(())
+    print_lines_out(&table.lines(false))
 }
 
 /// The fields other than `seq`, `op` and `ts`, as compact `key=value`
@@ -306,36 +298,35 @@ impl Summary {
 
 /// `op  count  first  last`, then a `total` row with the span.
 fn print_summary(summary: &Summary, now: u64) -> anyhow::Result<()> {
-    let ago = |m: &Option<Moment>| m.as_ref().map_or("?".into(), |m| fmt_ago(m.ms, now));
-    let w_op = summary
-        .ops
-        .iter()
-        .map(|(op, _)| op.chars().count())
-        .chain(["total".len(), "OP".len()])
-        .max()
-        .unwrap_or(0);
-    let mut out = std::io::stdout().lock();
-    let mut row = |op: &str, count: &str, first: &str, last: &str| {
-        let line = format!("{op:<w_op$}  {count:>5}  {first:<9}  {last}");
-        writeln!(out, "{}", line.trim_end()).context("writing to stdout")
-    };
+    const COLUMNS: [Column; 4] = [
+        Column::left("OP", 24),
+        Column::right("COUNT", 8),
+        Column::left("FIRST", 12),
+        Column::left("LAST", 40),
+    ];
     if summary.ops.is_empty() {
         return Ok(());
     }
-    row("OP", "COUNT", "FIRST", "LAST")?;
+    let ago = |m: &Option<Moment>| m.as_ref().map_or("?".into(), |m| fmt_ago(m.ms, now));
+    let mut table = Table::new(&COLUMNS);
     for (op, o) in &summary.ops {
-        row(op, &o.count.to_string(), &ago(&o.first), &ago(&o.last))?;
+        table.push(vec![
+            op.as_str().into(),
+            o.count.to_string().into(),
+            ago(&o.first).into(),
+            ago(&o.last).into(),
+        ]);
     }
     let span = summary
         .span_ms()
         .map_or(String::new(), |ms| format!("  (span {})", fmt_duration(ms)));
-    let last = format!("{}{span}", ago(&summary.last));
-    row(
-        "total",
-        &summary.count().to_string(),
-        &ago(&summary.first),
-        &last,
-    )
+    table.push(vec![
+        "total".into(),
+        summary.count().to_string().into(),
+        ago(&summary.first).into(),
+        format!("{}{span}", ago(&summary.last)).into(),
+    ]);
+    print_lines_out(&table.lines(false))
 }
 
 // -- JSON ----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 //! `jobwarden jobs [--state S…] [--project P] [--name N] [--since T]
-//! [--limit N] [--json]`: everything the daemon knows of, newest first.
+//! [--until T] [--limit N] [--json]`: everything the daemon knows of, newest first.
 //! First the prompts waiting in the inbox with no job yet (`waiting`, or
 //! `deferred` by a cooldown; `commands/waiting.rs`), newest drop first;
 //! then jobs whose run folders exist, newest claim first, from the job
@@ -18,14 +18,16 @@ use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, JobFilter, Ledger, short_id};
 use crate::waiting::{self, DEFERRED, WAITING, Waiting};
 
-use super::args::parse_since;
+use super::args::Window;
 use super::output::{
-    fit, fmt_ago, fmt_duration, found, paint_state, print_json, print_line, prompt_label, timestamp,
+    Cell, Column, Table, fit, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
+    timestamp,
 };
 use super::queue_view::{QueueView, pause_lines};
 use super::waiting::WaitingJson;
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
+    let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let states = parse_states(&args.state)?;
     let (inbox_states, job_states): (Vec<String>, Vec<String>) = states
         .into_iter()
@@ -45,7 +47,8 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
             .map(|n| layout::validate_segment(n).map(|()| n.to_owned()))
             .transpose()
             .map_err(|e| anyhow::anyhow!("--name {:?} {e}", args.name.as_deref().unwrap_or("")))?,
-        since_ms: parse_since(args.since.as_deref())?,
+        since_ms: window.since_ms,
+        until_ms: window.until_ms,
     };
     let (config, layout) = super::load(global)?;
     let ledger = super::open_ledger(&layout)?;
@@ -90,7 +93,12 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         if rows.is_empty() {
             print_line("no jobs matched")?;
         } else {
-            super::output::print_table(&header(), &rows, Row::line)?;
+            let now = Timestamp::now().epoch_ms();
+            let mut table = Table::new(&COLUMNS);
+            for row in &rows {
+                row.push_to(&mut table, now);
+            }
+            super::output::print_lines(&table.lines(super::output::colour()))?;
         }
     }
     Ok(found(!rows.is_empty()))
@@ -114,19 +122,17 @@ impl Row {
         }
     }
 
-    fn line(&self, now_ms: u64) -> String {
+    /// Its row of the table (a queued job's reason to wait on a line under it).
+    fn push_to(&self, table: &mut Table, now_ms: u64) {
         match self {
-            Row::Job(j, None) => table_row(j, now_ms),
-            // On a line of its own, cut to keep the table to 80 columns.
-            Row::Job(j, Some(why)) => {
-                format!(
-                    "{}\n{:<8}  waits: {}",
-                    table_row(j, now_ms),
-                    "",
-                    fit(why, 63)
-                )
+            Row::Job(j, waits) => {
+                table.push(cells(j, now_ms));
+                if let Some(why) = waits {
+                    // Cut to keep the table to 80 columns.
+                    table.note(format!("{:<8}  waits: {}", "", fit(why, 63)));
+                }
             }
-            Row::Waiting(w) => waiting_row(w, now_ms),
+            Row::Waiting(w) => table.push(waiting_cells(w, now_ms)),
         }
     }
 }
@@ -148,7 +154,10 @@ fn in_inbox(
             && filter.name.as_ref().is_none_or(|n| *n == prompt.name)
             && filter
                 .since_ms
-                .is_none_or(|since| Timestamp::from(found.mtime).epoch_ms() >= since);
+                .is_none_or(|since| Timestamp::from(found.mtime).epoch_ms() >= since)
+            && filter
+                .until_ms
+                .is_none_or(|until| Timestamp::from(found.mtime).epoch_ms() < until);
         if !passes {
             continue;
         }
@@ -269,63 +278,49 @@ impl JobJson {
     }
 }
 
-/// Width of the PROMPT column; with the others a row fits 80 columns.
-const PROMPT_WIDTH: usize = 26;
+/// The table's columns; with the caps a row fits 80 columns.
+pub(super) const COLUMNS: [Column; 6] = [
+    Column::left("ID", 8),
+    Column::left("PROMPT", 26),
+    Column::left("STATE", 11),
+    Column::right("TRY", 3),
+    Column::right("TIME", 8),
+    Column::left("CLAIMED", 12),
+];
 
-pub(super) fn header() -> String {
-    cells(["ID", "PROMPT", "STATE", "TRY", "TIME", "CLAIMED"])
-}
-
-/// A job as a table line: the short id (the id's last 8 characters, which
-/// `<job>` arguments accept a prefix of), prompt, state, attempt, run time (so far,
-/// for a running job) and how long ago it was claimed.
-pub(super) fn table_row(j: &IndexedJob, now_ms: u64) -> String {
-    let id = short_id(&j.id);
+/// A job as a table row: the short id (the id's last 8 characters, which
+/// `<job>` arguments accept a prefix of), prompt, state, attempt, run time
+/// (so far, for a running job) and how long ago it was claimed.
+pub(super) fn cells(j: &IndexedJob, now_ms: u64) -> Vec<Cell> {
     let time = match (j.started_at, j.finished_at) {
         (Some(s), Some(f)) => fmt_duration(f.saturating_sub(s)),
         (Some(s), None) => fmt_duration(now_ms.saturating_sub(s)),
         _ => "-".into(),
     };
-    let state = paint_state(&j.state, format!("{:<11}", j.state));
-    cells([
-        &id,
-        &fit(&prompt_label(&j.project, &j.name), PROMPT_WIDTH),
-        &state,
-        &j.attempt.to_string(),
-        &time,
-        &fmt_ago(j.created_at, now_ms),
-    ])
+    vec![
+        short_id(&j.id).into(),
+        prompt_label(&j.project, &j.name).into(),
+        Cell::state(&j.state),
+        j.attempt.to_string().into(),
+        time.into(),
+        fmt_ago(j.created_at, now_ms).into(),
+    ]
 }
 
-/// A prompt waiting in the inbox as a table line: no id yet (`-`), the
+/// A prompt waiting in the inbox as a table row: no id yet (`-`), the
 /// attempt its claim starts, and when it is claimed: `after 1h59m` for a
 /// deferred one, else `not yet`. `show project/name` says why.
-fn waiting_row(w: &Waiting, now_ms: u64) -> String {
-    let state = paint_state(w.state(), format!("{:<11}", w.state()));
+fn waiting_cells(w: &Waiting, now_ms: u64) -> Vec<Cell> {
     let when = match &w.deferral {
         Some(d) => format!("after {}", fmt_duration(d.until_ms.saturating_sub(now_ms))),
         None => "not yet".to_owned(),
     };
-    cells([
-        "-",
-        &fit(&w.label(), PROMPT_WIDTH),
-        &state,
-        &w.attempt.to_string(),
-        "-",
-        &when,
-    ])
-}
-
-/// The columns; STATE comes padded (and maybe coloured) already.
-fn cells(c: [&str; 6]) -> String {
-    format!(
-        "{:<8}  {:<w$}  {:<11}  {:>3}  {:>8}  {}",
-        c[0],
-        c[1],
-        c[2],
-        c[3],
-        c[4],
-        c[5],
-        w = PROMPT_WIDTH
-    )
+    vec![
+        "-".into(),
+        w.label().into(),
+        Cell::state(w.state()),
+        w.attempt.to_string().into(),
+        "-".into(),
+        when.into(),
+    ]
 }

@@ -83,14 +83,31 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
     if args.follow {
         return follow(&layout, &id, log, pos, &mut out);
     }
-    if log.is_none() {
-        let state = JobRecord::load_job(&layout, &id).map(|r| r.state.to_string());
-        crate::logging::line(format_args!(
-            "job {id} has no output yet ({}); -f waits for it",
-            state.unwrap_or_else(|_| "no record".into())
-        ));
+    if log.is_none() || pos == 0 {
+        say_empty(&layout, &id, log.is_none());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Say on stderr why nothing was printed: a job that has not ended has
+/// no output *yet* (`-f` waits for it); one that ended printed nothing.
+fn say_empty(layout: &Layout, id: &JobId, no_file: bool) {
+    match JobRecord::load_job(layout, id) {
+        Ok(rec) if rec.state.is_terminal() && rec.started_at.is_none() => {
+            crate::logging::line(format_args!("job {id} never ran ({})", final_state(&rec)))
+        }
+        Ok(rec) if rec.state.is_terminal() => {
+            crate::logging::line(format_args!("job {id} printed nothing ({})", rec.state))
+        }
+        Ok(rec) => crate::logging::line(format_args!(
+            "job {id} has no output yet ({}); -f waits for it",
+            rec.state
+        )),
+        Err(_) if no_file => {
+            crate::logging::line(format_args!("job {id} has no log and no readable record"))
+        }
+        Err(_) => {}
+    }
 }
 
 /// Open `job.log` for reading, safely (never through a symlink, never

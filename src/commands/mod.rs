@@ -26,17 +26,17 @@ mod man;
 mod monitor;
 mod output;
 mod pause;
+mod progress;
 mod queue_view;
 mod reload;
-mod progress;
 mod retry;
 mod route;
 mod show;
 mod status;
 mod stdio;
 mod submit;
-mod waiting;
 mod wait;
+mod waiting;
 mod watch;
 
 use std::process::ExitCode;
@@ -184,7 +184,6 @@ fn with_ledger<T>(
     ledger: Option<&Ledger>,
     lookup: impl FnOnce(&Ledger) -> Result<T, crate::lookup::LookupError>,
 ) -> anyhow::Result<T> {
-    use crate::lookup::LookupError;
     let empty;
     let ledger = match ledger {
         Some(l) => l,
@@ -193,9 +192,15 @@ fn with_ledger<T>(
             &empty
         }
     };
-    match lookup(ledger) {
+    lookup_answer(lookup(ledger))
+}
+
+/// A lookup's answer as the CLI reports it: not found is a clean "no"
+/// (exit 1); malformed or ambiguous, a usage error (exit 2).
+fn lookup_answer<T>(found: Result<T, crate::lookup::LookupError>) -> anyhow::Result<T> {
+    match found {
         Ok(found) => Ok(found),
-        Err(LookupError::NotFound(msg)) => Err(No(msg).into()),
+        Err(crate::lookup::LookupError::NotFound(msg)) => Err(No(msg).into()),
         Err(e) => Err(e.into()),
     }
 }

@@ -1,7 +1,12 @@
 //! Printing shared by the commands: JSON on stdout, and the human forms of
 //! durations, ages, prompt names, final states and table cells (80-column
-//! tables). A reader that closes stdout early (`| head`) ends a command
-//! quietly ([`quiet_on_closed_pipe`]).
+//! tables, rendered by `output/table.rs`), and whether to colour. A reader
+//! that closes stdout early (`| head`) ends a command quietly
+//! ([`quiet_on_closed_pipe`]).
+
+mod table;
+
+pub use table::{Align, Cell, Column, Table, fit, pad};
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -81,14 +86,10 @@ pub fn prompt_label(project: &str, name: &str) -> String {
     }
 }
 
-/// `text` cut to `width` characters, marking a cut with `…`.
-pub fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width - 1).collect();
-    cut.push('…');
-    cut
+/// `text` cut or padded to exactly `width` terminal cells, left-aligned:
+/// one column of a line that is not a [`Table`].
+pub fn fit_pad(text: &str, width: usize) -> String {
+    pad(&fit(text, width), width, Align::Left)
 }
 
 /// `text` in lines of at most `width` characters, broken between words
@@ -181,26 +182,31 @@ pub fn colour() -> bool {
     use std::io::IsTerminal;
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
-        std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+        wants_colour(
+            std::io::stdout().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        )
     })
 }
 
-/// `cell` (already padded to its column) coloured by the job state it
-/// shows: green succeeded, red failed / timed out / rejected / setup failed,
-/// yellow aborted / interrupted / cancelled, cyan live (and waiting in the
-/// inbox). Plain without [`colour`].
-pub fn paint_state(state: &str, cell: String) -> String {
-    if !colour() {
-        return cell;
+/// The decision behind [`colour`]: a terminal, and no `NO_COLOR` with a
+/// value (<https://no-color.org>: an empty one does not count).
+pub fn wants_colour(stdout_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stdout_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// The SGR colour of a job state or ledger outcome: green succeeded, red
+/// failed / timed out / rejected / setup failed (and their outcomes), yellow aborted /
+/// interrupted / cancelled / rate limited, cyan live (and waiting in the
+/// inbox). `None` for anything else.
+pub fn state_colour(state: &str) -> Option<&'static str> {
+    match state {
+        "succeeded" | "success" => Some("32"),
+        "failed" | "failure" | "timed_out" | "timeout" | "rejected" | "setup_failed" => Some("31"),
+        "aborted" | "interrupted" | "cancelled" | "rate_limited" => Some("33"),
+        "waiting" | "deferred" | "queued" | "preparing" | "running" | "publishing" => Some("36"),
+        _ => None,
     }
-    let code = match state {
-        "succeeded" => "32",
-        "failed" | "timed_out" | "rejected" | "setup_failed" => "31",
-        "aborted" | "interrupted" | "cancelled" => "33",
-        "waiting" | "deferred" | "queued" | "preparing" | "running" | "publishing" => "36",
-        _ => return cell,
-    };
-    format!("\x1b[{code}m{cell}\x1b[0m")
 }
 
 /// `text` in bold red when colouring (for warnings like `STALE`).
@@ -212,18 +218,27 @@ pub fn alarm(text: &str) -> String {
     }
 }
 
-/// A table on stdout: `header`, then one line per row as `line` renders it
-/// (given the current time in epoch ms, for relative times).
+/// A table on stdout: the header, then one row per item as `cells`
+/// renders it (given the current time in epoch ms, for relative times),
+/// coloured when [`colour`] says so.
 pub fn print_table<T>(
-    header: &str,
+    columns: &[Column],
     rows: &[T],
-    line: impl Fn(&T, u64) -> String,
+    cells: impl Fn(&T, u64) -> Vec<Cell>,
 ) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
     let now = Timestamp::now().epoch_ms();
-    writeln!(out, "{header}").context("writing to stdout")?;
+    let mut table = Table::new(columns);
     for row in rows {
-        writeln!(out, "{}", line(row, now)).context("writing to stdout")?;
+        table.push(cells(row, now));
+    }
+    print_lines(&table.lines(colour()))
+}
+
+/// Lines on stdout, in one locked write.
+pub fn print_lines(lines: &[String]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        writeln!(out, "{line}").context("writing to stdout")?;
     }
     Ok(())
 }
@@ -261,6 +276,18 @@ mod tests {
         assert!(is_closed_pipe(&e));
         let other = anyhow::anyhow!("disk full").context("writing to stdout");
         assert!(!is_closed_pipe(&other));
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(wants_colour(true, None));
+        assert!(
+            wants_colour(true, Some(OsStr::new(""))),
+            "empty NO_COLOR counts as unset"
+        );
+        assert!(!wants_colour(true, Some(OsStr::new("1"))));
+        assert!(!wants_colour(false, None), "never into a pipe or file");
     }
 
     #[test]

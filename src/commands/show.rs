@@ -1,11 +1,13 @@
 //! `jobwarden show <job> [--json]`: one job whole — its record as
-//! `job.json` has it, the paths of its files, its ledger row, and the last
-//! lines of its log. A job whose run folder retention removed is still shown
-//! from its ledger row; one known to neither is a clean "no" (exit 1). A
-//! prompt waiting in the inbox, which has no job yet, is shown by
-//! `commands/waiting.rs`: where it waits, since when, and for what.
+//! `job.json` has it, what follows from it (`show/facts.rs`: profile,
+//! route, attempt, elapsed or duration, timeout and time left), the paths
+//! of its files, its ledger row, and the last lines of its log. A job
+//! whose run folder retention removed is still shown from its ledger row;
+//! one known to neither is a clean "no" (exit 1). A prompt waiting in the
+//! inbox, which has no job yet, is shown by `commands/waiting.rs`: where it
+//! waits, since when, and for what.
 
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -13,8 +15,13 @@ use anyhow::Context;
 use serde::Serialize;
 use serde_json::Value;
 
+mod facts;
+mod human;
+
+use facts::Facts;
+
 use super::history::list::ExecutionJson;
-use super::output::{fmt_ago, fmt_bytes, fmt_duration, print_json, prompt_label, timestamp};
+use super::output::print_json;
 use crate::cli::{GlobalArgs, ShowArgs};
 use crate::clock::Timestamp;
 use crate::error::IoContext;
@@ -46,17 +53,29 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     if record.is_none() && execution.is_none() {
         return Err(super::No(format!("no job {id}: no run folder and no ledger row")).into());
     }
+    let log_tail = log_tail(layout.root(), &layout.job_log(&id));
+    let mut facts = Facts::of(
+        record.as_ref().map(|(_, rec)| rec),
+        execution.as_ref(),
+        Some(&config),
+        Timestamp::now().epoch_ms(),
+    );
+    if !log_tail.is_empty() {
+        // The log is ahead of the record's last heartbeat.
+        facts.output = Some("some");
+    }
     let shown = Shown {
         paths: Paths::of(&layout, &id, record.as_ref()),
-        log_tail: log_tail(layout.root(), &layout.job_log(&id)),
+        log_tail,
         id,
         record,
         execution,
+        facts,
     };
     if args.json {
         print_json(&shown.json())?;
     } else {
-        print_human(&shown).context("writing to stdout")?;
+        human::print(&shown).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -78,6 +97,7 @@ struct Shown {
     execution: Option<Execution>,
     paths: Paths,
     log_tail: Vec<String>,
+    facts: Facts,
 }
 
 /// Where the job's files are (absolute), and whether each exists.
@@ -118,6 +138,9 @@ impl Paths {
 #[derive(Serialize)]
 struct ShowJson<'a> {
     id: &'a str,
+    /// Profile, route, attempt, elapsed or duration, timeout, time left.
+    #[serde(flatten)]
+    facts: &'a Facts,
     /// `job.json` as it is, or null when retention removed the run folder.
     job: Option<&'a Value>,
     paths: &'a Paths,
@@ -134,6 +157,7 @@ impl Shown {
     fn json(&self) -> ShowJson<'_> {
         ShowJson {
             id: self.id.as_str(),
+            facts: &self.facts,
             job: self.record.as_ref().map(|(raw, _)| raw),
             paths: &self.paths,
             execution: self.execution.as_ref().map(ExecutionJson::from),
@@ -166,128 +190,4 @@ fn log_tail(root: &Path, path: &Path) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.len().saturating_sub(LOG_LINES);
     lines[start..].iter().map(|l| (*l).to_owned()).collect()
-}
-
-fn print_human(s: &Shown) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    let now = Timestamp::now().epoch_ms();
-    let mut line = |k: &str, v: &str| writeln!(out, "{k:<10}{v}");
-    let when = |t: Timestamp| format!("{} ({t})", fmt_ago(t.epoch_ms(), now));
-    line("job", s.id.as_str())?;
-    if let Some((_, rec)) = &s.record {
-        let retry = rec
-            .retry_of
-            .as_ref()
-            .map(|r| format!(", retry of {r}"))
-            .unwrap_or_default();
-        line(
-            "prompt",
-            &format!(
-                "{} (attempt {}{retry})",
-                prompt_label(&rec.project, &rec.name),
-                rec.attempt
-            ),
-        )?;
-        let reason = rec
-            .state_reason
-            .as_deref()
-            .map(|r| format!(": {r}"))
-            .unwrap_or_default();
-        let stage = rec
-            .failure_stage
-            .as_deref()
-            .map(|st| format!(" (in {st})"))
-            .unwrap_or_default();
-        line("state", &format!("{}{stage}{reason}", rec.state))?;
-        if let Some(r) = &rec.result_ref {
-            line("result", r)?;
-        }
-        line("claimed", &when(rec.created_at))?;
-        if let Some(t) = rec.started_at {
-            line("started", &when(t))?;
-        }
-        if let Some(t) = rec.finished_at {
-            let took = rec
-                .started_at
-                .map(|st| {
-                    format!(
-                        ", took {}",
-                        fmt_duration(t.epoch_ms().saturating_sub(st.epoch_ms()))
-                    )
-                })
-                .unwrap_or_default();
-            line("finished", &format!("{}{took}", when(t)))?;
-        }
-        match (rec.exit_code, rec.signal.as_deref()) {
-            (Some(code), _) => line("exit", &format!("code {code}"))?,
-            (None, Some(sig)) => line("exit", &format!("killed by {sig}"))?,
-            _ => {}
-        }
-        if let Some(cmd) = &rec.command {
-            line("command", &cmd.join(" "))?;
-        }
-        if let Some(w) = &rec.workdir {
-            line("workdir", w)?;
-        }
-        if !rec.state.is_terminal() {
-            let heartbeat = rec
-                .heartbeat_at
-                .map(|t| format!(", heartbeat {}", fmt_ago(t.epoch_ms(), now)))
-                .unwrap_or_default();
-            if let Some(pid) = rec.pid {
-                line("process", &format!("pid {pid}{heartbeat}"))?;
-            }
-        }
-    } else {
-        line(
-            "state",
-            "run folder removed by retention; the ledger row remains",
-        )?;
-    }
-    let p = &s.paths;
-    if p.run_dir_exists {
-        let size = std::fs::metadata(&p.job_log)
-            .map(|m| format!(" ({})", fmt_bytes(m.len())))
-            .unwrap_or_default();
-        line("files", &format!("{}", p.run_dir.display()))?;
-        line(
-            "",
-            &format!("  job.json, prompt.md, events.jsonl, job.log{size}"),
-        )?;
-    }
-    if let Some(prompt) = &p.prompt {
-        line("prompt at", &prompt.display().to_string())?;
-    }
-    if let Some(marker) = &p.abort_marker {
-        line("abort", &format!("requested ({})", marker.display()))?;
-    }
-    match &s.execution {
-        Some(e) => {
-            let took = e
-                .duration_ms
-                .map(|d| format!(", {}", fmt_duration(d)))
-                .unwrap_or_default();
-            let disposition = e
-                .disposition
-                .as_deref()
-                .map(|d| format!(", {d}"))
-                .unwrap_or_default();
-            line(
-                "ledger",
-                &format!(
-                    "{}{took}{disposition}, finished {}",
-                    e.outcome.as_str(),
-                    fmt_ago(timestamp(e.finished_at).epoch_ms(), now)
-                ),
-            )?;
-        }
-        None => line("ledger", "no row yet (written when the job ends)")?,
-    }
-    if !s.log_tail.is_empty() {
-        writeln!(out, "log (last {} lines):", s.log_tail.len())?;
-        for l in &s.log_tail {
-            writeln!(out, "  {l}")?;
-        }
-    }
-    Ok(())
 }

@@ -31,7 +31,8 @@ use crate::storage::{self, Condition};
 use super::exit::Exit;
 use super::jobs::JobJson;
 use super::output::{
-    alarm, fit, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label, timestamp, wrap,
+    alarm, fit, fit_pad, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label,
+    timestamp, wrap,
 };
 use super::queue_view::{QueueView, pause_lines};
 use super::reload::ConfigView;
@@ -549,9 +550,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "running" } else { "" },
             &format!(
-                "{}  {:<20}  {elapsed:>7}  {heartbeat}{pid}",
+                "{}  {}  {elapsed:>7}  {heartbeat}{pid}",
                 short(&r.id),
-                fit(&prompt_label(&r.project, &r.name), 20)
+                fit_pad(&prompt_label(&r.project, &r.name), 20)
             ),
         )?;
     }
@@ -559,9 +560,9 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "queued" } else { "" },
             &format!(
-                "{}  {:<24}  claimed {}",
+                "{}  {}  claimed {}",
                 short(&q.id),
-                fit(&prompt_label(&q.project, &q.name), 24),
+                fit_pad(&prompt_label(&q.project, &q.name), 24),
                 fmt_ago(q.created_at.epoch_ms(), now),
             ),
         )?;
@@ -575,8 +576,8 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "deferred" } else { "" },
             &format!(
-                "{:<34}  cooldown ends {}",
-                fit(&p.prompt, 34),
+                "{}  cooldown ends {}",
+                fit_pad(&p.prompt, 34),
                 fmt_in(p.until.epoch_ms(), now)
             ),
         )?;
@@ -585,8 +586,8 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         line(
             if i == 0 { "attention" } else { "" },
             &format!(
-                "{:<34}  last run: {} ({})",
-                fit(&prompt_label(&a.project, &a.name), 34),
+                "{}  last run: {} ({})",
+                fit_pad(&prompt_label(&a.project, &a.name), 34),
                 a.outcome,
                 short(&a.job_id)
             ),
@@ -613,9 +614,12 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     }
     if !s.recent_rows.is_empty() {
         writeln!(out, "recent")?;
-        writeln!(out, "  {}", super::jobs::header())?;
+        let mut table = super::output::Table::new(&super::jobs::COLUMNS);
         for j in &s.recent_rows {
-            writeln!(out, "  {}", super::jobs::table_row(j, now))?;
+            table.push(super::jobs::cells(j, now));
+        }
+        for l in table.lines(super::output::colour()) {
+            writeln!(out, "  {l}")?;
         }
     }
     Ok(())

@@ -4,12 +4,19 @@
 //! the daemon claims it; print the id. With `--wait`, follow the job, and
 //! the retries the policy gives its prompt, to the last one's end.
 //!
+//! Before anything is written, the prompt is checked as the daemon's claim
+//! will check it (`claim::vet`: front matter, route and profile; and its
+//! size, encoding, name and id), so that the id printed is one the daemon
+//! uses. Only a daemon running with another config can still reject it;
+//! `--wait` then reports the rejection as such.
+//!
 //! While it waits it says how the job stands on stderr (`progress.rs`),
 //! and sleeps on inotify (`watch.rs`).
 //!
 //! Exit status: 0 submitted (with `--wait`: succeeded); 2 refused, nothing
-//! dropped (unreadable, too large, not UTF-8, invalid front matter, unsafe
-//! name or project, job id in use, a prompt of that name already waiting).
+//! dropped (unreadable, too large, not UTF-8, invalid front matter, a
+//! profile or route that does not resolve, unsafe name or project, job id
+//! in use, a prompt of that name already waiting).
 //! With `--wait`, the code of the last job's end (`exit.rs`).
 
 use std::io::{Read, Write};
@@ -84,6 +91,12 @@ fn prepare(
     let prompt = prompt_name(args)?;
     let input = Input::read(&args.file, config.max_prompt_bytes)?;
     let (id, text) = job_id_and_text(&input, args.job_id.as_deref())?;
+    crate::claim::vet(config, &prompt.project, &text).map_err(|reason| {
+        anyhow!(
+            "{} would be rejected by the daemon: {reason}; nothing was submitted",
+            input.label
+        )
+    })?;
     if text.len() as u64 > config.max_prompt_bytes {
         bail!(
             "{} with its job_id added is {} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
@@ -307,11 +320,22 @@ struct End {
 
 /// Print the end and turn it into the exit status.
 fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::Result<ExitCode> {
-    match &rec.state_reason {
-        Some(reason) => {
+    let reason = rec.state_reason.as_deref().unwrap_or("no reason recorded");
+    match rec.state {
+        JobState::Rejected if rec.job_id != submitted.job_id => {
+            crate::logging::line(format_args!(
+                "job {}: rejected by the daemon: {reason}; the id {} printed above was not used",
+                rec.job_id, submitted.job_id
+            ));
+        }
+        JobState::Rejected => crate::logging::line(format_args!(
+            "job {}: rejected by the daemon: {reason}",
+            rec.job_id
+        )),
+        _ if rec.state_reason.is_some() => {
             crate::logging::line(format_args!("job {}: {} ({reason})", rec.job_id, rec.state))
         }
-        None => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
+        _ => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
     }
     if json {
         submitted.end = Some(End {

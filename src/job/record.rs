@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{JobId, JobState};
 use crate::clock::Timestamp;
 use crate::error::JobError;
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::fsio;
 use crate::layout::{self, Layout, PromptName};
 
@@ -283,7 +283,7 @@ impl JobRecord {
         if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
             obj.extend(extra);
         }
-        events.append("state", event);
+        events.append(Op::State, event);
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
             self.started_at = Some(now);
         }

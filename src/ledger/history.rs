@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::{Execution, Ledger, LedgerError, Outcome, Source};
 
 /// The `executions` columns in the order [`execution_from_row`] reads them.
-const COLUMNS: &str = "id, project, name, attempt, retry_of, profile, command, workdir, \
+pub(super) const COLUMNS: &str = "id, project, name, attempt, retry_of, profile, command, workdir, \
      started_at, finished_at, duration_ms, outcome, exit_code, signal, failure_stage, \
      error_message, result_ref, host, prompt_sha256, disposition, source";
 
@@ -32,13 +32,18 @@ pub struct Filter {
     pub outcome: Option<Outcome>,
     /// Only executions that finished at or after this (epoch ms).
     pub since_ms: Option<u64>,
+    /// Only executions that finished before this (epoch ms).
+    pub until_ms: Option<u64>,
 }
 
 impl Filter {
     /// Does this select the whole history of one project or of all, which
     /// the statistics kept on insert answer without reading executions?
     fn is_lifetime(&self) -> bool {
-        self.since_ms.is_none() && self.name.is_none() && self.outcome.is_none()
+        self.since_ms.is_none()
+            && self.until_ms.is_none()
+            && self.name.is_none()
+            && self.outcome.is_none()
     }
 
     /// The SQL conditions this filter sets, with their parameters.
@@ -55,18 +60,22 @@ impl Filter {
                 "finished_at >= ?",
                 self.since_ms.map(|ms| Value::Integer(to_sql_int(ms))),
             ),
+            (
+                "finished_at < ?",
+                self.until_ms.map(|ms| Value::Integer(to_sql_int(ms))),
+            ),
         ]
         .into_iter()
         .filter_map(|(sql, v)| v.map(|v| (sql, v)))
         .collect()
     }
 
-    /// The table clause of a statistics query. A `--since` window is read
+    /// The table clause of a statistics query. A `--since`/`--until` window is read
     /// through the finished_at index: without table statistics SQLite
     /// prefers the project indexes and then reads a table row per entry
     /// to test finished_at, which over a million rows takes seconds.
     fn stats_source(&self) -> &'static str {
-        if self.since_ms.is_some() {
+        if self.since_ms.is_some() || self.until_ms.is_some() {
             "executions INDEXED BY executions_by_finished"
         } else {
             "executions"
@@ -604,7 +613,7 @@ fn group_touches(rows: Vec<(Execution, StoredPath)>) -> Vec<Touch> {
 }
 
 /// An [`Execution`] from a row selecting [`COLUMNS`] first.
-fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
+pub(super) fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
     Ok(Execution {
         id: r.get(0)?,
         project: r.get(1)?,
@@ -793,6 +802,16 @@ mod tests {
         let s = l.stats(&late).expect("late window");
         assert_eq!(s.overall.total, 11, "a11..a20 and b1");
         assert_eq!(s.projects["a"].median_duration_ms, Some(15_000));
+        let early = Filter {
+            until_ms: Some(100_011),
+            ..Filter::default()
+        };
+        let s = l.stats(&early).expect("early window");
+        assert_eq!(
+            s.overall.total + 11,
+            lifetime.overall.total,
+            "until excludes exactly what since includes"
+        );
     }
 
     #[test]

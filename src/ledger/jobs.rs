@@ -79,6 +79,8 @@ pub struct JobFilter {
     pub name: Option<String>,
     /// Created at or after (epoch ms).
     pub since_ms: Option<u64>,
+    /// Created before (epoch ms).
+    pub until_ms: Option<u64>,
 }
 
 impl Ledger {
@@ -240,6 +242,10 @@ impl Ledger {
             sql.push_str(" AND created_at >= ?");
             args.push((since as i64).into());
         }
+        if let Some(until) = f.until_ms {
+            sql.push_str(" AND created_at < ?");
+            args.push(i64::try_from(until).unwrap_or(i64::MAX).into());
+        }
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT ?");
         args.push((limit as i64).into());
         self.query(&sql, params_from_iter(args))
@@ -318,7 +324,7 @@ pub const SHORT_ID_LEN: usize = 8;
 
 /// The smallest string greater than every string starting with `prefix`
 /// (ids are ASCII, so bumping the last byte is enough).
-fn upper_bound(prefix: &str) -> String {
+pub(super) fn upper_bound(prefix: &str) -> String {
     let mut bytes = prefix.as_bytes().to_vec();
     while let Some(last) = bytes.pop() {
         if last < 0x7f {

@@ -7,6 +7,7 @@
 //! index (a cache of every run folder's `job.json` for the operator's CLI);
 //! `attention.rs` what needs the operator's attention and its
 //! acknowledgement (`jobwarden ack`).
+//! `lookup.rs` the reads that resolve a `<job>` argument beyond the index.
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its
@@ -18,6 +19,7 @@ mod execution;
 pub mod health;
 pub mod history;
 mod jobs;
+mod lookup;
 mod migrations;
 mod outcome;
 mod query;

@@ -27,6 +27,7 @@ use super::stages::StageEnd;
 use super::{Monitor, reap_orphans};
 use crate::cgroup::{CgroupLimits, JobCgroup};
 use crate::config::format_size;
+use crate::events::Op;
 use crate::procfs;
 
 /// How long to keep killing what is left of a job (processes forking as
@@ -84,7 +85,7 @@ impl Monitor<'_> {
             tracing::debug!(job = %self.rec.job_id, "no cgroup for the job: {why}");
             fields["no_cgroup"] = json!(why);
         }
-        self.events.append("limits", fields);
+        self.events.append(Op::Limits, fields);
         self.rec.containment = Some(containment.name().to_owned());
         self.containment = containment;
     }
@@ -126,7 +127,7 @@ impl Monitor<'_> {
         };
         output::lock(sink).note(&note);
         self.events.append(
-            "signal",
+            Op::Signal,
             json!({"name": sig.as_str(), "pgid": pgid.as_raw(), "ok": result.is_ok(), "others": others.len()}),
         );
         tracing::info!(job = %self.rec.job_id, signal = sig.as_str(), others = others.len(), "signalled the job's processes");
@@ -182,7 +183,7 @@ impl Monitor<'_> {
         reap_orphans();
         if found > 0 || killed > 0 {
             self.events.append(
-                "leftovers_killed",
+                Op::LeftoversKilled,
                 json!({"while": self.rec.state, "processes": found.max(killed), "cgroup_kill": cgroup_kill}),
             );
         }

@@ -33,7 +33,7 @@ use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 use crate::clock::Timestamp;
 use crate::config::{Config, Profile};
 use crate::error::JobError;
-use crate::events::EventLog;
+use crate::events::{EventLog, Op};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
@@ -162,7 +162,7 @@ impl Monitor<'_> {
             AbortWatch::start(&self.layout.run_dir(&id), self.layout.abort_marker(&id));
         if abort::requested(&self.layout, &id) {
             self.events
-                .append("abort_requested", json!({"while": "queued"}));
+                .append(Op::AbortRequested, json!({"while": "queued"}));
             // Nothing of it ran: `cancelled` (see `JobState::stopped_by_request`).
             let ended = self.rec.state.stopped_by_request();
             return self.end(ended, Some(abort::reason(&self.layout, &id, ended)));
@@ -299,7 +299,7 @@ impl Monitor<'_> {
             return ending;
         };
         self.events.append(
-            "output_lost",
+            Op::OutputLost,
             json!({"bytes": lost.bytes, "error": lost.error}),
         );
         let note = format!(
@@ -429,7 +429,7 @@ impl Monitor<'_> {
                 }
                 () = &mut deadline, if ending.is_none() => {
                     let after = humantime::format_duration(timeout).to_string();
-                    self.events.append("timeout", json!({"after": after, "while": self.rec.state}));
+                    self.events.append(Op::Timeout, json!({"after": after, "while": self.rec.state}));
                     let why = EarlyEnd::Timeout(timeout);
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
                 }
@@ -458,7 +458,7 @@ impl Monitor<'_> {
     fn abort_reason(&mut self) -> String {
         self.rec.abort_requested_at = Some(Timestamp::now());
         self.events
-            .append("abort_requested", json!({"while": self.rec.state}));
+            .append(Op::AbortRequested, json!({"while": self.rec.state}));
         let ended = self.rec.state.stopped_by_request();
         abort::reason(&self.layout, &self.rec.job_id, ended)
     }
@@ -508,7 +508,7 @@ impl Monitor<'_> {
         if s.truncated && !self.rec.log_truncated {
             self.rec.log_truncated = true;
             self.events.append(
-                "output_capped",
+                Op::OutputCapped,
                 json!({"max_log_bytes": self.config.max_log_bytes}),
             );
         }

@@ -34,6 +34,7 @@ use super::spawn::{self, NotStarted, Plan, Stage};
 use super::{EarlyEnd, Monitor, exit_fields};
 use crate::clock::Timestamp;
 use crate::error::JobError;
+use crate::events::Op;
 use crate::job::JobState;
 use crate::terminal::Ending;
 use crate::{abort, storage};
@@ -113,7 +114,7 @@ impl Monitor<'_> {
         self.phase_verdict(Stage::Publish, &end)?;
         self.rec.result_ref = end.result_ref;
         self.events
-            .append("published", json!({"result_ref": self.rec.result_ref}));
+            .append(Op::Published, json!({"result_ref": self.rec.result_ref}));
         Ok(self.ending(JobState::Succeeded, reason))
     }
 
@@ -219,9 +220,9 @@ impl Monitor<'_> {
         self.rec.timeout_at = Some(Timestamp::now().plus(timeout));
         self.rec.heartbeat_at = Some(Timestamp::now());
         let op = match stage {
-            Stage::Prepare => "prepare_started",
-            Stage::Run => "started",
-            Stage::Publish => "publish_started",
+            Stage::Prepare => Op::PrepareStarted,
+            Stage::Run => Op::Started,
+            Stage::Publish => Op::PublishStarted,
         };
         self.restore_records();
         self.events
@@ -269,7 +270,7 @@ impl Monitor<'_> {
         tracing::warn!(job = %self.rec.job_id, "{reason}");
         self.rec.failure_stage = Some(stage.as_str().into());
         self.events.append(
-            "spawn_failed",
+            Op::SpawnFailed,
             json!({"reason": reason, "stage": stage.as_str(), "setup": state == JobState::SetupFailed}),
         );
         Stop::End(self.ending(state, Some(reason)))
@@ -291,13 +292,13 @@ impl Monitor<'_> {
     fn record_exit(&mut self, stage: Stage, end: &StageEnd, sink: &SharedSink) {
         let mut fields = exit_fields(&end.status);
         if stage == Stage::Run {
-            self.events.append("exited", fields);
+            self.events.append(Op::Exited, fields);
         } else {
             if let Some(map) = fields.as_object_mut() {
                 map.insert("phase".into(), json!(stage.as_str()));
                 map.insert("duration_ms".into(), json!(end.took.as_millis() as u64));
             }
-            self.events.append("phase_exited", fields);
+            self.events.append(Op::PhaseExited, fields);
         }
         if self.has_phases() {
             let why = match end.early {

@@ -390,7 +390,7 @@ fn events_filters_combine_and_summaries_count_what_they_keep() {
         let out = sb.run(&["events", &job.id, "--last", bad]);
         assert_eq!(out.code(), 2, "--last {bad} is a usage error: {out:?}");
     }
-    let none = sb.run(&["events", &job.id, "--op", "no_such_op"]);
+    let none = sb.run(&["events", &job.id, "--op", "publish_started"]);
     assert_eq!(none.code(), 1, "nothing matched: {none:?}");
     assert_eq!(none.stdout, "");
     assert!(

@@ -45,6 +45,7 @@ mod shutdown;
 mod storage;
 mod submit;
 mod untrusted;
+mod vocabulary;
 mod wait;
 mod witness;
 mod worktree_e2e;

@@ -213,8 +213,11 @@ fn busy_root() -> (Sandbox, String) {
     }
     sb.configure(&cfg);
     let mut daemon = Daemon::start(&sb);
-    sb.drop_prompt("p", "long", "print a lot\n");
-    let real = sb.wait_done("p", "long", secs(60));
+    // A long prompt name: tables size their columns to what they hold, and
+    // every listing must outgrow the pipe.
+    let project = "a-project/with-a-long-name";
+    sb.drop_prompt(project, "long", "print a lot\n");
+    let real = sb.wait_done(project, "long", secs(60));
     assert_eq!(real.state(), "succeeded", "{:?}", real.record);
     daemon.sigterm();
     daemon.wait_exit(secs(20));

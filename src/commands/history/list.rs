@@ -1,9 +1,9 @@
 //! `jobwarden history list [--project] [--name] [--outcome] [--since]
-//! [--limit] [--json]`: executions newest first. Exit 1 when nothing
+//! [--until] [--limit] [--json]`: executions newest first. Exit 1 when nothing
 //! matched (`--json` still prints `[]`).
 //!
-//! This file also owns what the other query commands share: the `--since`
-//! and `--outcome` parsers, the JSON shape of one execution
+//! This file also owns what the other query commands share: the
+//! `--outcome` parser, the JSON shape of one execution
 //! ([`ExecutionJson`], documented in `docs/history-json.md`) and the
 //! 80-column table. The queries themselves live in `ledger/history.rs`.
 
@@ -13,19 +13,22 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
 use crate::clock::Timestamp;
-pub(super) use crate::commands::args::parse_since;
+pub(super) use crate::commands::args::Window;
 pub(super) use crate::commands::output::{
-    fit, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label, timestamp,
+    Cell, Column, Table, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
+    timestamp,
 };
 use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
 
 pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
+    let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let filter = Filter {
         project: args.project.clone(),
         name: args.name.clone(),
         outcome: parse_outcome(args.outcome.as_deref())?,
-        since_ms: parse_since(args.since.as_deref())?,
+        since_ms: window.since_ms,
+        until_ms: window.until_ms,
     };
     let (_, _, ledger) = super::open(global)?;
     let rows = ledger.list(&filter, args.limit)?;
@@ -96,70 +99,38 @@ impl<'a> From<&'a Execution> for ExecutionJson<'a> {
     }
 }
 
-/// Width of the PROMPT column; with the others a row fits 80 columns.
-const PROMPT_WIDTH: usize = 24;
+/// The table's columns; with the caps a row fits 80 columns.
+pub(super) const COLUMNS: [Column; 6] = [
+    Column::left("ID", 8),
+    Column::left("PROMPT", 24),
+    Column::left("OUTCOME", 12),
+    Column::right("ATTEMPT", 7),
+    Column::right("DURATION", 8),
+    Column::left("FINISHED", 12),
+];
 
 /// The header and one line per execution.
 pub(super) fn print_table(rows: &[Execution]) -> anyhow::Result<()> {
-    crate::commands::output::print_table(&header(), rows, table_row)
+    crate::commands::output::print_table(&COLUMNS, rows, cells)
 }
 
-pub(super) fn header() -> String {
-    cells(["ID", "PROMPT", "OUTCOME", "ATTEMPT", "DURATION", "FINISHED"])
-}
-
-/// One execution as a table line: short id, prompt, outcome, attempt,
+/// One execution as a table row: short id, prompt, outcome, attempt,
 /// duration and how long ago it finished.
-pub(super) fn table_row(e: &Execution, now_ms: u64) -> String {
-    let id = crate::ledger::short_id(&e.id);
+pub(super) fn cells(e: &Execution, now_ms: u64) -> Vec<Cell> {
     let duration = e.duration_ms.map_or_else(|| "-".into(), fmt_duration);
-    cells([
-        &id,
-        &fit(&prompt_label(&e.project, &e.name), PROMPT_WIDTH),
-        e.outcome.as_str(),
-        &e.attempt.to_string(),
-        &duration,
-        &fmt_ago(e.finished_at, now_ms),
-    ])
-}
-
-fn cells(c: [&str; 6]) -> String {
-    format!(
-        "{:<8}  {:<w$}  {:<12}  {:>7}  {:>8}  {}",
-        c[0],
-        c[1],
-        c[2],
-        c[3],
-        c[4],
-        c[5],
-        w = PROMPT_WIDTH
-    )
+    vec![
+        crate::ledger::short_id(&e.id).into(),
+        prompt_label(&e.project, &e.name).into(),
+        Cell::state(e.outcome.as_str()),
+        e.attempt.to_string().into(),
+        duration.into(),
+        fmt_ago(e.finished_at, now_ms).into(),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn since_reads_durations_and_rfc3339_with_offsets() {
-        let utc = parse_since(Some("2026-01-02T03:04:05Z")).expect("utc");
-        let east = parse_since(Some("2026-01-02T05:04:05+02:00")).expect("offset");
-        assert_eq!(utc, east);
-        assert_eq!(utc, Some(1_767_323_045_000));
-        let ago = parse_since(Some("12h")).expect("duration").expect("some");
-        let expected = Timestamp::now().epoch_ms() - 12 * 3_600_000;
-        assert!(ago.abs_diff(expected) < 5_000, "{ago} vs {expected}");
-    }
-
-    #[test]
-    fn since_rejects_garbage_naming_it() {
-        let err = parse_since(Some("yesterday-ish")).expect_err("invalid");
-        let msg = format!("{err:#}");
-        assert!(
-            msg.contains("yesterday-ish") && msg.contains("RFC 3339"),
-            "{msg}"
-        );
-    }
 
     #[test]
     fn table_rows_fit_80_columns() {
@@ -175,9 +146,15 @@ mod tests {
         e.attempt = 12;
         e.started_at = Some(0);
         e.duration_ms = Some(36_000_000);
-        let line = table_row(&e, 400 * 86_400_000);
-        assert!(line.chars().count() <= 80, "{} chars: {line}", line.len());
-        assert!(header().chars().count() <= 80);
+        let mut table = Table::new(&COLUMNS);
+        table.push(cells(&e, 400 * 86_400_000));
+        for line in table.lines(false) {
+            assert!(
+                unicode_width::UnicodeWidthStr::width(line.as_str()) <= 80,
+                "{} cells: {line}",
+                line.len()
+            );
+        }
     }
 
     #[test]

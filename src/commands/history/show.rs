@@ -1,6 +1,9 @@
-//! `jobwarden history show <job> [--json]`: one execution by its full id,
-//! with its artifacts (output tails) and paths. A malformed id is an error
-//! (exit 2); an id the ledger does not have exits 1, naming it on stderr.
+//! `jobwarden history show <job> [--json]`: one execution, with its
+//! artifacts (output tails) and paths. `<job>` reads as everywhere (an id,
+//! a unique prefix of an id or short id, `project/name` or a name: see
+//! `crate::lookup::resolve_execution`), matched against the ledger's
+//! executions. A malformed or ambiguous one is an error (exit 2, the
+//! candidates listed); one the ledger does not have exits 1, naming it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -12,13 +15,14 @@ use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label
 use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
-use crate::job::JobId;
 use crate::ledger::Execution;
 use crate::ledger::history::{StoredArtifact, StoredPath};
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
-    let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
     let (_, layout, ledger) = super::open(global)?;
+    let id = crate::commands::lookup_answer(crate::lookup::resolve_execution(
+        &layout, &ledger, &args.job,
+    ))?;
     let Some(execution) = ledger.execution(id.as_str())? else {
         crate::logging::line(format_args!(
             "jobwarden: no execution {id} in the ledger {}",

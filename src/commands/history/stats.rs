@@ -1,6 +1,6 @@
-//! `jobwarden history stats [--since T] [--project P] [--json]`: counts by
-//! outcome, success rate, median and p95 duration, overall and per project,
-//! from `executions` (lifetime unless `--since`). The numbers are computed
+//! `jobwarden history stats [--since T] [--until T] [--project P] [--json]`:
+//! counts by outcome, success rate, median and p95 duration, overall and per
+//! project, from `executions` (lifetime unless `--since` or `--until`). The numbers are computed
 //! in SQL by `ledger/history.rs`; this file prints them. An empty selection
 //! is a valid answer (all zeros), so it exits 0.
 
@@ -10,16 +10,18 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::list::{fmt_duration, parse_since, print_json, timestamp};
+use super::list::{Window, fmt_duration, print_json, timestamp};
 use crate::cli::{GlobalArgs, HistoryStatsArgs};
 use crate::clock::Timestamp;
 use crate::ledger::Outcome;
 use crate::ledger::history::{Filter, Stats, Summary};
 
 pub fn run(global: &GlobalArgs, args: &HistoryStatsArgs) -> anyhow::Result<ExitCode> {
+    let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let filter = Filter {
         project: args.project.clone(),
-        since_ms: parse_since(args.since.as_deref())?,
+        since_ms: window.since_ms,
+        until_ms: window.until_ms,
         ..Filter::default()
     };
     let (_, _, ledger) = super::open(global)?;
@@ -36,6 +38,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryStatsArgs) -> anyhow::Result<ExitC
 #[derive(Serialize)]
 struct StatsJson<'a> {
     since: Option<Timestamp>,
+    until: Option<Timestamp>,
     project: Option<&'a str>,
     #[serde(flatten)]
     overall: &'a Summary,
@@ -46,6 +49,7 @@ impl<'a> StatsJson<'a> {
     fn new(f: &'a Filter, s: &'a Stats) -> Self {
         StatsJson {
             since: f.since_ms.map(timestamp),
+            until: f.until_ms.map(timestamp),
             project: f.project.as_deref(),
             overall: &s.overall,
             projects: &s.projects,
@@ -55,9 +59,11 @@ impl<'a> StatsJson<'a> {
 
 fn print_human(f: &Filter, s: &Stats) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    let span = match f.since_ms {
-        Some(ms) => format!("since {}", timestamp(ms)),
-        None => "lifetime".to_owned(),
+    let span = match (f.since_ms, f.until_ms) {
+        (Some(s), Some(u)) => format!("since {}, until {}", timestamp(s), timestamp(u)),
+        (Some(s), None) => format!("since {}", timestamp(s)),
+        (None, Some(u)) => format!("until {}", timestamp(u)),
+        (None, None) => "lifetime".to_owned(),
     };
     writeln!(out, "executions ({span}):")?;
     print_summary(&mut out, "all projects", &s.overall)?;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::list::{ExecutionJson, found, header, print_json, print_line, table_row};
+use super::list::{COLUMNS, ExecutionJson, Table, cells, found, print_json, print_line};
 use crate::cli::{GlobalArgs, WhoTouchedArgs};
 use crate::clock::Timestamp;
 use crate::ledger::history::{StoredPath, Touch};
@@ -66,9 +66,14 @@ impl<'a> From<&'a Touch> for TouchJson<'a> {
 fn print_human(touches: &[Touch]) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     let now = Timestamp::now().epoch_ms();
-    writeln!(out, "{}", header())?;
+    let mut table = Table::new(&COLUMNS);
     for t in touches {
-        writeln!(out, "{}", table_row(&t.execution, now))?;
+        table.push(cells(&t.execution, now));
+    }
+    let mut lines = table.lines(crate::commands::output::colour()).into_iter();
+    writeln!(out, "{}", lines.next().unwrap_or_default())?;
+    for (t, row) in touches.iter().zip(lines) {
+        writeln!(out, "{row}")?;
         for p in &t.paths {
             writeln!(out, "    {:<12} {}", p.relation, p.path)?;
         }

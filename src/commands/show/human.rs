@@ -1,0 +1,150 @@
+//! `show` for people: one `label  value` line per fact, then the end of
+//! the log (or what to say when it has nothing: "no output yet" only while
+//! the job has not ended).
+
+use std::io::Write;
+
+use super::super::output::{fmt_ago, fmt_bytes, fmt_duration, prompt_label, timestamp};
+use super::{Paths, Shown};
+use crate::clock::Timestamp;
+use crate::job::JobRecord;
+use crate::ledger::Execution;
+
+use super::facts::Facts;
+
+/// Labelled lines, in the order shown.
+type Rows = Vec<(&'static str, String)>;
+
+pub(super) fn print(s: &Shown) -> std::io::Result<()> {
+    let now = Timestamp::now().epoch_ms();
+    let mut rows: Rows = vec![("job", s.id.to_string())];
+    match &s.record {
+        Some((_, rec)) => record_rows(&mut rows, rec, &s.facts, now),
+        None => gone_rows(&mut rows, &s.facts),
+    }
+    file_rows(&mut rows, &s.paths);
+    rows.push(("ledger", ledger_row(s.execution.as_ref(), now)));
+    if s.log_tail.is_empty() {
+        if let Some(empty) = s.facts.empty_log_line() {
+            rows.push(("log", empty.to_owned()));
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for (label, value) in &rows {
+        writeln!(out, "{label:<10}{value}")?;
+    }
+    if !s.log_tail.is_empty() {
+        writeln!(out, "log (last {} lines):", s.log_tail.len())?;
+        for l in &s.log_tail {
+            writeln!(out, "  {l}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What the record (and the facts drawn from it) say.
+fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
+    let when = |t: Timestamp| format!("{} ({t})", fmt_ago(t.epoch_ms(), now));
+    rows.push(("prompt", prompt_label(&rec.project, &rec.name)));
+    if let Some(attempt) = facts.attempt_line() {
+        let retry = rec
+            .retry_of
+            .as_ref()
+            .map(|r| format!(", retry of {r}"))
+            .unwrap_or_default();
+        rows.push(("attempt", format!("{attempt}{retry}")));
+    }
+    rows.extend(facts.profile_line().map(|p| ("profile", p)));
+    rows.push(("state", state_line(rec)));
+    rows.extend(rec.result_ref.clone().map(|r| ("result", r)));
+    rows.push(("claimed", when(rec.created_at)));
+    rows.extend(rec.started_at.map(|t| ("started", when(t))));
+    rows.extend(rec.finished_at.map(|t| ("finished", when(t))));
+    rows.extend(facts.time_line());
+    rows.extend(facts.timeout_line(Some(rec.state)).map(|t| ("timeout", t)));
+    match (rec.exit_code, rec.signal.as_deref()) {
+        (Some(code), _) => rows.push(("exit", format!("code {code}"))),
+        (None, Some(sig)) => rows.push(("exit", format!("killed by {sig}"))),
+        _ => {}
+    }
+    rows.extend(rec.command.as_ref().map(|c| ("command", c.join(" "))));
+    rows.extend(rec.workdir.clone().map(|w| ("workdir", w)));
+    if let (false, Some(pid)) = (rec.state.is_terminal(), rec.pid) {
+        let heartbeat = rec
+            .heartbeat_at
+            .map(|t| format!(", heartbeat {}", fmt_ago(t.epoch_ms(), now)))
+            .unwrap_or_default();
+        rows.push(("process", format!("pid {pid}{heartbeat}")));
+    }
+}
+
+/// `failed (in prepare): <reason>`.
+fn state_line(rec: &JobRecord) -> String {
+    let stage = rec
+        .failure_stage
+        .as_deref()
+        .map(|st| format!(" (in {st})"))
+        .unwrap_or_default();
+    let reason = rec
+        .state_reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    format!("{}{stage}{reason}", rec.state)
+}
+
+/// A job whose run folder retention removed: what its ledger row says.
+fn gone_rows(rows: &mut Rows, facts: &Facts) {
+    rows.push((
+        "state",
+        "run folder removed by retention; the ledger row remains".to_owned(),
+    ));
+    rows.extend(facts.attempt_line().map(|a| ("attempt", a)));
+    rows.extend(facts.profile.clone().map(|p| ("profile", p)));
+    rows.extend(facts.time_line());
+}
+
+/// Where the job's files are.
+fn file_rows(rows: &mut Rows, p: &Paths) {
+    if p.run_dir_exists {
+        let size = std::fs::metadata(&p.job_log)
+            .map(|m| format!(" ({})", fmt_bytes(m.len())))
+            .unwrap_or_default();
+        rows.push(("files", p.run_dir.display().to_string()));
+        rows.push((
+            "",
+            format!("  job.json, prompt.md, events.jsonl, job.log{size}"),
+        ));
+    }
+    rows.extend(
+        p.prompt
+            .as_ref()
+            .map(|x| ("prompt at", x.display().to_string())),
+    );
+    rows.extend(
+        p.abort_marker
+            .as_ref()
+            .map(|m| ("abort", format!("requested ({})", m.display()))),
+    );
+}
+
+/// `failure, 4.2s, archived, finished 3m ago`, or that there is no row yet.
+fn ledger_row(execution: Option<&Execution>, now: u64) -> String {
+    let Some(e) = execution else {
+        return "no row yet (written when the job ends)".to_owned();
+    };
+    let took = e
+        .duration_ms
+        .map(|d| format!(", {}", fmt_duration(d)))
+        .unwrap_or_default();
+    let disposition = e
+        .disposition
+        .as_deref()
+        .map(|d| format!(", {d}"))
+        .unwrap_or_default();
+    format!(
+        "{}{took}{disposition}, finished {}",
+        e.outcome.as_str(),
+        fmt_ago(timestamp(e.finished_at).epoch_ms(), now)
+    )
+}
