@@ -31,7 +31,8 @@
 //!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
-//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by key),
+//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
+//!   key), `config/show.rs` (`config show`: the effective config as TOML),
 //!   `config/rate_limit.rs` (the built-in rate-limit patterns).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
@@ -49,6 +50,8 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
+//!   `daemon/claims.rs` (what the watcher and rescans report, settling, cooldowns that
+//!   defer a claim, retry requests, a claim's result),
 //!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
 //!   follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,

@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use super::raw::{Loose, RawRoute};
-use super::template::Template;
+use super::template::{Template, is_ident};
 use super::validate::Validator;
 
 /// One segment of a pattern.
@@ -174,15 +174,6 @@ impl RoutePattern {
                 _ => true,
             })
     }
-}
-
-/// A placeholder or capture name.
-pub fn is_ident(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// One validated `[[route]]`.

@@ -59,7 +59,7 @@ impl Template {
     /// that may use route captures, checked against the routes once they
     /// are known ([`Template::names`]).
     pub fn parse_open(source: &str) -> Result<Self, String> {
-        Self::parse_checked(source, &super::route::is_ident, &[])
+        Self::parse_checked(source, &is_ident, &[])
     }
 
     fn parse_checked(
@@ -171,6 +171,17 @@ impl Template {
         }
         (out, None)
     }
+}
+
+/// A placeholder or capture name: lowercase ASCII letters, digits and `_`,
+/// not starting with a digit. Routes name their captures by the same rule,
+/// so a capture can always be used as a placeholder.
+pub fn is_ident(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 #[cfg(test)]

@@ -1,0 +1,254 @@
+//! Finding and claiming prompts: what the watcher and rescans report, files
+//! that must settle first, cooldowns that defer a claim (a timer brings
+//! the prompt back), retry requests, and what a claim ended in.
+
+use crate::claim::{Claimed, Claimer, Prior};
+use crate::clock::Timestamp;
+use crate::error::JobError;
+use crate::inbox::{self, Found, Signal};
+use crate::layout::{self, PromptName};
+use crate::{retry, storage};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::Daemon;
+
+impl Daemon {
+    pub(super) fn on_signal(&mut self, signal: Signal) {
+        match signal {
+            // A prompt whose claim failed is retried by the next rescan, not
+            // by the events its own put-back raises (that would spin).
+            Signal::Complete(path) if self.claim_failed.contains(&path) => {}
+            Signal::Complete(path) => self.consider(&path),
+            Signal::Folder(dir) => inbox::scan(self.layout.root(), &dir)
+                .into_iter()
+                .for_each(|f| self.consider_found(f)),
+            Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::Control => self.refresh_pauses(),
+            Signal::InboxGone(how) => {
+                tracing::warn!(
+                    "{} was {how}; re-establishing the watch",
+                    self.layout.inbox().display()
+                );
+                // Drop the dead watch whatever the folder there now looks
+                // like: a folder made again at once may get the inode back.
+                if let Some(w) = self.watcher.as_mut() {
+                    w.pause();
+                }
+                self.rescan();
+            }
+            Signal::Lost(why) => {
+                if !self.watch_degraded {
+                    tracing::warn!("{why}; rescanning the inbox (events may have been missed)");
+                }
+                self.watch_degraded = true;
+                self.rescan();
+            }
+        }
+    }
+
+    pub(super) fn rescan(&mut self) {
+        self.claim_failed.clear();
+        if self.check_inbox().is_none() {
+            return;
+        }
+        for found in inbox::scan(self.layout.root(), &self.layout.inbox()) {
+            self.consider_found(found);
+        }
+    }
+
+    /// A file seen only by a scan is claimed once its mtime is `settle` old,
+    /// or once it has stayed unchanged for `settle` (an mtime in the future
+    /// must not hold a prompt back); until then a timer waits for it.
+    pub(super) fn consider_found(&mut self, found: Found) {
+        let age = SystemTime::now()
+            .duration_since(found.mtime)
+            .unwrap_or_default();
+        if age >= self.config.settle {
+            self.consider(&found.path);
+        } else if self.settling_paths.insert(found.path.clone()) {
+            self.settling.insert(found, self.config.settle - age);
+        }
+    }
+
+    pub(super) fn on_settled(&mut self, seen: Found) {
+        self.settling_paths.remove(&seen.path);
+        let Ok(meta) = std::fs::symlink_metadata(&seen.path) else {
+            return;
+        };
+        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if mtime == seen.mtime {
+            self.consider(&seen.path);
+        } else {
+            self.consider_found(Found {
+                path: seen.path,
+                mtime,
+            });
+        }
+    }
+
+    /// Claim `path` if it is a candidate and its prompt is not cooling down.
+    pub(super) fn consider(&mut self, path: &Path) {
+        // While storage refuses writes a claim would fail half-way: the
+        // prompt waits in the inbox, and a rescan finds it on recovery.
+        if self.stopping || !self.storage.is_ok() || self.inbox_refused.is_some() {
+            return;
+        }
+        let entry = layout::classify_inbox_path(&self.layout.inbox(), path);
+        let (prior, request) = match &entry {
+            layout::InboxEntry::Ignored => return self.on_retry_request(path),
+            layout::InboxEntry::Prompt(prompt) => match self.prior_or_defer(prompt, path) {
+                Some((prior, request)) => (prior, request.map(|r| (prompt.clone(), r))),
+                None => return,
+            },
+            layout::InboxEntry::InvalidName { .. } => (Prior::default(), None),
+        };
+        let mut claimer = Claimer {
+            layout: &self.layout,
+            config: &self.config,
+            host: &self.host,
+            ledger: self.ledger.as_mut(),
+        };
+        let claimed = claimer.claim(path, entry, &prior);
+        if let Some((prompt, request)) = request {
+            // Used: the job's record now says what the request said.
+            if matches!(claimed, Ok(Claimed::Queued(_) | Claimed::Rejected(_))) {
+                retry::request::clear_if(&self.layout, &prompt, &request);
+            }
+        }
+        self.on_claimed(path, claimed);
+    }
+
+    /// `jobwarden retry --now` wrote a request beside a prompt deferred by
+    /// its cooldown: look at that prompt again now (the request lifts the
+    /// cooldown). Anything else ignored is ignored.
+    pub(super) fn on_retry_request(&mut self, path: &Path) {
+        let Some(prompt) = self.layout.prompt_of_retry_request(path) else {
+            return;
+        };
+        if self.deferred.values().any(|(_, p)| *p == prompt) {
+            self.consider(&prompt);
+        }
+    }
+
+    /// The prompt's last run decides: in cooldown, it is deferred (a timer
+    /// brings it back when the cooldown ends) and `None` is returned;
+    /// otherwise the attempt it starts. A prompt put back by `jobwarden
+    /// retry` continues the job its request names, and with `--now` skips
+    /// the cooldown (see `retry::request`); the request is returned so that
+    /// it is removed once used.
+    pub(super) fn prior_or_defer(
+        &mut self,
+        prompt: &PromptName,
+        path: &Path,
+    ) -> Option<(Prior, Option<retry::request::Request>)> {
+        self.refresh_ledger();
+        let asked = self
+            .ledger
+            .as_ref()
+            .map(|l| l.last_run(&prompt.project, &prompt.name));
+        let last = match asked {
+            // A damaged ledger: claimed without history (see `ledger_state`).
+            None => None,
+            Some(Ok(last)) => last,
+            Some(Err(e)) if e.is_damaged() => {
+                self.ledger_failed(&e);
+                None
+            }
+            Some(Err(e)) => {
+                // Claiming blind could skip a cooldown or restart the attempt
+                // count: wait a heartbeat and ask again.
+                tracing::warn!(%prompt, "{e}; retrying shortly");
+                let retry_at = Timestamp::now()
+                    .plus(self.config.heartbeat_interval)
+                    .epoch_ms();
+                self.defer(prompt, path, retry_at);
+                return None;
+            }
+        };
+        let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
+        let now = Timestamp::now().epoch_ms();
+        if let Some(d) = retry::deferral(&self.config, last.as_ref(), request.as_ref(), now) {
+            self.defer(prompt, path, d.until_ms);
+            return None;
+        }
+        self.deferred.remove(prompt);
+        let requeued_by = retry::continues(last.as_ref(), request.as_ref());
+        Some((Prior { requeued_by }, request))
+    }
+
+    pub(super) fn defer(&mut self, prompt: &PromptName, path: &Path, until: u64) {
+        let known = self.deferred.get(prompt).is_some_and(|(u, _)| *u == until);
+        if known {
+            return;
+        }
+        let wait = Duration::from_millis(until.saturating_sub(Timestamp::now().epoch_ms()));
+        tracing::info!(%prompt, cooldown_ends_in = %humantime::format_duration(Duration::from_millis(wait.as_millis() as u64)), "in cooldown; deferred");
+        self.deferred
+            .insert(prompt.clone(), (until, path.to_path_buf()));
+        self.cooling.insert(path.to_path_buf(), wait);
+    }
+
+    /// A cooldown timer fired: forget it (so that, should the wall clock
+    /// have stepped back, a new one is armed) and look at the prompt again.
+    pub(super) fn on_cooled(&mut self, path: PathBuf) {
+        self.deferred.retain(|_, (_, p)| *p != path);
+        self.consider(&path);
+    }
+
+    pub(super) fn on_claimed(&mut self, path: &Path, claimed: Result<Claimed, JobError>) {
+        let _span = match &claimed {
+            Ok(Claimed::Queued(rec) | Claimed::Rejected(rec)) => {
+                Some(tracing::info_span!("job", id = %rec.job_id).entered())
+            }
+            _ => None,
+        };
+        match claimed {
+            Ok(Claimed::Queued(rec)) => {
+                tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
+                self.claims.insert(rec.prompt_name(), rec.job_id.clone());
+                let indexed = self.ledger.as_mut().map(|l| l.index_job(&rec));
+                match indexed {
+                    Some(Err(e)) if e.is_damaged() => self.ledger_failed(&e),
+                    Some(Err(e)) => {
+                        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start")
+                    }
+                    _ => {}
+                }
+                self.enqueue(&rec);
+                drop(_span);
+                self.dispatch();
+            }
+            Ok(Claimed::Rejected(rec)) => {
+                tracing::warn!(job = %rec.job_id, prompt = %rec.prompt_name(), reason = rec.state_reason.as_deref().unwrap_or(""), "rejected");
+            }
+            Ok(Claimed::Lost) => {
+                tracing::debug!(path = %path.display(), "claimed elsewhere or gone")
+            }
+            Ok(Claimed::Busy(prompt)) => {
+                if self
+                    .blocked
+                    .insert(prompt.clone(), path.to_path_buf())
+                    .is_none()
+                {
+                    tracing::info!(%prompt, "an earlier job of this prompt still holds it; the new drop waits for it");
+                }
+            }
+            Err(JobError::Ledger(e)) if e.is_damaged() => {
+                // Asked whether the job id is taken: without the ledger,
+                // the run folders answer. Claim again at once.
+                self.ledger_failed(&e);
+                self.consider(path);
+            }
+            Err(e) => {
+                if let Some(condition) = storage::job_fault(&e) {
+                    self.storage_failed(condition, e.to_string());
+                    return;
+                }
+                if self.claim_failed.insert(path.to_path_buf()) {
+                    tracing::error!(path = %path.display(), "claim failed; the prompt was left (or put back) in the inbox for the next rescan: {e}");
+                }
+            }
+        }
+    }
+}
