@@ -5,7 +5,9 @@
 //!
 //! `JOBWARDEN_TEST_PAUSE=<point>` instead makes the named point wait
 //! until the file named by `JOBWARDEN_TEST_PAUSE_UNTIL` exists (at most
-//! 60 s): a test holds a process there to open a race window at will.
+//! 60 s): a test holds a process there to open a race window at will. On
+//! arrival the point creates that name with `.reached` added, so that the
+//! test knows the process is held there.
 //!
 //! Points: `daemon-tick` (the daemon loop's heartbeat tick);
 //! `monitor-heartbeat` (a monitor's heartbeat while its job runs);
@@ -40,6 +42,10 @@ pub fn pause(name: &str) {
     {
         if std::env::var("JOBWARDEN_TEST_PAUSE").is_ok_and(|v| v == name) {
             let until = std::env::var_os("JOBWARDEN_TEST_PAUSE_UNTIL").unwrap_or_default();
+            let mut reached = until.clone();
+            reached.push(".reached");
+            // Best effort: a test that does not look for it loses nothing.
+            let _ = std::fs::write(&reached, b"");
             let start = std::time::Instant::now();
             while !std::path::Path::new(&until).exists()
                 && start.elapsed() < std::time::Duration::from_secs(60)

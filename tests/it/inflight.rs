@@ -406,6 +406,12 @@ fn abort_racing_the_daemons_claim_never_lets_the_prompt_run_after_it_returns() {
             let out = cmd.output().expect("run abort");
             (out, now_ms())
         });
+        // The daemon starts only once abort holds at its claim, having
+        // found the prompt waiting: the daemon's claim then wins the race.
+        let reached = sb.out().join("go.reached");
+        wait_until("abort to reach its claim", secs(15), || {
+            reached.exists().then_some(())
+        });
         let _d = Daemon::start(&sb);
         sb.wait_job("proj", "raced", secs(15));
         fs::write(&go, "").expect("let abort go on");
