@@ -44,8 +44,14 @@ pub fn pause(name: &str) {
             let until = std::env::var_os("JOBWARDEN_TEST_PAUSE_UNTIL").unwrap_or_default();
             let mut reached = until.clone();
             reached.push(".reached");
-            // Best effort: a test that does not look for it loses nothing.
-            let _ = std::fs::write(&reached, b"");
+            // A marker for the test outside any root (not a persistent write
+            // of jobwarden's); best effort: a test that does not look for it
+            // loses nothing.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&reached);
             let start = std::time::Instant::now();
             while !std::path::Path::new(&until).exists()
                 && start.elapsed() < std::time::Duration::from_secs(60)
