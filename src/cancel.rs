@@ -27,13 +27,11 @@ use serde_json::json;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::config::Config;
 use crate::error::{IoError, JobError};
 use crate::events::{EventLog, Op};
 use crate::fsio;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, PromptName};
-use crate::ledger::Ledger;
 use crate::retry;
 use crate::terminal::{Ending, Finisher};
 use crate::{abort, abort::Requested};
@@ -84,15 +82,11 @@ pub enum Cancelled {
     Lost,
 }
 
-/// Everything a cancel needs.
-pub struct Canceller<'a> {
-    pub layout: &'a Layout,
-    pub config: &'a Config,
-    pub host: &'a str,
-    pub ledger: Option<&'a mut Ledger>,
-}
+/// Everything a cancel needs is what a claim needs: a cancel of a waiting
+/// prompt is a claim ([`Claimer::claim_to_cancel`]) ended at once.
+pub type Canceller<'a> = Claimer<'a>;
 
-impl Canceller<'_> {
+impl Claimer<'_> {
     /// Claim the prompt waiting as `prompt` and end it `cancelled` at once,
     /// `reason` in its ABORT marker and record. Its attempt number is the
     /// one the daemon's claim would have given it. The caller holds the
@@ -113,13 +107,7 @@ impl Canceller<'_> {
         let prior = Prior {
             requeued_by: retry::continues(last.as_ref(), request.as_ref()),
         };
-        let mut claimer = Claimer {
-            layout: self.layout,
-            config: self.config,
-            host: self.host,
-            ledger: self.ledger.as_deref_mut(),
-        };
-        let claimed = claimer.claim_to_cancel(&path, prompt.clone(), &prior, reason)?;
+        let claimed = self.claim_to_cancel(&path, prompt.clone(), &prior, reason)?;
         if let (Some(request), Claimed::Queued(_) | Claimed::Rejected(_)) = (&request, &claimed) {
             retry::request::clear_if(self.layout, prompt, request);
         }

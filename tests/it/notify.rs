@@ -25,7 +25,11 @@ fn receive(sock: &UnixDatagram, window: Duration) -> Vec<String> {
 }
 
 /// Messages until one satisfies `done` (or the deadline passes: a panic).
-fn receive_until(sock: &UnixDatagram, what: &str, done: impl Fn(&str) -> bool) -> Vec<String> {
+pub(crate) fn receive_until(
+    sock: &UnixDatagram,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> Vec<String> {
     let deadline = Instant::now() + secs(15);
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];

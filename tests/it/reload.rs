@@ -7,12 +7,12 @@
 
 use std::fs;
 use std::os::unix::net::UnixDatagram;
-use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use crate::notify::receive_until;
 use crate::support::*;
 
 /// A job that runs until `$OUT/release-<name>` exists, after writing
@@ -372,29 +372,6 @@ fn a_change_that_needs_a_restart_is_named_and_the_rest_applied() {
     assert_eq!(daemon_json(&sb)["watch"], "inotify");
     let text = sb.run(&["status"]).stdout;
     assert!(text.contains("restart needed for watch"), "{text}");
-}
-
-/// Messages from the notify socket until one satisfies `done` (a panic
-/// after 15 s).
-fn receive_until(sock: &UnixDatagram, what: &str, done: impl Fn(&str) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + secs(15);
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let left = deadline
-            .checked_duration_since(Instant::now())
-            .unwrap_or_else(|| panic!("no {what} within 15s; got {seen:?}"));
-        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
-            .expect("timeout");
-        if let Ok(n) = sock.recv(&mut buf) {
-            let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
-            let hit = done(&msg);
-            seen.push(msg);
-            if hit {
-                return seen;
-            }
-        }
-    }
 }
 
 #[test]
