@@ -514,15 +514,23 @@ mod tests {
     #[test]
     fn a_group_member_is_the_jobs_only_with_its_session_and_job_id() {
         use std::os::unix::process::CommandExt;
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .env("JOBWARDEN_JOB_ID", "j1")
-            .process_group(0)
-            .spawn()
-            .expect("sleep");
+        // A session of its own, as the daemon gives every monitor: the test
+        // runner's session may lie outside this pid namespace and read as 0.
+        let mut command = std::process::Command::new("sleep");
+        command.arg("30").env("JOBWARDEN_JOB_ID", "j1");
+        // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn().expect("sleep");
         let pid = child.id() as i32;
-        let session = stat(std::process::id() as i32).expect("own stat").session;
         wait_for(|| environ_has(pid, b"JOBWARDEN_JOB_ID=j1"));
+        let session = stat(pid).expect("child stat").session;
+        assert_eq!(session, pid, "the child leads its own session");
         assert_eq!(job_group(pid, session, "j1").ours, vec![pid]);
         assert_eq!(job_group(pid, session, "j2").others, vec![pid]);
         assert_eq!(job_group(pid, session + 1, "j1").others, vec![pid]);
