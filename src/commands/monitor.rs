@@ -47,7 +47,10 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
     let outcome = runtime.block_on(tracing::Instrument::instrument(
         monitor::run(Layout::new(root), &config, id.clone()),
         span,
-    ))?;
+    ));
+    // The job is over and recorded: no blocking thread is worth joining.
+    runtime.shutdown_background();
+    let outcome = outcome?;
     Ok(match outcome {
         Outcome::Finished(_) => {
             crate::fault::pause("monitor-exit");

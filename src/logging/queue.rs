@@ -107,7 +107,10 @@ pub fn push(line: Vec<u8>) {
 /// in one write for [`STUCK`] (a reader that stopped reading): for the
 /// end of the process, so that its last lines are not lost.
 pub fn flush() {
-    let queue = queue();
+    // Nothing was ever queued: no writer thread to start just to find it idle.
+    let Some(queue) = QUEUE.get() else {
+        return;
+    };
     let mut state = queue.lock();
     loop {
         let idle = state.lines.is_empty() && state.writing_since.is_none();

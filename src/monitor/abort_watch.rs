@@ -2,13 +2,19 @@
 //! folder (a scarce per-user resource, 128 instances by default), or, when
 //! no instance can be had, a cheap `stat` every 100 ms. The heartbeat tick
 //! checks too, as a last resort.
+//!
+//! Closing an inotify instance that ever had a watch waits for the
+//! kernel's mark reaper (an RCU grace period, 10–20 ms), and exit closes
+//! it too: [`AbortWatch::stop`] removes the watch as soon as the job's
+//! commands are over, so that the reaper has run by the time the monitor
+//! exits and its parent sees the exit without that wait.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -21,7 +27,7 @@ pub struct AbortWatch {
 }
 
 enum Source {
-    Inotify(AsyncFd<InotifyFd>),
+    Inotify(AsyncFd<InotifyFd>, Option<WatchDescriptor>),
     Poll(tokio::time::Interval),
 }
 
@@ -39,13 +45,24 @@ impl AbortWatch {
     /// one created in between is not missed.
     pub fn start(run_dir: &Path, marker: PathBuf) -> Self {
         let source = match inotify_on(run_dir) {
-            Ok(fd) => Source::Inotify(fd),
+            Ok((fd, wd)) => Source::Inotify(fd, Some(wd)),
             Err(e) => {
                 tracing::info!("no inotify for the ABORT marker ({e}); checking it every 100 ms");
                 Source::Poll(tokio::time::interval(POLL_EVERY))
             }
         };
         AbortWatch { marker, source }
+    }
+
+    /// Stop watching: nothing of the job runs any more. Removing the watch
+    /// now lets the kernel reap it in the background (see the module docs).
+    /// A watch the kernel already dropped (the folder was removed) is fine.
+    pub fn stop(&mut self) {
+        if let Source::Inotify(fd, wd) = &mut self.source
+            && let Some(wd) = wd.take()
+        {
+            let _ = fd.get_ref().0.rm_watch(wd);
+        }
     }
 
     /// Wait until the marker exists.
@@ -55,7 +72,7 @@ impl AbortWatch {
                 return;
             }
             match &mut self.source {
-                Source::Inotify(fd) => wait_for_name(fd, self.marker.file_name()).await,
+                Source::Inotify(fd, _) => wait_for_name(fd, self.marker.file_name()).await,
                 Source::Poll(tick) => {
                     tick.tick().await;
                 }
@@ -64,13 +81,14 @@ impl AbortWatch {
     }
 }
 
-fn inotify_on(dir: &Path) -> std::io::Result<AsyncFd<InotifyFd>> {
+fn inotify_on(dir: &Path) -> std::io::Result<(AsyncFd<InotifyFd>, WatchDescriptor)> {
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    ino.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)?;
+    let wd = ino.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)?;
     // SAFETY: the Inotify owns its descriptor, which stays open and the same
     // for as long as the AsyncFd owns the Inotify.
-    unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
+    let fd = unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)?;
+    Ok((fd, wd))
 }
 
 /// Wait for events until one names `name` (or the fd fails: then return and

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::WaitStatus;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{Pid, getpgid};
 use serde_json::json;
 use tokio::time::Instant;
@@ -151,13 +151,12 @@ impl Monitor<'_> {
     /// left (the cgroup at once, then each descendant, again until none is
     /// left or [`KILL_LIMIT`]), reaping as they die.
     pub(super) async fn kill_leftovers(&mut self) {
-        let me = std::process::id() as i32;
-        let found = procfs::descendants(me).len();
+        let found = leftovers().len();
         let cgroup_kill = self.containment.cgroup().map(JobCgroup::kill);
         let until = Instant::now() + KILL_LIMIT;
         let mut killed = 0;
         loop {
-            let left = procfs::descendants(me);
+            let left = leftovers();
             let populated = self
                 .containment
                 .cgroup()
@@ -275,4 +274,21 @@ impl Monitor<'_> {
         }
         None
     }
+}
+
+/// The monitor's live descendants. A subreaper with no children at all
+/// has none (every orphan of the job is reparented to it), which one
+/// `waitid` tells without reading every process in `/proc`.
+fn leftovers() -> Vec<i32> {
+    let none = matches!(
+        waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT
+        ),
+        Err(nix::errno::Errno::ECHILD)
+    );
+    if none {
+        return Vec::new();
+    }
+    procfs::descendants(std::process::id() as i32)
 }

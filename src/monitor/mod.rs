@@ -203,6 +203,7 @@ impl Monitor<'_> {
         self.rec.started_at = Some(Timestamp::now());
         self.contain();
         let ending = self.stages(plan, &sink, &mut abort_watch).await;
+        abort_watch.stop();
         self.release_containment();
         let ending = match ending {
             Ok(ending) | Err(Stop::End(ending)) => ending,
@@ -412,7 +413,8 @@ impl Monitor<'_> {
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
     ) -> (nix::Result<WaitStatus>, Option<EarlyEnd>) {
-        let mut exited = tokio::task::spawn_blocking(move || wait_exit(pid));
+        let exited = exit_of(pid);
+        tokio::pin!(exited);
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -422,7 +424,7 @@ impl Monitor<'_> {
         let mut kill_at: Option<Instant> = None;
         loop {
             tokio::select! {
-                status = &mut exited => return (status.unwrap_or(Err(nix::errno::Errno::ECHILD)), ending),
+                status = &mut exited => return (status, ending),
                 () = abort_watch.fired(), if ending.is_none() => {
                     let why = self.abort_ending();
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));
@@ -595,6 +597,36 @@ fn reap_orphans() {
             break;
         }
     }
+}
+
+/// Wait until `pid` exits, without reaping it (WNOWAIT): on a pidfd, which
+/// becomes readable at the exit, so that no thread waits; where the kernel
+/// has no pidfds, on a blocking thread.
+async fn exit_of(pid: Pid) -> nix::Result<WaitStatus> {
+    // SAFETY: the AsyncFd owns the pidfd, which stays open and the same
+    // for as long as it is registered.
+    let registered = pidfd(pid).map(|fd| unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+    });
+    if let Some(Ok(fd)) = registered
+        && fd.readable().await.is_ok()
+    {
+        return wait_exit(pid);
+    }
+    tokio::task::spawn_blocking(move || wait_exit(pid))
+        .await
+        .unwrap_or(Err(nix::errno::Errno::ECHILD))
+}
+
+/// A pidfd for our child `pid` (Linux 5.3+).
+fn pidfd(pid: Pid) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes two integers and returns a new descriptor,
+    // which we then own alone.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+    // SAFETY: `fd` was just opened for us and is owned by nothing else.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// Block until `pid` exits, without reaping it (WNOWAIT).
