@@ -203,6 +203,9 @@ struct Daemon {
     gc_running: Arc<AtomicBool>,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
+    /// Claims are being made in a group commit (`Daemon::claiming`): no
+    /// job starts until their writes are durable.
+    holding_starts: bool,
     /// Prompts whose claim failed since the last rescan (which retries them).
     claim_failed: HashSet<PathBuf>,
     /// Keeps the signal channel open when there is no watcher.
@@ -250,6 +253,7 @@ impl Daemon {
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             stopping: false,
+            holding_starts: false,
             idle_sender: None,
             claim_failed: HashSet::new(),
             watch_degraded: false,
@@ -278,7 +282,7 @@ impl Daemon {
                 _ = watchdog.tick(), if watchdog_period.is_some() => self.notifier.watchdog(),
                 _ = self.control.next_request() => self.reload(),
                 signal = signals.recv() => match signal {
-                    Some(signal) => self.on_signal(signal),
+                    Some(signal) => self.on_signals(signal, &mut signals),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
                 },
                 Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,

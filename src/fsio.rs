@@ -35,8 +35,10 @@ use serde::Serialize;
 
 use crate::error::{IoContext, IoError};
 
+mod batch;
 mod beneath;
 
+pub use batch::{Batch, batch};
 pub use beneath::{
     create_dirs, dir_identity, is_refusal, open_append, open_dir, open_file, read_capped,
     read_capped_from, read_dir, rename_noreplace,
@@ -135,7 +137,7 @@ fn create_in(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), 
         .map_err(|e| IoError::new("creating", path, e.into()))?;
     let mut f = File::from(fd);
     f.write_all(bytes).ctx("writing", path)?;
-    f.sync_all().ctx("syncing", path)
+    batch::sync(&f, "syncing", path)
 }
 
 /// A unique temporary name beside `name`, ignored by every reader: a
@@ -157,7 +159,7 @@ pub fn sync_parent(root: &Path, path: &Path) -> Result<(), IoError> {
 /// fsync the folder handle `dir`, which holds `path`.
 fn sync_dir(dir: &File, path: &Path) -> Result<(), IoError> {
     let folder = path.parent().unwrap_or(path);
-    dir.sync_all().ctx("syncing directory", folder)
+    batch::sync(dir, "syncing directory", folder)
 }
 
 /// Outcome of [`rename_noreplace`].
@@ -196,7 +198,7 @@ pub fn create_dir_new(root: &Path, dir: &Path) -> Result<(), IoError> {
         nix::sys::stat::Mode::from_bits_truncate(DIR_MODE),
     )
     .ctx("creating directory", dir)?;
-    handle.sync_all().ctx("syncing directory", parent)
+    batch::sync(&handle, "syncing directory", parent)
 }
 
 /// Take an exclusive `flock` on `path` under `root` (created if missing)

@@ -13,7 +13,56 @@ use std::time::{Duration, SystemTime};
 
 use super::Daemon;
 
+/// Most signals handled in one group commit: a burst of drops is claimed
+/// in groups of this many, each with one fsync per folder.
+const CLAIM_BATCH: usize = 256;
+
 impl Daemon {
+    /// `first`, and every signal already waiting behind it (at most
+    /// [`CLAIM_BATCH`] in all), as one group of claims.
+    pub(super) fn on_signals(
+        &mut self,
+        first: Signal,
+        more: &mut tokio::sync::mpsc::UnboundedReceiver<Signal>,
+    ) {
+        self.claiming(|daemon| {
+            daemon.on_signal(first);
+            for _ in 1..CLAIM_BATCH {
+                match more.try_recv() {
+                    Ok(signal) => daemon.on_signal(signal),
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+
+    /// Run `claims` as one group commit (`fsio::batch`): their writes are
+    /// made durable together, each folder once, and only then may the new
+    /// jobs start. Until the commit nothing of them ran, so a crash before
+    /// it leaves states that start-up recovery already handles (a
+    /// `.running.md` without a record goes back to the inbox, a run folder
+    /// without `job.json` is a leftover).
+    pub(super) fn claiming(&mut self, claims: impl FnOnce(&mut Self)) {
+        let batch = crate::fsio::batch();
+        let held = std::mem::replace(&mut self.holding_starts, true);
+        claims(self);
+        self.holding_starts = held;
+        match batch.commit() {
+            Ok(_) => {}
+            Err(e) => match storage::fault_of(&e.source) {
+                Some(condition) => self.storage_failed(condition, e.to_string()),
+                // Each job's monitor still makes its own record durable
+                // before anything of it runs.
+                None => tracing::error!(
+                    "making the latest claims durable: {e}; a power loss now could undo them"
+                ),
+            },
+        }
+        if !held {
+            self.dispatch();
+        }
+    }
+
     pub(super) fn on_signal(&mut self, signal: Signal) {
         match signal {
             // A prompt whose claim failed is retried by the next rescan, not
@@ -52,9 +101,8 @@ impl Daemon {
         if self.check_inbox().is_none() {
             return;
         }
-        for found in inbox::scan(self.layout.root(), &self.layout.inbox()) {
-            self.consider_found(found);
-        }
+        let found = inbox::scan(self.layout.root(), &self.layout.inbox());
+        self.claiming(|daemon| found.into_iter().for_each(|f| daemon.consider_found(f)));
     }
 
     /// A file seen only by a scan is claimed once its mtime is `settle` old,

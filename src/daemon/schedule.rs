@@ -292,6 +292,7 @@ impl Daemon {
     /// held back by something of its own steps aside for the next.
     pub(super) fn dispatch(&mut self) {
         while !self.stopping
+            && !self.holding_starts
             && self.storage.is_ok()
             && self.sched.pauses.daemon.is_none()
             && self.running.len() < self.config.max_jobs

@@ -152,8 +152,7 @@ pub fn rename_noreplace(root: &Path, from: &Path, to: &Path) -> Result<Renamed, 
     let dst = open_dir(root, to_dir)?;
     let renamed = rename_noreplace_at((&src, from_name, from), (&dst, to_name, to))?;
     if renamed == Renamed::Done && from_dir != to_dir {
-        src.sync_all()
-            .map_err(|e| IoError::new("syncing directory", from_dir, e))?;
+        super::batch::sync(&src, "syncing directory", from_dir)?;
     }
     Ok(renamed)
 }
@@ -190,8 +189,7 @@ pub(super) fn rename_noreplace_at(from: At<'_>, to: At<'_>) -> Result<Renamed, I
         }
     }
     let to_dir = to_path.parent().unwrap_or(to_path);
-    dst.sync_all()
-        .map_err(|e| IoError::new("syncing directory", to_dir, e))?;
+    super::batch::sync(dst, "syncing directory", to_dir)?;
     Ok(Renamed::Done)
 }
 

@@ -1,0 +1,149 @@
+//! Group commit: the fsyncs of many writes made as one.
+//!
+//! Every write in `fsio` is durable when it returns, unless it is made
+//! inside a [`Batch`] on the same thread: then its fsyncs are owed to the
+//! batch, each file or folder at most once, and made by [`Batch::commit`].
+//! Whoever opens a batch promises to act on nothing written inside it (start
+//! no job, report no claim) until `commit` has returned `Ok`. Readers in
+//! other processes see every write at once, as always; only a crash of the
+//! machine before the commit can lose some of them, and the daemon's claims,
+//! the one user, are recoverable from any subset (see `claim.rs`).
+//!
+//! Why: claiming a burst of prompts one fsync sequence at a time costs five
+//! fsyncs per prompt, each a journal commit and a device flush. In a batch
+//! the inbox and `runs/` folders are synced once for all of them.
+//!
+//! A batch opened while another is open on the thread joins it: the outer
+//! one commits. A batch dropped without a commit (an early return, a panic)
+//! makes its fsyncs then, errors ignored, so nothing is silently left owed.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fs::File;
+use std::marker::PhantomData;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::IoError;
+
+/// What the open batch owes: one handle per file or folder, in the order
+/// first written.
+#[derive(Default)]
+struct Owed {
+    handles: Vec<(File, PathBuf, &'static str)>,
+    /// Device and inode of each handle, so that each is synced once.
+    seen: HashSet<(u64, u64)>,
+}
+
+thread_local! {
+    static OWED: RefCell<Option<Owed>> = const { RefCell::new(None) };
+}
+
+/// An open group commit on this thread (see the module docs).
+#[must_use = "a batch's writes are durable only once it is committed"]
+pub struct Batch {
+    /// Joined an outer batch: that one commits.
+    joined: bool,
+    done: bool,
+    /// Bound to the thread whose writes it owes.
+    _thread: PhantomData<*const ()>,
+}
+
+/// Open a batch on this thread.
+pub fn batch() -> Batch {
+    let joined = OWED.with(|owed| {
+        let mut owed = owed.borrow_mut();
+        if owed.is_some() {
+            return true;
+        }
+        *owed = Some(Owed::default());
+        false
+    });
+    Batch {
+        joined,
+        done: false,
+        _thread: PhantomData,
+    }
+}
+
+impl Batch {
+    /// Make every write of the batch durable: fsync each file and folder it
+    /// owes, once. The first failure is returned after the others were
+    /// still tried.
+    pub fn commit(mut self) -> Result<usize, IoError> {
+        self.done = true;
+        if self.joined {
+            return Ok(0);
+        }
+        sync_owed()
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if !self.done && !self.joined {
+            let _ = sync_owed();
+        }
+    }
+}
+
+fn sync_owed() -> Result<usize, IoError> {
+    let owed = OWED
+        .with(|owed| owed.borrow_mut().take())
+        .unwrap_or_default();
+    let mut first_error = None;
+    let count = owed.handles.len();
+    for (handle, path, what) in owed.handles {
+        if let Err(e) = handle.sync_all()
+            && first_error.is_none()
+        {
+            first_error = Some(IoError::new(what, &path, e));
+        }
+    }
+    first_error.map_or(Ok(count), Err)
+}
+
+/// fsync `handle` now, or owe it to the open batch. `what` and `path` name
+/// it in an error ("syncing directory", the folder).
+pub(super) fn sync(handle: &File, what: &'static str, path: &Path) -> Result<(), IoError> {
+    let deferred = OWED.with(|owed| {
+        let mut owed = owed.borrow_mut();
+        let Some(owed) = owed.as_mut() else {
+            return Ok(false);
+        };
+        let meta = handle.metadata().map_err(|e| IoError::new(what, path, e))?;
+        if owed.seen.insert((meta.dev(), meta.ino())) {
+            let dup = handle
+                .try_clone()
+                .map_err(|e| IoError::new(what, path, e))?;
+            owed.handles.push((dup, path.to_path_buf(), what));
+        }
+        Ok(true)
+    })?;
+    if deferred {
+        return Ok(());
+    }
+    handle.sync_all().map_err(|e| IoError::new(what, path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_owes_each_file_once_and_outer_batches_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = File::create(dir.path().join("a")).expect("a");
+        let outer = batch();
+        sync(&a, "syncing", &dir.path().join("a")).expect("owed");
+        let inner = batch();
+        sync(&a, "syncing", &dir.path().join("a")).expect("owed again");
+        let d = File::open(dir.path()).expect("dir");
+        sync(&d, "syncing directory", dir.path()).expect("owed");
+        assert_eq!(inner.commit().expect("joined"), 0);
+        assert_eq!(outer.commit().expect("committed"), 2);
+        // No batch open: synced at once, nothing owed.
+        sync(&a, "syncing", &dir.path().join("a")).expect("synced");
+        assert!(OWED.with(|o| o.borrow().is_none()));
+    }
+}
