@@ -560,6 +560,19 @@ mod tests {
     }
 
     #[test]
+    fn a_monitor_lock_names_its_job_only_under_this_root() {
+        let layout = Layout::new(PathBuf::from("/nonexistent-root"));
+        let id = JobId::parse("j1").expect("id");
+        assert_eq!(
+            layout.job_of_monitor_lock(&layout.monitor_lock(&id)),
+            Some(id.clone())
+        );
+        let elsewhere = Path::new("/other/runs/j1/monitor.lock");
+        assert_eq!(layout.job_of_monitor_lock(elsewhere), None);
+        assert_eq!(layout.job_of_monitor_lock(&layout.job_json(&id)), None);
+    }
+
+    #[test]
     fn prompt_at_top_and_nested() {
         assert_eq!(
             classify("hello.prompt.md"),

@@ -547,6 +547,11 @@ mod tests {
             "j1"
         ));
         assert!(!is_monitor_argv(&argv(&["j1"]), root, "j1"));
+        let spare = argv(&["jobwarden", "--root", "/srv/jw", "monitor", "--spare"]);
+        assert_eq!(monitor_argv(&spare, root), Some(Supervises::Spare));
+        assert_eq!(monitor_argv(&spare, Path::new("/srv/other")), None);
+        // A spare holding no job's lock supervises nothing.
+        assert_eq!(spare_job(std::process::id() as i32, root), None);
     }
 
     #[test]
