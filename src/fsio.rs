@@ -90,6 +90,28 @@ pub fn remove_file(root: &Path, path: &Path) -> Result<bool, IoError> {
     }
 }
 
+/// Does nobody have the regular file `path` under `root` open for writing?
+/// Told by a read lease (`F_SETLEASE`), which the kernel grants only when
+/// no process has the file open for writing, and only on a file this
+/// process owns: `None` when that cannot be told (another owner, leases
+/// disabled, no such file). The lease is released at once.
+pub fn has_no_writer(root: &Path, path: &Path) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    let file = open_file(root, path).ok()?;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    let taken = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) };
+    if taken == 0 {
+        // SAFETY: as above.
+        unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+        return Some(true);
+    }
+    match Errno::last() {
+        Errno::EAGAIN => Some(false),
+        _ => None,
+    }
+}
+
 /// Create a new file under `root` with `bytes`, fsynced, failing if any
 /// file (a symlink included) has that name. Its folder is opened as in
 /// [`write_atomic`].
@@ -232,6 +254,17 @@ pub fn lock_wait(root: &Path, path: &Path) -> Result<Flock<File>, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_open_for_writing_has_a_writer_until_closed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("x.prompt.md");
+        let writer = File::create(&p).expect("create");
+        assert_eq!(has_no_writer(dir.path(), &p), Some(false));
+        drop(writer);
+        assert_eq!(has_no_writer(dir.path(), &p), Some(true));
+        assert_eq!(has_no_writer(dir.path(), &dir.path().join("gone")), None);
+    }
 
     #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {

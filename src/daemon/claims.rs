@@ -107,12 +107,17 @@ impl Daemon {
 
     /// A file seen only by a scan is claimed once its mtime is `settle` old,
     /// or once it has stayed unchanged for `settle` (an mtime in the future
-    /// must not hold a prompt back); until then a timer waits for it.
+    /// must not hold a prompt back); until then a timer waits for it. A
+    /// file that the kernel says nobody has open for writing is complete
+    /// already, as if its writer's close had been seen: that is what a
+    /// prompt renamed into a project folder just created looks like, since
+    /// its event came before the new folder's watch.
     pub(super) fn consider_found(&mut self, found: Found) {
         let age = SystemTime::now()
             .duration_since(found.mtime)
             .unwrap_or_default();
-        if age >= self.config.settle {
+        let written = || crate::fsio::has_no_writer(self.layout.root(), &found.path) == Some(true);
+        if age >= self.config.settle || written() {
             self.consider(&found.path);
         } else if self.settling_paths.insert(found.path.clone()) {
             self.settling.insert(found, self.config.settle - age);

@@ -11,6 +11,7 @@
 mod support;
 
 mod abort;
+mod arrival;
 mod bad_input;
 mod bench;
 mod cli;
