@@ -122,7 +122,7 @@ pub fn print_table(machine: &Machine, figures: &[Figure]) {
         machine.cpus, machine.cpu_model, machine.kernel, machine.memory_gib
     );
     println!(
-        "{:<13} {:<38} {:>12} {:>14}  verdict",
+        "{:<13} {:<38} {:>14} {:>16}  verdict",
         "scenario", "figure", "value", "target"
     );
     for f in figures {
@@ -137,7 +137,7 @@ pub fn print_table(machine: &Machine, figures: &[Figure]) {
             )
         });
         println!(
-            "{:<13} {:<38} {:>12} {:>14}  {}",
+            "{:<13} {:<38} {:>14} {:>16}  {}",
             f.scenario,
             f.name,
             shown(f.value, f.unit),

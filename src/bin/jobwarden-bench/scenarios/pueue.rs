@@ -222,7 +222,10 @@ impl Pueue {
                 .filter(|id| tasks[id.to_string()]["status"].get("Done").is_some())
                 .count();
             if done < TASKS {
-                std::thread::sleep(Duration::from_millis(500));
+                // The end times come from pueue's records: looking seldom
+                // costs no precision and spares pueued serialising its
+                // whole state for us while it works.
+                std::thread::sleep(Duration::from_secs(2));
             }
             (done == TASKS).then_some(tasks)
         })?;
