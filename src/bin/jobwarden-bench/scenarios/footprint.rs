@@ -58,28 +58,16 @@ fn monitors(rig: &Rig, n: usize) -> anyhow::Result<Vec<Figure>> {
         let staged = rig.stage(&project, name, &body)?;
         rig.drop_staged(&staged, &project, name)?;
     }
-    let mut pids = Vec::with_capacity(n);
+    let measured = measure(rig, &ids);
+    // Abort them whether or not the reading went well: jobs outlive the
+    // daemon, and these would sleep on after the harness.
     for id in &ids {
-        let id = job_id(id)?;
-        let pid = rig::wait_for(Duration::from_secs(120), "the job to run", || {
-            let rec = record(rig, &id).ok()?;
-            let running = rec.state == jobwarden::job::JobState::Running && rec.pid.is_some();
-            running.then_some(rec.monitor_pid).flatten()
-        })?;
-        pids.push(pid as u32);
+        let aborted = job_id(id).and_then(|id| rig.abort(&id));
+        if measured.is_ok() {
+            aborted?;
+        }
     }
-    // A monitor's pages settle once its job runs and it has heartbeaten.
-    std::thread::sleep(Duration::from_secs(1));
-    let mut total = rig::Memory::default();
-    for pid in &pids {
-        let m = rig::memory(*pid).with_context(|| format!("reading monitor {pid}'s memory"))?;
-        total.rss += m.rss;
-        total.pss += m.pss;
-        total.private += m.private;
-    }
-    for id in &ids {
-        rig.abort(&job_id(id)?)?;
-    }
+    let total = measured?;
     rig.wait_all_settled(&project, &names, Duration::from_secs(300))?;
     let mean = |v: f64| v / n as f64;
     Ok(vec![
@@ -104,6 +92,30 @@ fn monitors(rig: &Rig, n: usize) -> anyhow::Result<Vec<Figure>> {
             "MiB",
         ),
     ])
+}
+
+/// The summed memory of the monitors of the jobs `ids`, once all run.
+fn measure(rig: &Rig, ids: &[String]) -> anyhow::Result<rig::Memory> {
+    let mut pids = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = job_id(id)?;
+        let pid = rig::wait_for(Duration::from_secs(120), "the job to run", || {
+            let rec = record(rig, &id).ok()?;
+            let running = rec.state == jobwarden::job::JobState::Running && rec.pid.is_some();
+            running.then_some(rec.monitor_pid).flatten()
+        })?;
+        pids.push(pid as u32);
+    }
+    // A monitor's pages settle once its job runs and it has heartbeaten.
+    std::thread::sleep(Duration::from_secs(1));
+    let mut total = rig::Memory::default();
+    for pid in &pids {
+        let m = rig::memory(*pid).with_context(|| format!("reading monitor {pid}'s memory"))?;
+        total.rss += m.rss;
+        total.pss += m.pss;
+        total.private += m.private;
+    }
+    Ok(total)
 }
 
 /// An idle daemon with 10,000 finished jobs on disk: its start time, the

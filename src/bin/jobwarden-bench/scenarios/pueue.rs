@@ -200,7 +200,12 @@ impl Pueue {
         })?;
         wait_for(Duration::from_secs(60), "the pueue task to end", || {
             let tasks = self.status().ok()?;
-            tasks[id.to_string()]["status"].get("Done").map(|_| ())
+            let done = tasks[id.to_string()]["status"].get("Done").map(|_| ());
+            if done.is_none() {
+                // Each look is a client process and a whole state sent.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done
         })?;
         Ok(started.saturating_sub(t0) as f64 / MS)
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
-use super::{MS, config};
+use super::{MS, config, job_id, record};
 use crate::fixtures;
 use crate::monotonic_ns;
 use crate::report::{Figure, quantile};
@@ -67,6 +67,14 @@ pub fn startup(history: usize) -> anyhow::Result<Vec<Figure>> {
     full.start()?;
     figures.extend(process_medians(&full, S, &commands)?);
     full.stop()?;
+    let t0 = Instant::now();
+    fixtures::remove_history(&full.root)?;
+    figures.push(Figure::info(
+        S,
+        "history removed in",
+        t0.elapsed().as_secs_f64(),
+        "s",
+    ));
     Ok(figures)
 }
 
@@ -75,7 +83,8 @@ pub fn startup(history: usize) -> anyhow::Result<Vec<Figure>> {
 /// and stop the daemon.
 fn start_to_job(rig: &mut Rig, round: usize) -> anyhow::Result<f64> {
     let name = format!("s{round}");
-    let staged = rig.stage("boot", &name, "x\n")?;
+    let id = job_id(&format!("bench-boot-{round}"))?;
+    let staged = rig.stage("boot", &name, &format!("---\njob_id: {id}\n---\nx\n"))?;
     // It has waited a while: a scan claims a file no younger than the
     // settle time at once (a younger one may still be being written).
     let waited = SystemTime::now() - Duration::from_secs(60);
@@ -92,9 +101,17 @@ fn start_to_job(rig: &mut Rig, round: usize) -> anyhow::Result<f64> {
         read_stamp(&stamp)
     })?;
     rig.wait_ready(pid)?;
-    wait_for(Duration::from_secs(60), "the job to end", || {
-        rig.settled("boot", &name).then_some(())
-    })?;
+    // Its monitor gone too, so that the next start finds nothing live.
+    wait_for(
+        Duration::from_secs(60),
+        "the job and its monitor to end",
+        || {
+            let rec = record(rig, &id).ok()?;
+            let monitor = nix::unistd::Pid::from_raw(rec.monitor_pid?);
+            let gone = nix::sys::signal::kill(monitor, None).is_err();
+            (rec.finished_at.is_some() && gone).then_some(())
+        },
+    )?;
     rig.stop()?;
     Ok(started.saturating_sub(t0) as f64 / MS)
 }
