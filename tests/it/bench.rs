@@ -1,7 +1,8 @@
 //! The benchmark harness's own plumbing (its figures are never asserted:
 //! they depend on the machine): it refuses unknown scenarios naming the
-//! known ones, its job helpers stamp the shared monotonic clock, and
-//! started as `jobwarden` it is jobwarden.
+//! known ones and a history size that is not a number, skips pueue when it
+//! is not installed saying how to get it, its job helpers stamp the shared
+//! monotonic clock, and started as `jobwarden` it is jobwarden.
 
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -21,10 +22,46 @@ fn unknown_scenarios_are_refused_naming_the_known_ones() {
         "throughput",
         "idle",
         "queries",
+        "burst",
+        "footprint",
+        "startup",
+        "pueue",
         "all",
     ] {
         assert!(err.contains(name), "{name}: {err}");
     }
+}
+
+#[test]
+fn a_history_size_that_is_not_a_number_is_refused_naming_it() {
+    let out = Command::new(BENCH)
+        .args(["startup", "--history", "lots"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--history") && err.contains("\"lots\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn pueue_is_skipped_saying_how_to_get_it_when_it_is_not_on_path() {
+    let sb = Sandbox::new();
+    let out = Command::new(BENCH)
+        .args(["pueue", "--json"])
+        .env("PATH", sb.out())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cargo install pueue --locked"), "{err}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let figures = report["figures"].as_array().expect("figures");
+    assert_eq!(figures.len(), 1, "{report}");
+    assert_eq!(figures[0]["scenario"], "pueue");
+    assert_eq!(figures[0]["unit"], "skipped");
 }
 
 #[test]

@@ -10,9 +10,13 @@
 //! start and a signal's arrival are stamped with `CLOCK_MONOTONIC`, which
 //! every process on the machine shares.
 //!
-//! Layout: `main.rs` (arguments, helpers, report), `rig.rs` (the temporary
-//! root and the daemon), `scenarios.rs` (one function per scenario),
-//! `fixtures.rs` (finished jobs and ledger rows generated directly).
+//! Layout: `main.rs` (arguments, job helpers), `rig.rs` (the temporary
+//! root, the daemon, waits, `/proc` readings), `scenarios/` (one module per
+//! concern: `latency.rs` with `bare.rs` its inotify baseline, `load.rs`
+//! throughput and burst, `footprint.rs` memory and the idle daemon,
+//! `startup.rs` start-up and queries with a long history, `pueue.rs` the
+//! same scenarios through pueue), `fixtures.rs` (finished jobs and ledger
+//! rows generated directly), `report.rs` (figures, verdicts, printing).
 
 // A measuring harness run by hand, not a command of the product: its
 // report may print with the plain macros.
@@ -28,13 +32,22 @@ use std::process::ExitCode;
 
 use report::Figure;
 
+/// Every scenario, in the order `all` runs them (`pueue` after the
+/// scenarios whose jobwarden figures it divides by).
 const SCENARIOS: &[&str] = &[
     "claim-latency",
     "abort-latency",
     "throughput",
+    "burst",
+    "footprint",
     "idle",
+    "startup",
     "queries",
+    "pueue",
 ];
+
+/// Finished jobs on disk for `startup` when `--history` is not given.
+const DEFAULT_HISTORY: usize = 100_000;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -49,7 +62,7 @@ fn main() -> ExitCode {
         Some("await-term") => return helper(await_term(args.get(2), args.get(3))),
         _ => {}
     }
-    match run(&args[1..]) {
+    match run(args.get(1..).unwrap_or_default()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("jobwarden-bench: {e:#}");
@@ -60,40 +73,74 @@ fn main() -> ExitCode {
 
 fn usage() -> String {
     format!(
-        "usage: jobwarden-bench <{}|all> [--json]",
+        "usage: jobwarden-bench <{}|all>... [--history N] [--json]",
         SCENARIOS.join("|")
     )
 }
 
-fn run(args: &[String]) -> anyhow::Result<ExitCode> {
-    let json = args.iter().any(|a| a == "--json");
-    let names: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| *a != "--json")
-        .collect();
-    let [name] = names.as_slice() else {
+/// What the command line asks for.
+struct Options {
+    scenarios: Vec<&'static str>,
+    json: bool,
+    /// Finished jobs on disk for `startup`.
+    history: usize,
+}
+
+fn parse(args: &[String]) -> anyhow::Result<Options> {
+    let mut opts = Options {
+        scenarios: Vec::new(),
+        json: false,
+        history: DEFAULT_HISTORY,
+    };
+    let mut args = args.iter().map(String::as_str);
+    while let Some(arg) = args.next() {
+        match arg {
+            "--json" => opts.json = true,
+            "--history" => {
+                let n = args.next().unwrap_or_default().replace('_', "");
+                opts.history = n.parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "--history takes a number of finished jobs (e.g. 1000000), not {n:?}; {}",
+                        usage()
+                    )
+                })?;
+            }
+            "all" => opts.scenarios.extend_from_slice(SCENARIOS),
+            name => match SCENARIOS.iter().find(|s| **s == name) {
+                Some(s) => opts.scenarios.push(s),
+                None => anyhow::bail!("unknown scenario {name:?}; {}", usage()),
+            },
+        }
+    }
+    if opts.scenarios.is_empty() {
         anyhow::bail!("{}", usage());
-    };
-    let chosen: Vec<&str> = match *name {
-        "all" => SCENARIOS.to_vec(),
-        n if SCENARIOS.contains(&n) => vec![n],
-        other => anyhow::bail!("unknown scenario {other:?}; {}", usage()),
-    };
+    }
+    // Each scenario once, in the order asked.
+    let mut seen = std::collections::HashSet::new();
+    opts.scenarios.retain(|s| seen.insert(*s));
+    Ok(opts)
+}
+
+fn run(args: &[String]) -> anyhow::Result<ExitCode> {
+    let opts = parse(args)?;
     let machine = report::Machine::probe();
     let mut figures: Vec<Figure> = Vec::new();
-    for scenario in chosen {
+    for scenario in &opts.scenarios {
         eprintln!("jobwarden-bench: {scenario} …");
-        let got = match scenario {
-            "claim-latency" => scenarios::claim_latency()?,
-            "abort-latency" => scenarios::abort_latency()?,
-            "throughput" => scenarios::throughput()?,
-            "idle" => scenarios::idle()?,
-            _ => scenarios::queries()?,
+        let got = match *scenario {
+            "claim-latency" => scenarios::latency::claim_latency()?,
+            "abort-latency" => scenarios::latency::abort_latency()?,
+            "throughput" => scenarios::load::throughput()?,
+            "burst" => scenarios::load::burst()?,
+            "footprint" => scenarios::footprint::footprint()?,
+            "idle" => scenarios::footprint::idle()?,
+            "startup" => scenarios::startup::startup(opts.history)?,
+            "queries" => scenarios::startup::queries()?,
+            _ => scenarios::pueue::pueue(&figures)?,
         };
         figures.extend(got);
     }
-    if json {
+    if opts.json {
         report::print_json(&machine, &figures)?;
     } else {
         report::print_table(&machine, &figures);

@@ -108,7 +108,10 @@ fn shown(value: f64, unit: &str) -> String {
         "ms" => format!("{value:.2} ms"),
         "MiB" => format!("{value:.1} MiB"),
         "ratio" => format!("{value:.2}x"),
-        "jobs/s" | "spawns/s" => format!("{value:.0} {unit}"),
+        "jobs/s" | "spawns/s" | "claims/s" => format!("{value:.0} {unit}"),
+        "count" => format!("{value:.0}"),
+        "bool" => (if value >= 1.0 { "yes" } else { "no" }).to_owned(),
+        "s" => format!("{value:.1} s"),
         _ => format!("{value:.1} {unit}"),
     }
 }
@@ -119,11 +122,14 @@ pub fn print_table(machine: &Machine, figures: &[Figure]) {
         machine.cpus, machine.cpu_model, machine.kernel, machine.memory_gib
     );
     println!(
-        "{:<15} {:<34} {:>12} {:>14}  verdict",
+        "{:<13} {:<38} {:>14} {:>16}  verdict",
         "scenario", "figure", "value", "target"
     );
     for f in figures {
         let target = f.target.map_or_else(String::new, |t| {
+            if f.unit == "bool" {
+                return "yes".to_owned();
+            }
             format!(
                 "{}{}",
                 if f.at_least { "≥ " } else { "≤ " },
@@ -131,7 +137,7 @@ pub fn print_table(machine: &Machine, figures: &[Figure]) {
             )
         });
         println!(
-            "{:<15} {:<34} {:>12} {:>14}  {}",
+            "{:<13} {:<38} {:>14} {:>16}  {}",
             f.scenario,
             f.name,
             shown(f.value, f.unit),

@@ -101,7 +101,17 @@ impl Rig {
 
     /// Start the daemon and wait until it says it is running.
     pub fn start(&mut self) -> anyhow::Result<u32> {
-        let log = fs::File::create(self.base.join("daemon.log"))?;
+        let pid = self.spawn()?;
+        self.wait_ready(pid)?;
+        Ok(pid)
+    }
+
+    /// Start the daemon without waiting for it.
+    pub fn spawn(&mut self) -> anyhow::Result<u32> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.base.join("daemon.log"))?;
         let child = self
             .command(&["daemon"])?
             .stdout(Stdio::null())
@@ -110,12 +120,36 @@ impl Rig {
             .context("starting the daemon")?;
         let pid = child.id();
         self.daemon = Some(child);
+        Ok(pid)
+    }
+
+    /// Wait until the daemon `pid` says it is running.
+    pub fn wait_ready(&self, pid: u32) -> anyhow::Result<()> {
         let json = self.layout.daemon_json();
         wait_for(Duration::from_secs(120), "the daemon to be ready", || {
             let v: serde_json::Value = serde_json::from_slice(&fs::read(&json).ok()?).ok()?;
             (v["pid"] == pid && v["phase"] == "running").then_some(())
-        })?;
-        Ok(pid)
+        })
+    }
+
+    /// Run `jobwarden ARGS` on this root to its end; fail unless it
+    /// exits with one of `ok` codes.
+    pub fn run(&self, args: &[&str], ok: &[i32]) -> anyhow::Result<()> {
+        let out = self
+            .command(args)?
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .with_context(|| format!("running jobwarden {}", args.join(" ")))?;
+        if !out.status.code().is_some_and(|c| ok.contains(&c)) {
+            bail!(
+                "jobwarden {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
     }
 
     /// SIGTERM the daemon and wait for it.
@@ -144,11 +178,51 @@ impl Rig {
         fs::rename(staged, &to).with_context(|| format!("dropping {project}/{name}"))
     }
 
+    /// Ask the job `id` to stop, as an operator's tool does: its `ABORT`
+    /// marker written aside and renamed into place.
+    pub fn abort(&self, id: &jobwarden::job::JobId) -> anyhow::Result<()> {
+        let marker = self.layout.abort_marker(id);
+        let tmp = marker.with_extension("tmp");
+        fs::write(&tmp, "bench\n")?;
+        fs::rename(&tmp, &marker).with_context(|| format!("renaming {}", marker.display()))
+    }
+
     /// Has the job of `project/name` ended and moved its prompt on (it is
     /// neither waiting nor claimed any more)?
     pub fn settled(&self, project: &str, name: &str) -> bool {
         let p = prompt(project, name);
         !self.layout.running_prompt(&p).exists() && !self.layout.waiting_prompt(&p).exists()
+    }
+
+    /// Wait until every prompt of `names` in `project` has settled. Jobs
+    /// end roughly in the order they were dropped, so each look goes on
+    /// from the first one not yet settled and stops at the next that is
+    /// not: the harness does not compete with the daemon for the CPU by
+    /// looking at thousands of files every few milliseconds.
+    pub fn wait_all_settled(
+        &self,
+        project: &str,
+        names: &[String],
+        deadline: Duration,
+    ) -> anyhow::Result<()> {
+        let start = Instant::now();
+        let mut next = 0;
+        loop {
+            while next < names.len() && self.settled(project, &names[next]) {
+                next += 1;
+            }
+            if next == names.len() {
+                return Ok(());
+            }
+            if start.elapsed() > deadline {
+                bail!(
+                    "timed out after {deadline:?}: {} of {} jobs of {project} have not ended",
+                    names.len() - next,
+                    names.len()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -184,18 +258,47 @@ pub fn read_stamp(path: &Path) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// Resident set size of `pid` in bytes (`VmRSS`).
-pub fn rss_bytes(pid: u32) -> Option<u64> {
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+pub fn status_mib(pid: u32, field: &str) -> Option<f64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+    kb_field(&status, field).map(|kb| kb as f64 / 1024.0)
+}
+
+/// Resident set size of `pid` in MiB (`VmRSS`).
+pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmRSS")
+}
+
+/// What a process's pages cost (`/proc/<pid>/smaps_rollup`), in MiB.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Memory {
+    pub rss: f64,
+    /// Its share of every page it maps (a page shared by n counts 1/n).
+    pub pss: f64,
+    /// Pages no other process maps (`Private_Clean` + `Private_Dirty`).
+    pub private: f64,
+}
+
+/// `pid`'s memory from `/proc/<pid>/smaps_rollup`.
+pub fn memory(pid: u32) -> Option<Memory> {
+    let text = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let mib = |field: &str| kb_field(&text, field).map(|kb| kb as f64 / 1024.0);
+    Some(Memory {
+        rss: mib("Rss")?,
+        pss: mib("Pss")?,
+        private: mib("Private_Clean")? + mib("Private_Dirty")?,
+    })
+}
+
+/// The number of `field:   123 kB` in a `/proc` text.
+fn kb_field(text: &str, field: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
         .trim()
         .trim_end_matches("kB")
         .trim()
         .parse()
-        .ok()?;
-    Some(kb * 1024)
+        .ok()
 }
 
 /// CPU time `pid` has used (user + system), in clock ticks.
