@@ -136,9 +136,9 @@ fn act(
             if queued && matches!(marking, Marking::Marked(_)) {
                 // Return only once its command can no longer start.
                 let patience = cx.config.abort_grace + cancel::END_PATIENCE;
-                if !cancel::wait_left_queue(cx.layout, id, patience) {
+                if !cancel::wait_stopped(cx.layout, id, patience) {
                     crate::logging::line(format_args!(
-                        "jobwarden: {id} is still queued; it ends cancelled once a daemon sees its marker"
+                        "jobwarden: {id} has not ended yet; it ends once a daemon or its monitor sees its marker"
                     ));
                 }
             }

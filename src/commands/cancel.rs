@@ -7,7 +7,7 @@
 //!   and `abort` waits (bounded) for that job to end, so that once it
 //!   returns 0 the prompt's command never starts.
 //! - A queued job gets its ABORT marker, and `abort` waits (bounded) for
-//!   it to leave `queued`; with no daemon running, nothing would see the
+//!   it to end; with no daemon running, nothing would see the
 //!   marker before the next start, so the job is ended here.
 
 use std::time::{Duration, Instant};
@@ -16,14 +16,14 @@ use super::abort::Marking;
 use super::output::{final_state, prompt_label};
 use crate::cancel::{self, Cancelled, Canceller};
 use crate::config::Config;
-use crate::job::{JobId, JobRecord, JobState};
+use crate::job::{JobId, JobRecord};
 use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
 
 /// How long the job the daemon made from a prompt is looked for.
 const FIND_PATIENCE: Duration = Duration::from_secs(5);
 /// Beyond `abort_grace`, how long such a job is given to end, and how long
-/// a queued job marked is given to leave `queued`.
+/// a queued job marked is given to end.
 pub(super) const END_PATIENCE: Duration = Duration::from_secs(10);
 /// How often both look again.
 const POLL: Duration = Duration::from_millis(20);
@@ -172,12 +172,14 @@ fn wait_for_end(layout: &Layout, id: &JobId, patience: Duration) -> Option<JobRe
     wait_until_record(layout, id, patience, |rec| rec.state.is_terminal())
 }
 
-/// Wait, at most `patience`, for job `id`, marked while queued, to leave
-/// `queued`: ended `cancelled` by whoever holds it, or started just before
-/// its marker was seen (then it is being aborted). Either way, once this
-/// returns its command can no longer start. False if it is still queued.
-pub(super) fn wait_left_queue(layout: &Layout, id: &JobId, patience: Duration) -> bool {
-    wait_until_record(layout, id, patience, |rec| rec.state != JobState::Queued).is_some()
+/// Wait, at most `patience`, for job `id`, marked while queued, to end:
+/// `cancelled` by whoever holds it, or `aborted` if its monitor had already
+/// passed its marker check when the marker came (then its command may have
+/// started, and is being stopped). Either way, once this returns true its
+/// command is not running and never starts again. False if it has not
+/// ended by then.
+pub(super) fn wait_stopped(layout: &Layout, id: &JobId, patience: Duration) -> bool {
+    wait_for_end(layout, id, patience).is_some()
 }
 
 fn wait_until_record(
