@@ -458,11 +458,7 @@ pub struct ConfigCheckArgs {
 #[derive(Debug, Args)]
 pub struct MonitorArgs {
     /// The job to supervise; its record must exist under runs/.
-    #[arg(required_unless_present = "spare")]
-    pub job: Option<String>,
-    /// Start ready, and take the job whose id follows the config on stdin.
-    #[arg(long, conflicts_with = "job")]
-    pub spare: bool,
+    pub job: String,
 }
 
 #[derive(Debug, Subcommand)]

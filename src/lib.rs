@@ -33,8 +33,7 @@
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
 //!   key), `config/show.rs` (`config show`: the effective config as TOML),
-//!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
-//!   config framed on a monitor's stdin).
+//!   `config/rate_limit.rs` (the built-in rate-limit patterns).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;

@@ -43,7 +43,6 @@ mod reload;
 mod routes;
 mod setup_failures;
 mod shutdown;
-mod spare;
 mod storage;
 mod submit;
 mod untrusted;
