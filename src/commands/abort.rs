@@ -136,7 +136,7 @@ fn act(
             if queued && matches!(marking, Marking::Marked(_)) {
                 // Return only once its command can no longer start.
                 let patience = cx.config.abort_grace + cancel::END_PATIENCE;
-                if !cancel::wait_stopped(cx.layout, id, patience) {
+                if cancel::wait_for_end(cx.layout, id, patience).is_none() {
                     crate::logging::line(format_args!(
                         "jobwarden: {id} has not ended yet; it ends once a daemon or its monitor sees its marker"
                     ));

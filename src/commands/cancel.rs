@@ -168,18 +168,11 @@ fn job_made_from(cx: &mut Context<'_>, prompt: &PromptName, before: Option<&str>
 }
 
 /// Job `id`'s record once it is terminal, if it is within `patience`.
-fn wait_for_end(layout: &Layout, id: &JobId, patience: Duration) -> Option<JobRecord> {
+/// For a job marked while queued: once it ended (`cancelled` by whoever
+/// holds it, or `aborted` if its monitor had passed its marker check
+/// before the marker came), its command is not running and never starts.
+pub(super) fn wait_for_end(layout: &Layout, id: &JobId, patience: Duration) -> Option<JobRecord> {
     wait_until_record(layout, id, patience, |rec| rec.state.is_terminal())
-}
-
-/// Wait, at most `patience`, for job `id`, marked while queued, to end:
-/// `cancelled` by whoever holds it, or `aborted` if its monitor had already
-/// passed its marker check when the marker came (then its command may have
-/// started, and is being stopped). Either way, once this returns true its
-/// command is not running and never starts again. False if it has not
-/// ended by then.
-pub(super) fn wait_stopped(layout: &Layout, id: &JobId, patience: Duration) -> bool {
-    wait_for_end(layout, id, patience).is_some()
 }
 
 fn wait_until_record(
