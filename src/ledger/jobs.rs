@@ -13,7 +13,7 @@ use rusqlite::{OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
 use super::{Ledger, LedgerError};
-use crate::job::JobRecord;
+use crate::job::{JobRecord, JobState};
 
 /// A job as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -129,9 +129,12 @@ impl Ledger {
     }
 
     /// Make the index hold `present` (a full listing of `runs/`): upsert
-    /// them and drop the rows of other jobs whose folders `gone` confirms
-    /// are gone. A job claimed after the listing was taken is indexed by
-    /// its claimer and not in `present`: it is kept. Returns the rows dropped.
+    /// them and drop the rows of other ended jobs whose folders `gone`
+    /// confirms are gone. A job claimed after the listing was taken is
+    /// indexed by its claimer and not in `present`: it is kept (its row is
+    /// written before its folder, so a row not ended is never dropped
+    /// here; a starting daemon drops one whose folder never appeared).
+    /// Returns the rows dropped.
     pub fn sync_job_index(
         &mut self,
         present: &[IndexedJob],
@@ -148,9 +151,14 @@ impl Ledger {
                     add.execute([&j.id])?;
                 }
             }
+            let unended = unended_states();
+            let marks = vec!["?"; unended.len()].join(", ");
             let ids = tx
-                .prepare("SELECT id FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)")?
-                .query_map([], |r| r.get::<_, String>(0))?
+                .prepare(&format!(
+                    "SELECT id FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)
+                     AND state NOT IN ({marks})"
+                ))?
+                .query_map(params_from_iter(unended.iter()), |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<Vec<String>>>()?;
             tx.execute("DELETE FROM temp.present", [])?;
             tx.commit()?;
@@ -278,6 +286,42 @@ impl Ledger {
         self.query(&sql, params_from_iter(states.iter()))
     }
 
+    /// Ids of the jobs the index holds in a state that has not ended
+    /// (what a starting daemon must look at), oldest claim first.
+    pub fn unended_job_ids(&self) -> Result<Vec<String>, LedgerError> {
+        let unended = unended_states();
+        let marks = vec!["?"; unended.len()].join(", ");
+        let sql = format!("SELECT id FROM jobs WHERE state IN ({marks}) ORDER BY created_at, id");
+        let run = || -> rusqlite::Result<Vec<String>> {
+            let mut stmt = self.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(unended.iter()), |r| r.get(0))?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
+    /// Up to `limit` ids of jobs the index holds ended, in id order, after
+    /// `after`: a walk over the index that holds no more than a page.
+    pub fn ended_job_ids_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, LedgerError> {
+        let unended = unended_states();
+        let marks = vec!["?"; unended.len()].join(", ");
+        let sql = format!(
+            "SELECT id FROM jobs WHERE id > ? AND state NOT IN ({marks}) ORDER BY id LIMIT {limit}"
+        );
+        let mut args: Vec<&str> = vec![after];
+        args.extend(unended);
+        let run = || -> rusqlite::Result<Vec<String>> {
+            let mut stmt = self.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(args.iter()), |r| r.get(0))?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
     /// The most recently finished jobs, newest first.
     pub fn recently_finished(&self, limit: usize) -> Result<Vec<IndexedJob>, LedgerError> {
         let sql = format!(
@@ -309,6 +353,15 @@ impl Ledger {
         };
         run().map_err(|e| self.err(e))
     }
+}
+
+/// The names of the states that have not ended.
+fn unended_states() -> Vec<&'static str> {
+    JobState::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str())
+        .collect()
 }
 
 /// The last 8 characters of an id: what tables show, and what `<job>`
