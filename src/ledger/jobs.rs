@@ -2,9 +2,13 @@
 //! folder exists, so that `status`, `jobs`, `show` and the `<job>` argument
 //! answer from an index instead of reading every `job.json`.
 //!
-//! It is a cache. Each writer of a state change indexes the record right
-//! after saving it (fail-soft: a missed write leaves a stale row, never a
-//! wrong job.json); every daemon start refreshes it from what it reads;
+//! It is a cache, with two promises a starting daemon relies on to read
+//! only the jobs that may be live (`recover.rs`): a claim indexes its job
+//! before making its run folder, and a row says a job ended only once its
+//! ledger row is written. Each writer of a state change indexes the record
+//! right after saving it (fail-soft: a missed write leaves a stale row,
+//! never a wrong job.json); every daemon start refreshes the rows of the
+//! jobs it reads, and its start-up check those of every run folder;
 //! `history repair` rebuilds it. Rows carry the record's `updated_at`, and
 //! an older snapshot never replaces a newer one. Readers that care about a
 //! live job (running, queued) read its `job.json`, which wins.
