@@ -88,10 +88,9 @@ pub async fn run(
     let status = daemon.status_line();
     daemon.notifier.ready(&status);
     tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
-    // After the first claims, off the loop: what start-up did not read
-    // (see `recover.rs`), and the ledger's quick check.
+    // After the first claims, off the loop: the ledger's quick check, and
+    // what start-up did not read (see `recover.rs`).
     daemon.start_startup_check();
-    daemon.start_quick_check();
     let result = daemon.event_loop(signals, shutdown).await;
     daemon.stop_startup_check();
     daemon.watcher = None;

@@ -71,19 +71,28 @@ impl Daemon {
     /// is never in a hurry, and the jobs that start meanwhile are. (A
     /// panic there stops the daemon like any other: see the panic hook in
     /// `commands::daemon`. A stopping daemon does not wait for it.)
+    /// The ledger's quick check (`ledger_state.rs`) runs there first: it is
+    /// as little in a hurry.
     pub(super) fn start_startup_check(&mut self) {
         let (tx, rx) = mpsc::channel(AHEAD);
         let (layout, host) = (self.layout.clone(), self.host.clone());
         self.startup.rx = Some(rx);
         self.startup.started = Some(Instant::now());
+        let quick_check = self.quick_check_job();
+        // A damaged ledger is the loop's to report, once.
+        let with_ledger = self.ledger.is_some();
         let check = move || {
             lower_priority();
-            let ledger = match Ledger::open(&layout.ledger()) {
-                Ok(ledger) => Some(ledger),
-                Err(e) => {
+            if let Some(quick_check) = quick_check {
+                quick_check();
+            }
+            let ledger = match with_ledger.then(|| Ledger::open(&layout.ledger())) {
+                Some(Ok(ledger)) => Some(ledger),
+                Some(Err(e)) if !e.is_damaged() => {
                     tracing::warn!("start-up check without the ledger: {e}");
                     None
                 }
+                _ => None,
             };
             let mut send = |found| tx.blocking_send(found).is_ok();
             recover::sweep::check(&layout, &host, ledger, &mut send, &|| tx.is_closed());

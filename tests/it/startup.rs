@@ -209,3 +209,14 @@ fn a_queued_job_whose_index_row_says_it_ended_still_runs_once() {
     assert_eq!(ran_lines(&sb), vec!["first", "stale"], "each ran once");
     assert_eq!(sb.jobs().len(), 2, "no job was made twice");
 }
+
+#[test]
+fn a_daemon_stopped_while_its_startup_check_runs_stops_at_once() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let mut held = Held::start(&sb);
+    held.daemon.sigterm();
+    // The check is held for up to a minute: the daemon does not wait for it.
+    let status = held.daemon.wait_exit(secs(5));
+    assert_eq!(status.code(), Some(0), "{}", held.daemon.stderr());
+}
