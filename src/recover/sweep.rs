@@ -43,7 +43,7 @@ pub struct Findings {
     /// began: the only ones it may take for orphans (a claim the loop
     /// makes after that is its own).
     pub claimed: Vec<PathBuf>,
-    /// The claimed prompts that a record not ended (or another host's)
+    /// Those of `claimed` that a record not ended (or another host's)
     /// holds.
     pub held: HashSet<PathBuf>,
     /// Records not ended: those the loop does not own lost their place.
@@ -161,8 +161,13 @@ impl Sweep<'_> {
         };
         self.reindex(&rec);
         let running = self.layout.running_prompt(&rec.prompt_name());
+        let claimed = self.claimed.contains(&running);
         if rec.host != self.host || !rec.state.is_terminal() {
-            self.found.held.insert(running);
+            // Only the claimed prompts the check began with are judged:
+            // what it keeps stays as small as they are few.
+            if claimed {
+                self.found.held.insert(running);
+            }
             if rec.host == self.host {
                 self.found.unended.push(id);
             }
@@ -172,7 +177,7 @@ impl Sweep<'_> {
             self.found.report.rows_missing += 1;
             self.rows.push(id.clone());
         }
-        if self.claimed.contains(&running) {
+        if claimed {
             let key = (rec.finished_at.map(|t| t.epoch_ms()), id);
             let newest = self
                 .newest_ended
