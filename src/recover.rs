@@ -42,7 +42,8 @@
 //!    still be held by a job the index misses.
 //! 2. The first claims: the inbox is scanned and watched, jobs start.
 //! 3. The start-up check ([`sweep`], `daemon/startup_check.rs`): the full
-//!    listing of `runs/`, on a thread of its own, catches the rest — a
+//!    listing of `runs/`, on a thread of its own at the lowest priority, a
+//!    second after the first claims, catches the rest — a
 //!    run folder whose index row is missing or stale (a failed index
 //!    write, a ledger replaced), an ended job without its ledger row, an
 //!    ended job whose prompt was not moved, a corrupt record, a claimed

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -22,6 +22,13 @@ use crate::recover::{self, Pass, Recovered};
 
 /// How many messages the check may have sent ahead of the loop.
 const AHEAD: usize = 4;
+
+/// How long after the first claims the check begins: the jobs they
+/// started get the machine first (a job starts within tens of
+/// milliseconds; the check of a million run folders and the read of every
+/// page of the ledger take minutes, and even at the lowest priority they
+/// share the memory bus and the kernel's time with a starting job).
+const LET_JOBS_START: Duration = Duration::from_secs(1);
 
 /// The start-up check, from the start-up reconciliation to its end.
 #[derive(Default)]
@@ -83,6 +90,7 @@ impl Daemon {
         let with_ledger = self.ledger.is_some();
         let check = move || {
             lower_priority();
+            std::thread::sleep(LET_JOBS_START);
             if let Some(quick_check) = quick_check {
                 quick_check();
             }
@@ -149,7 +157,7 @@ impl Daemon {
 
     /// The turn at `claim.lock` if nobody holds it now.
     fn turn_now(&self) -> Option<crate::cancel::Turn> {
-        match crate::cancel::take_turn(&self.layout, std::time::Duration::ZERO) {
+        match crate::cancel::take_turn(&self.layout, Duration::ZERO) {
             Ok(turn) => turn,
             Err(e) => {
                 tracing::warn!("{e}; the start-up check waits for the next heartbeat");
