@@ -40,7 +40,7 @@ use crate::error::{DaemonError, IoContext};
 use crate::inbox::{Found, InboxWatcher, Signal};
 use crate::job::JobId;
 use crate::layout::{Layout, PromptName};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
 use crate::{abort, fsio, storage};
 
@@ -481,12 +481,23 @@ impl Daemon {
     }
 
     /// The start-up reconciliation: through the job index when the ledger
-    /// answers (only what may be live is read), else of all of `runs/`.
+    /// answers (only what may be live is read), else of all of `runs/`. An
+    /// index that holds no job while `runs/` holds some was lost (a fresh
+    /// ledger, an emptied table): the index and the ledger rows come back
+    /// from the records first, so that the first claims read the history
+    /// they decide by.
     fn reconcile_at_start(&mut self, ledger: Option<&mut Ledger>) -> Recovered {
         let (layout, config, host) = (&self.layout, &self.config, &self.host);
         let Some(ledger) = ledger else {
             return recover::reconcile(layout, config, host, None);
         };
+        if ledger.any_job_indexed().is_ok_and(|any| !any) && has_run_folders(layout) {
+            tracing::warn!(
+                "the job index is empty, but run folders exist: the index and the ledger rows are rebuilt from their records before anything is claimed"
+            );
+            backfill::run(layout, ledger);
+            return recover::reconcile(layout, config, host, Some(ledger));
+        }
         match recover::reconcile_live(layout, config, host, &mut *ledger) {
             Ok(recovered) => recovered,
             Err(e) => {
@@ -551,6 +562,13 @@ impl Daemon {
             self.storage_failed(condition, "daemon.json could not be written".into());
         }
     }
+}
+
+/// Does `runs/` hold at least one job folder?
+fn has_run_folders(layout: &Layout) -> bool {
+    layout
+        .each_job_id()
+        .is_ok_and(|mut ids| ids.next().is_some())
 }
 
 /// Device and inode of a file, if it exists.

@@ -1,6 +1,7 @@
 //! The daemon's side of the start-up check (`recover/sweep.rs`): started
-//! once the first claims are made, on a blocking thread with its own
-//! ledger connection; what it finds arrives here, on the loop, and is acted
+//! once the first claims are made, on a thread of its own at the lowest
+//! priority, with its own ledger connection, a second later; what it finds
+//! arrives here, on the loop, and is acted
 //! on under the turn at `claim.lock` (so that a job `jobwarden abort` is
 //! making and ending is never found half-made), skipping the jobs this
 //! daemon owns — those in a slot, queued, being cleared or waiting to be

@@ -334,6 +334,13 @@ impl Ledger {
         self.query(&sql, [limit as i64])
     }
 
+    /// Whether the index holds any job.
+    pub fn any_job_indexed(&self) -> Result<bool, LedgerError> {
+        self.conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM jobs)", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
     /// Whether anything was ever recorded (a job indexed or an execution).
     pub fn ever_ran(&self) -> Result<bool, LedgerError> {
         self.conn
