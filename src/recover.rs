@@ -57,7 +57,9 @@
 //!    listing, of step 1 or of the loop's claims holds it.
 //!
 //! Without a usable index (a damaged ledger) step 1 is [`reconcile`]: every
-//! run folder and every claimed prompt, before the first claim, as before.
+//! run folder and every claimed prompt, before the first claim, as before;
+//! so it is, after a backfill that rebuilds it, for an index that holds no
+//! job while `runs/` holds some (a ledger lost and made afresh).
 
 mod liveness;
 mod pass;

@@ -133,9 +133,11 @@ fn a_running_job_whose_index_row_is_missing_is_found_by_the_startup_check() {
     let sb = Sandbox::new();
     let script = sb.script("gated", GATED);
     sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
-    let [lost] = jobs_left_by_a_stopped_daemon(&sb, &["lost"])
+    // `kept` keeps the index from being empty (an empty one is rebuilt
+    // before the first claim).
+    let [lost, _kept] = jobs_left_by_a_stopped_daemon(&sb, &["lost", "kept"])
         .try_into()
-        .expect("one job");
+        .expect("two jobs");
     let lost = sb.wait_id(&lost.id, "the job to run", secs(15), |j| {
         j.state() == "running"
     });
