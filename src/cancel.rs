@@ -15,9 +15,10 @@
 //! A job the CLI makes and ends must never be seen half-made by a daemon
 //! that starts meanwhile: its recovery would queue it. The two take turns
 //! at `claim.lock` ([`take_turn`]): the CLI holds it while it claims and
-//! ends, a starting daemon while it reconciles `runs/`. A daemon that has
-//! reconciled holds `daemon.lock` for its whole life, which is how the CLI
-//! knows, under the turn, that no daemon will touch a queued job.
+//! ends, a starting daemon while it reconciles (before its first claim, and
+//! again each time its start-up check acts on what it found in `runs/`). A
+//! daemon holds `daemon.lock` for its whole life, which is how the CLI
+//! knows, under the turn, that no daemon will queue a job it ends alone.
 
 use std::fs::File;
 use std::time::{Duration, Instant};

@@ -6,7 +6,9 @@
 //!    (source gone) or a busy name (same prompt's job still holds it) is an
 //!    ordinary outcome. A crash after it leaves a `.running.md` without a
 //!    record, which startup reconciliation finds.
-//! 2. Create `runs/<job_id>/` (new, fsynced).
+//! 2. Put the job in the job index (`queued`), then create
+//!    `runs/<job_id>/` (new, fsynced): every run folder of a job that has
+//!    not ended has an index row, which is how a starting daemon finds it.
 //! 3. Copy the prompt's exact bytes to `prompt.md` (fsynced).
 //! 4. Only for a prompt with front matter: its body, the bytes after the
 //!    block, to `body.md` (fsynced). This is what the command receives.
@@ -154,14 +156,24 @@ impl Claimer<'_> {
             Err(e) if running.exists() && !path.exists() => Err(e.into()),
             Err(e) => return Err(e.into()),
         };
-        let mut made = None;
+        let mut made = Made::default();
         let claimed =
             renamed.and_then(|()| self.create_job(&running, &prompt, prior, stop, &mut made));
         claimed.map_err(|e| {
             // Undo the claim: the prompt waits in the inbox for the next try
             // instead of being stranded as `.running.md` without a record.
-            if let Some(id) = made {
-                let _ = std::fs::remove_dir_all(layout.run_dir(&id));
+            if let Some(id) = made.id {
+                let dir = layout.run_dir(&id);
+                if made.folder {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                // The row goes with its folder; a folder that is not this
+                // claim's keeps its row.
+                if let (Some(ledger), Err(_)) =
+                    (self.ledger.as_deref_mut(), std::fs::symlink_metadata(&dir))
+                {
+                    let _ = ledger.unindex_jobs(&[id.to_string()]);
+                }
             }
             match fsio::rename_noreplace(layout.root(), &running, path) {
                 Ok(Renamed::Done) => e,
@@ -172,7 +184,8 @@ impl Claimer<'_> {
     }
 
     /// Steps 2–6 of the claim, for a prompt already renamed to `running`.
-    /// `made` is set once the run folder exists, for the undo. With
+    /// `made` says what the undo must remove (the index row, the run
+    /// folder). With
     /// `stop`, the ABORT marker (with that reason) precedes `job.json`.
     fn create_job(
         &mut self,
@@ -180,7 +193,7 @@ impl Claimer<'_> {
         prompt: &PromptName,
         prior: &Prior,
         stop: Option<Cancel<'_>>,
-        made: &mut Option<JobId>,
+        made: &mut Made,
     ) -> Result<Claimed, JobError> {
         let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
         let verdict = self.examine(running, prompt, attempt)?;
@@ -188,8 +201,6 @@ impl Claimer<'_> {
             Verdict::Run { id, .. } => id.clone(),
             Verdict::Reject { .. } => JobId::generate(),
         };
-        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
-        *made = Some(id.clone());
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
         if let Some((previous, n)) = &prior.requeued_by {
@@ -201,6 +212,10 @@ impl Claimer<'_> {
         } else {
             rec.profile = Some(self.config.default_profile().name.clone());
         }
+        made.id = Some(id.clone());
+        self.index_before_folder(&rec)?;
+        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
+        made.folder = true;
         let mut events = EventLog::open(
             self.layout.root(),
             &self.layout.events(&id),
@@ -234,6 +249,27 @@ impl Claimer<'_> {
         events.append(Op::Claimed, fields);
         events.append(Op::Queued, json!({}));
         Ok(Claimed::Queued(rec))
+    }
+
+    /// Put the new job `rec` in the job index before its run folder is
+    /// made, so that every run folder of a job that has not ended has a
+    /// row: a starting daemon finds the jobs that may be live through the
+    /// index, without listing `runs/` (see `recover.rs`); a row whose
+    /// folder never appeared is dropped there. Fail-soft but for a damaged
+    /// ledger (the claim is then made again without it): a job the index
+    /// misses is found by the start-up check.
+    fn index_before_folder(&mut self, rec: &JobRecord) -> Result<(), JobError> {
+        let Some(ledger) = self.ledger.as_deref_mut() else {
+            return Ok(());
+        };
+        match ledger.index_job(rec) {
+            Err(e) if e.is_damaged() => Err(e.into()),
+            Err(e) => {
+                tracing::warn!(job = %rec.job_id, "{e}; the start-up check of the next start indexes the job");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// Read the claimed prompt and decide: run it (under which id), or
@@ -332,7 +368,6 @@ impl Claimer<'_> {
             Renamed::Done => {}
             Renamed::SourceGone | Renamed::TargetExists => return Ok(Claimed::Lost),
         }
-        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
         let archive_rel = self
             .layout
             .relative(&archive)
@@ -341,6 +376,8 @@ impl Claimer<'_> {
         // The file's own name is unusable as a key: the record says
         // "unnamed" and its reason quotes the original.
         let rec = JobRecord::new_queued(id, &unnamed(), archive_rel, self.host);
+        self.index_before_folder(&rec)?;
+        fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&rec.job_id))?;
         let events = EventLog::open(
             self.layout.root(),
             &self.layout.events(&rec.job_id),
@@ -409,6 +446,14 @@ fn unnamed() -> PromptName {
         project: String::new(),
         name: "unnamed".into(),
     }
+}
+
+/// What a claim under way has made, for its undo: the job's id once its
+/// index row may exist, and whether its run folder was created.
+#[derive(Default)]
+struct Made {
+    id: Option<JobId>,
+    folder: bool,
 }
 
 /// A claim made only to cancel the prompt: the reason its ABORT marker

@@ -18,6 +18,7 @@ mod ledger_state;
 mod lock;
 pub mod notify;
 mod schedule;
+mod startup_check;
 pub mod state_file;
 
 use std::collections::{HashMap, HashSet};
@@ -67,26 +68,16 @@ pub async fn run(
     // another reason stops the start, naming the file.
     let mut ledger = daemon.open_ledger_at_start()?;
     daemon.write_state(Phase::Starting);
-    // Rows lost to failed inserts come back before recovery and claims
-    // consult them (interrupt counts, cooldowns, attempt numbers).
-    if let Some(ledger) = ledger.as_mut() {
-        backfill::run(&daemon.layout, ledger);
-    }
     // A job `jobwarden abort` is making and ending itself must not be
     // found half-made: take turns with it (see `cancel.rs`).
     let turn = daemon.turn_for_recovery();
-    let recovered = recover::reconcile(
-        &daemon.layout,
-        &daemon.config,
-        &daemon.host,
-        ledger.as_mut(),
-    );
+    let mut recovered = daemon.reconcile_at_start(ledger.as_mut());
     drop(turn);
+    daemon.note_recovered_claims(&mut recovered);
     if ledger.is_some() {
         daemon.ledger = ledger;
         daemon.ledger_identity = file_identity(&daemon.layout.ledger());
     }
-    daemon.start_quick_check();
     let signals = daemon.start_watching();
     // A pause outlives restarts: read before the first job can start.
     daemon.refresh_pauses();
@@ -97,7 +88,11 @@ pub async fn run(
     let status = daemon.status_line();
     daemon.notifier.ready(&status);
     tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
+    // After the first claims, off the loop: the ledger's quick check, and
+    // what start-up did not read (see `recover.rs`).
+    daemon.start_startup_check();
     let result = daemon.event_loop(signals, shutdown).await;
+    daemon.stop_startup_check();
     daemon.watcher = None;
     daemon.stopping = true;
     let policy = format!("{:?}", daemon.config.shutdown).to_lowercase();
@@ -226,6 +221,10 @@ struct Daemon {
     unsettled: HashMap<JobId, String>,
     /// Reload requests, and the config state `daemon.json` reports.
     control: control::Control,
+    /// Interrupted jobs whose orphaned process group is being waited for.
+    clearing_jobs: HashSet<JobId>,
+    /// The full pass over `runs/` made after the first claims.
+    startup: startup_check::StartupCheck,
 }
 
 impl Daemon {
@@ -262,6 +261,8 @@ impl Daemon {
             notifier: notify::Notifier::disabled(),
             storage: storage::Health::default(),
             unsettled: HashMap::new(),
+            clearing_jobs: HashSet::new(),
+            startup: startup_check::StartupCheck::default(),
         }
     }
 
@@ -287,6 +288,7 @@ impl Daemon {
                 },
                 Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
                 Some(joined) = self.clearing.join_next() => self.on_group_cleared(joined)?,
+                found = self.startup.next() => self.on_startup_found(found),
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
                     self.on_settled(expired.into_inner());
                 }
@@ -354,6 +356,7 @@ impl Daemon {
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
         self.poll_quick_check();
+        self.retry_startup_found();
         if !self.ledger_condition.ok {
             // A repair replaces the file: notice it without waiting for a claim.
             self.refresh_ledger();
@@ -481,6 +484,33 @@ impl Daemon {
         });
     }
 
+    /// The start-up reconciliation: through the job index when the ledger
+    /// answers (only what may be live is read), else of all of `runs/`. An
+    /// index that holds no job while `runs/` holds some was lost (a fresh
+    /// ledger, an emptied table): the index and the ledger rows come back
+    /// from the records first, so that the first claims read the history
+    /// they decide by.
+    fn reconcile_at_start(&mut self, ledger: Option<&mut Ledger>) -> Recovered {
+        let (layout, config, host) = (&self.layout, &self.config, &self.host);
+        let Some(ledger) = ledger else {
+            return recover::reconcile(layout, config, host, None);
+        };
+        if ledger.any_job_indexed().is_ok_and(|any| !any) && has_run_folders(layout) {
+            tracing::warn!(
+                "the job index is empty, but run folders exist: the index and the ledger rows are rebuilt from their records before anything is claimed"
+            );
+            backfill::run(layout, ledger);
+            return recover::reconcile(layout, config, host, Some(ledger));
+        }
+        match recover::reconcile_live(layout, config, host, &mut *ledger) {
+            Ok(recovered) => recovered,
+            Err(e) => {
+                tracing::warn!("{e}; reconciling every run folder instead of the job index");
+                recover::reconcile(layout, config, host, Some(ledger))
+            }
+        }
+    }
+
     fn take_recovered(&mut self, recovered: Recovered) {
         for (id, monitor) in recovered.adopted {
             tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
@@ -530,11 +560,19 @@ impl Daemon {
             queue: self.queue_listing(),
             deferred: self.deferred_list(),
             config: &self.control.state,
+            startup_check: self.startup.state(),
         };
         if let Some(condition) = state_file::write(&self.layout, &file) {
             self.storage_failed(condition, "daemon.json could not be written".into());
         }
     }
+}
+
+/// Does `runs/` hold at least one job folder?
+fn has_run_folders(layout: &Layout) -> bool {
+    layout
+        .each_job_id()
+        .is_ok_and(|mut ids| ids.next().is_some())
 }
 
 /// Device and inode of a file, if it exists.

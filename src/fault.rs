@@ -13,7 +13,9 @@
 //! `monitor-heartbeat` (a monitor's heartbeat while its job runs);
 //! `monitor-exit` (a monitor whose job has ended, before it exits);
 //! `abort-before-claim` (pause only: `jobwarden abort` has found a prompt
-//! waiting in the inbox and is about to claim it to cancel it).
+//! waiting in the inbox and is about to claim it to cancel it);
+//! `startup-check` (pause only: the daemon's start-up check, before it lists
+//! `runs/`).
 //!
 //! Knobs: `JOBWARDEN_TEST_LOG_QUEUE=<n>` holds the stderr queue to `n`
 //! lines (`logging/queue.rs`), so that a test can overflow it with the

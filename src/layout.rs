@@ -118,22 +118,32 @@ impl Layout {
     /// symlink) whose names are valid job ids; anything else is ignored.
     /// A missing `runs/` has no jobs.
     pub fn job_ids(&self) -> std::io::Result<Vec<JobId>> {
+        self.each_job_id()?.collect()
+    }
+
+    /// The ids of the folders under `runs/`, as the listing yields them
+    /// (it may hold a million: nothing is collected). Entries that are not
+    /// folders named like a job are skipped.
+    pub fn each_job_id(
+        &self,
+    ) -> std::io::Result<impl Iterator<Item = std::io::Result<JobId>> + use<>> {
         let entries = match std::fs::read_dir(self.runs()) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Ok(entries) => Some(entries),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry?;
+        Ok(entries.into_iter().flatten().filter_map(|entry| {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e)),
+            };
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
             let id = entry
                 .file_name()
                 .to_str()
                 .and_then(|n| JobId::parse(n).ok());
-            ids.extend(id.filter(|_| is_dir));
-        }
-        Ok(ids)
+            id.filter(|_| is_dir).map(Ok)
+        }))
     }
 
     /// Is `runs/<id>/` what a claim cut short by a crash leaves: a real
@@ -244,7 +254,8 @@ impl Layout {
     /// Locked (flock) by `jobwarden abort` while it claims and ends a job
     /// itself (a prompt cancelled in the inbox, a queued job cancelled with
     /// no daemon running), and by a starting daemon while it reconciles
-    /// `runs/`: the two take turns, so that recovery never finds such a
+    /// (before its first claim, and while it acts on its start-up check's
+    /// findings): the two take turns, so that recovery never finds such a
     /// job half made and starts it.
     pub fn claim_lock(&self) -> PathBuf {
         self.root.join("claim.lock")

@@ -56,11 +56,17 @@
 //!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
 //!   follows the folder at `inbox/`),
 //!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts), `daemon/control.rs` (reloading the config on request: SIGHUP),
+//!   queued aborts), `daemon/startup_check.rs` (the start-up check: started after the
+//!   first claims, its findings acted on by the loop), `daemon/control.rs` (reloading the
+//!   config on request: SIGHUP),
 //!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
 //!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
 //!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
-//! - [`recover`] — startup reconciliation and re-adoption of live monitors.
+//! - [`recover`] — startup reconciliation and re-adoption of live monitors; the start-up
+//!   order (what is read before the first claim); `recover/pass.rs`: one pass judging the
+//!   jobs it is given, then the claimed prompts; `recover/sweep.rs`: the start-up check, the
+//!   full listing of `runs/` made after the first claims; `recover/liveness.rs`: is a
+//!   monitor alive, what is left of a dead one's job.
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
 //!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
 //!   against the ledger's executions.

@@ -117,7 +117,7 @@ fn prompt_label(project: &str, name: &str) -> String {
 pub fn resolve(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<JobId, LookupError> {
     if arg.contains('/') {
         let (project, name) = split_prompt(arg)?;
-        return newest_of(ledger, &project, &name, arg);
+        return newest_of(layout, ledger, &project, &name, arg);
     }
     if let Some(id) = by_id(layout, ledger, arg)? {
         return Ok(id);
@@ -297,7 +297,9 @@ fn prompt_target(
     prompt: PromptName,
     file_only: bool,
 ) -> Result<Option<Target>, LookupError> {
-    let newest = ledger.newest_job_of(&prompt.project, &prompt.name)?;
+    let newest = ledger
+        .newest_job_of(&prompt.project, &prompt.name)?
+        .map(|j| made(layout, j));
     let live = newest.as_ref().filter(|j| is_live(layout, j));
     if let (Some(j), false) = (live, file_only) {
         return JobId::parse(&j.id)
@@ -340,11 +342,34 @@ fn being_claimed(
     while std::time::Instant::now() < deadline {
         let now = ledger.newest_job_of(&prompt.project, &prompt.name)?;
         if now.as_ref().map(|j| &j.id) != newest.as_ref().map(|j| &j.id) {
-            return Ok(now);
+            return Ok(now.map(|j| made(layout, j)));
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     Ok(newest)
+}
+
+/// A claim indexes its job before it makes the run folder and the record
+/// (`claim.rs`): a row of a job that has not ended whose record is not
+/// there yet is a claim under way. Give it a moment to write the record,
+/// so that what the caller reads next is there. (A row whose folder never
+/// appears, a claim cut short, costs that moment until the next daemon
+/// start drops it.)
+fn made(layout: &Layout, j: IndexedJob) -> IndexedJob {
+    let unended = j
+        .state
+        .parse::<crate::job::JobState>()
+        .is_ok_and(|s| !s.is_terminal());
+    let Some(id) = JobId::parse(&j.id).ok().filter(|_| unended) else {
+        return j;
+    };
+    let deadline = std::time::Instant::now() + CLAIM_PATIENCE;
+    while std::fs::symlink_metadata(layout.job_json(&id)).is_err()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    j
 }
 
 /// Has the job not ended? Its record decides (the index may lag).
@@ -440,9 +465,15 @@ fn split_prompt(arg: &str) -> Result<(String, String), LookupError> {
     Ok((project.to_owned(), name.to_owned()))
 }
 
-fn newest_of(ledger: &Ledger, project: &str, name: &str, arg: &str) -> Result<JobId, LookupError> {
+fn newest_of(
+    layout: &Layout,
+    ledger: &Ledger,
+    project: &str,
+    name: &str,
+    arg: &str,
+) -> Result<JobId, LookupError> {
     match ledger.newest_job_of(project, name)? {
-        Some(j) => JobId::parse(&j.id).map_err(LookupError::Invalid),
+        Some(j) => JobId::parse(&made(layout, j).id).map_err(LookupError::Invalid),
         None => Err(LookupError::NotFound(format!(
             "no job of prompt {arg:?}; `jobwarden jobs` lists them"
         ))),

@@ -1,5 +1,6 @@
-//! Startup reconciliation: distrust the disk, then put every job found in
-//! `runs/` back where it belongs before anything new is claimed.
+//! Start-up reconciliation: distrust the disk, and put every job back
+//! where it belongs. Each job found is judged by [`Pass::job`]
+//! (`recover/pass.rs`), then the claimed prompts by [`Pass::settle_claims`]:
 //!
 //! - a job whose monitor still runs (proven from `/proc`, see
 //!   `recover/liveness.rs`) is adopted and keeps its slot, whatever its
@@ -14,23 +15,64 @@
 //!   what is left of its process group is proven the job's, killed and
 //!   gone (waited for off the daemon's loop: see [`Clearing`]);
 //! - a terminal record whose prompt was not yet archived gets the move
-//!   finished (a crash between the two steps of `terminal::finish`);
+//!   finished (a crash between the two steps of `terminal::finish`), and
+//!   its missing ledger row backfilled;
 //! - a record that does not parse or fails its checks is moved aside as
 //!   `job.json.corrupt-<ms>` and reported, never silently reset;
 //! - a `*.running.md` that no live record holds (a crash inside a claim) is
 //!   renamed back to `*.prompt.md`, so it is claimed again: never stranded,
 //!   unless a live monitor's record is unusable (its prompt is unknown):
 //!   then that waits for the next start.
+//!
+//! # Start-up order: what is read before the first claim
+//!
+//! A start must not grow with the finished jobs on disk, so it is split:
+//!
+//! 1. Before anything is claimed, under the turn at `claim.lock`
+//!    ([`reconcile_live`]): the jobs the job index holds unended, and the
+//!    live monitors (one pass over `/proc`); only their run folders are
+//!    read. Every job that may still run, wait or hold a slot is among
+//!    them, by construction: a claim writes the job's index row before
+//!    its run folder (`claim.rs`), and an index row says a job ended only
+//!    once its ledger row is written (`terminal.rs`), so a row that lags
+//!    its record still says "not ended". What this step does to a job is
+//!    right whatever else is on disk: it claims nothing and moves only
+//!    the prompts of the records it read. It leaves alone what needs every
+//!    record to be judged: a claimed prompt no record it read holds may
+//!    still be held by a job the index misses.
+//! 2. The first claims: the inbox is scanned and watched, jobs start.
+//! 3. The start-up check ([`sweep`], `daemon/startup_check.rs`): the full
+//!    listing of `runs/`, on a thread of its own at the lowest priority, a
+//!    second after the first claims, catches the rest — a
+//!    run folder whose index row is missing or stale (a failed index
+//!    write, a ledger replaced), an ended job without its ledger row, an
+//!    ended job whose prompt was not moved, a corrupt record, a claimed
+//!    prompt no record holds. The thread reads, and writes only the index
+//!    (a cache); what it finds is acted on by the daemon's loop, under the
+//!    turn, for the jobs the loop does not own. The loop owns every job it
+//!    queued, started, adopted or is ending, and every prompt it claimed;
+//!    the check's listing cannot know those, the loop does. A claimed
+//!    prompt is taken for an orphan only if it was there when the check
+//!    began (a later one is a claim of the loop's) and no record of the
+//!    listing, of step 1 or of the loop's claims holds it.
+//!
+//! Without a usable index (a damaged ledger) step 1 is [`reconcile`]: every
+//! run folder and every claimed prompt, before the first claim, as before;
+//! so it is, after a backfill that rebuilds it, for an index that holds no
+//! job while `runs/` holds some (a ledger lost and made afresh).
 
 mod liveness;
+mod pass;
+pub mod sweep;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use liveness::{
     Clearing, LiveMonitors, Monitor, ORPHAN_EXIT_LIMIT, Orphans, clear_orphaned_group,
     live_monitor, monitor_state, monitor_state_of,
 };
+pub use pass::Pass;
 
 use crate::clock::Timestamp;
 use crate::config::Config;
@@ -40,7 +82,7 @@ use crate::fsio::{self, Renamed};
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, InboxEntry, Layout, RUNNING_SUFFIX};
-use crate::ledger::Ledger;
+use crate::ledger::{IndexedJob, Ledger, LedgerError};
 use crate::procfs::Proc;
 use crate::terminal::{Ending, Finisher};
 
@@ -54,95 +96,119 @@ pub struct Recovered {
     /// Interrupted jobs whose orphaned process group was killed and is
     /// still exiting: ended once it is gone.
     pub clearing: Vec<Clearing>,
+    /// Claimed prompts (`*.running.md`) that the records read hold.
+    pub held: HashSet<PathBuf>,
+    /// A live monitor's record was unusable: its claimed prompt is unknown,
+    /// so none is taken for an orphan until the next start.
+    pub unknown_claims: bool,
 }
 
+/// The start-up reconciliation: every job that may be live, found without
+/// listing `runs/` — the jobs the index holds unended, and those whose
+/// monitor runs (one pass over `/proc`) — judged as [`Pass::job`] says.
+/// An unended row whose run folder never appeared (a claim cut short
+/// between its row and its folder), or holds no record, is dropped from
+/// the index. Ended records among them (a stale row) get their missing
+/// ledger row back and their row refreshed. What only the full listing can
+/// tell (claimed prompts to finish or put back, records the index does not
+/// know) is left to the start-up check ([`sweep`]).
+pub fn reconcile_live(
+    layout: &Layout,
+    config: &Config,
+    host: &str,
+    ledger: &mut Ledger,
+) -> Result<Recovered, LedgerError> {
+    let live = LiveMonitors::scan(layout);
+    let mut ids: BTreeSet<JobId> = ledger
+        .unended_job_ids()?
+        .iter()
+        .filter_map(|id| JobId::parse(id).ok())
+        .collect();
+    let has_folder = |id: &JobId| std::fs::symlink_metadata(layout.run_dir(id)).is_ok();
+    ids.extend(live_ids(&live).filter(has_folder));
+    let mut loaded = Vec::with_capacity(ids.len());
+    let mut gone = Vec::new();
+    for id in ids {
+        let rec = JobRecord::load_job(layout, &id);
+        let monitor = live.of(&id, rec.as_ref().ok());
+        if monitor.is_none() && is_missing(&rec) {
+            tracing::debug!(job = %id, "its index row names no record: dropped");
+            gone.push(id.to_string());
+            continue;
+        }
+        if let (Ok(r), None) = (&rec, monitor) {
+            refresh_ended(layout, ledger, r);
+        }
+        loaded.push((id, rec, monitor));
+    }
+    if let Err(e) = ledger.unindex_jobs(&gone) {
+        tracing::warn!("dropping index rows of jobs that never were: {e}");
+    }
+    let mut pass = Pass::new(layout, config, host, Some(ledger));
+    pass.unknown_claims = live_without_folder(layout, &live);
+    for (id, rec, monitor) in loaded {
+        pass.job(id, rec, monitor);
+    }
+    Ok(pass.finish())
+}
+
+/// The full reconciliation: every job in `runs/`, then every claimed
+/// prompt. What a start without a usable job index does, before claiming.
 pub fn reconcile(
     layout: &Layout,
     config: &Config,
     host: &str,
-    mut ledger: Option<&mut Ledger>,
+    ledger: Option<&mut Ledger>,
 ) -> Recovered {
-    let mut out = Recovered::default();
-    let mut queued = Vec::new();
-    let mut held: HashSet<PathBuf> = HashSet::new();
-    let mut ended: HashMap<PathBuf, JobRecord> = HashMap::new();
-    let mut foreign = 0;
     let live = LiveMonitors::scan(layout);
-    let ids = run_ids(layout);
-    // A live monitor whose run folder is gone altogether (the job removed
-    // it; the monitor puts it back at its next write): its prompt is unknown.
-    let mut unknown_claims = live.ids().any(|l| {
-        JobId::parse(l).is_ok_and(|id| std::fs::symlink_metadata(layout.job_json(&id)).is_err())
-    });
-    for id in ids {
+    let mut pass = Pass::new(layout, config, host, ledger);
+    pass.unknown_claims = live_without_folder(layout, &live);
+    for id in run_ids(layout) {
         let loaded = JobRecord::load_job(layout, &id);
-        if let Some(monitor) = live.of(&id, loaded.as_ref().ok()) {
-            match &loaded {
-                Ok(rec) => {
-                    held.insert(layout.running_prompt(&rec.prompt_name()));
-                }
-                Err(e) => {
-                    tracing::warn!(job = %id, pid = monitor.pid, "its record is unusable ({e}), but its monitor runs: adopted, and the monitor writes the record again");
-                    unknown_claims = true;
-                }
-            }
-            adopt(layout, config, &id, loaded.ok().as_ref(), monitor);
-            out.adopted.push((id, monitor));
-            continue;
-        }
-        let Some(mut rec) = set_aside_if_bad(layout, &id, loaded) else {
-            continue;
-        };
-        if rec.host != host {
-            // Another machine's job (a shared inbox): it judges its own.
-            foreign += 1;
-            held.insert(layout.running_prompt(&rec.prompt_name()));
-            continue;
-        }
-        if !rec.state.is_terminal() {
-            witnessed_end(layout, config, ledger.as_deref(), &mut rec);
-        }
-        if rec.state.is_terminal() {
-            keep_newest(&mut ended, layout.running_prompt(&rec.prompt_name()), rec);
-            continue;
-        }
-        held.insert(layout.running_prompt(&rec.prompt_name()));
-        let lock_taken = std::fs::symlink_metadata(layout.monitor_lock(&id)).is_ok();
-        match rec.state {
-            JobState::Queued if !lock_taken => {
-                restore_prompt_copy(layout, &rec);
-                queued.push((rec.created_at, id, rec.priority));
-            }
-            _ => {
-                let why = "its monitor was gone when the daemon started";
-                let ledger = ledger.as_deref_mut();
-                out.clearing
-                    .extend(interrupt(layout, config, ledger, &mut rec, why, true));
-            }
+        let monitor = live.of(&id, loaded.as_ref().ok());
+        pass.job(id, loaded, monitor);
+    }
+    pass.settle_claims(claimed_prompts(layout));
+    pass.finish()
+}
+
+/// Every `*.running.md` in the inbox now.
+pub fn claimed_prompts(layout: &Layout) -> Vec<PathBuf> {
+    inbox::scan_suffix(layout.root(), &layout.inbox(), RUNNING_SUFFIX)
+        .into_iter()
+        .map(|f| f.path)
+        .collect()
+}
+
+fn live_ids(live: &LiveMonitors) -> impl Iterator<Item = JobId> + '_ {
+    live.ids().filter_map(|l| JobId::parse(l).ok())
+}
+
+/// Does a live monitor's run folder lack its record altogether (the job
+/// removed it; the monitor puts it back at its next write)? Then its
+/// prompt is unknown.
+fn live_without_folder(layout: &Layout, live: &LiveMonitors) -> bool {
+    live_ids(live).any(|id| std::fs::symlink_metadata(layout.job_json(&id)).is_err())
+}
+
+/// Is `loaded` a record that is not there at all (as opposed to one that
+/// cannot be read or trusted)?
+fn is_missing(loaded: &Result<JobRecord, JobError>) -> bool {
+    matches!(loaded, Err(JobError::Io(e)) if e.source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// A record the index holds unended: refresh its row; if it has ended (its
+/// monitor died before the row was written), its ledger row comes back now,
+/// before anything is claimed (cooldowns, attempt numbers).
+fn refresh_ended(layout: &Layout, ledger: &mut Ledger, rec: &JobRecord) {
+    if rec.state.is_terminal() {
+        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
+            tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled later");
         }
     }
-    // A claimed prompt that no live job holds, whose newest job ended: that
-    // job's finisher stopped before moving it (its monitor is gone: a live
-    // one was adopted above). Complete the finish as the record says.
-    for (running, mut rec) in ended {
-        if !running.exists() || held.contains(&running) {
-            continue;
-        }
-        if !crate::terminal::resume(layout, config, ledger.as_deref_mut(), &mut rec) {
-            // Never requeue a prompt whose job ended but could not be moved.
-            held.insert(running);
-        }
+    if let Err(e) = ledger.index_jobs(&[IndexedJob::from_record(rec)]) {
+        tracing::warn!(job = %rec.job_id, "{e}; its index row is refreshed later");
     }
-    if foreign > 0 {
-        tracing::warn!(
-            jobs = foreign,
-            "unfinished jobs recorded by another host were left alone"
-        );
-    }
-    requeue_orphans(layout, &held, unknown_claims);
-    queued.sort();
-    out.queued = queued.into_iter().map(|(_, id, p)| (id, p)).collect();
-    out
 }
 
 /// Note in its events that a restarted daemon took over job `id`'s slot.
@@ -160,35 +226,6 @@ fn run_ids(layout: &Layout) -> Vec<JobId> {
         );
         Vec::new()
     })
-}
-
-/// The loaded record; a corrupt one is moved aside and reported.
-fn set_aside_if_bad(
-    layout: &Layout,
-    id: &JobId,
-    loaded: Result<JobRecord, JobError>,
-) -> Option<JobRecord> {
-    match loaded {
-        Ok(rec) => Some(rec),
-        Err(JobError::BadRecord { path, reason }) => {
-            let aside = layout.corrupt_record(id, Timestamp::now().epoch_ms());
-            match fsio::rename_noreplace(layout.root(), &path, &aside) {
-                Ok(_) => {
-                    tracing::error!(job = %id, "corrupt record ({reason}) moved aside to {}", aside.display())
-                }
-                Err(e) => {
-                    tracing::error!(job = %id, "corrupt record ({reason}) could not be moved aside: {e}")
-                }
-            }
-            None
-        }
-        Err(e) => {
-            // A run folder without a record: a claim cut short. Its prompt,
-            // if still claimed, is an orphan and goes back to the inbox.
-            tracing::warn!(job = %id, "no usable record: {e}");
-            None
-        }
-    }
 }
 
 /// The ledger is a second witness: an attempt it holds an end for has
@@ -328,51 +365,49 @@ fn restore_body(
     }
 }
 
-fn keep_newest(ended: &mut HashMap<PathBuf, JobRecord>, running: PathBuf, rec: JobRecord) {
-    let newer = |old: &JobRecord| (rec.finished_at, &rec.job_id) > (old.finished_at, &old.job_id);
-    if ended.get(&running).is_none_or(newer) {
-        ended.insert(running, rec);
-    }
-}
-
-/// Rename every `*.running.md` that no record holds back to `*.prompt.md`
-/// (or, if a newer drop took that name, to a `.recovered-<ms>` sibling).
-/// Not while a live monitor's prompt is unknown (`unknown_claims`): it may
-/// be one of them.
-fn requeue_orphans(layout: &Layout, held: &HashSet<PathBuf>, unknown_claims: bool) {
+/// Rename every one of `claimed` (`*.running.md` paths) that no record
+/// holds back to `*.prompt.md` (or, if a newer drop took that name, to a
+/// `.recovered-<ms>` sibling); one gone meanwhile is skipped. Not while a
+/// live monitor's prompt is unknown (`unknown_claims`): it may be one of
+/// them.
+fn requeue_orphans(
+    layout: &Layout,
+    claimed: Vec<PathBuf>,
+    held: &HashSet<PathBuf>,
+    unknown_claims: bool,
+) {
     let inbox = layout.inbox();
-    for found in inbox::scan_suffix(layout.root(), &inbox, RUNNING_SUFFIX) {
-        if held.contains(&found.path) {
+    for path in claimed {
+        if held.contains(&path) || std::fs::symlink_metadata(&path).is_err() {
             continue;
         }
         if unknown_claims {
             tracing::warn!(
                 "claimed prompt {} has no readable job, but a live monitor's record is unusable: left claimed until the next start",
-                found.path.display()
+                path.display()
             );
             continue;
         }
-        let Some(prompt) = orphan_prompt(&inbox, &found.path) else {
+        let Some(prompt) = orphan_prompt(&inbox, &path) else {
             continue;
         };
         let back = layout.waiting_prompt(&prompt);
-        let result =
-            fsio::rename_noreplace(layout.root(), &found.path, &back).and_then(|r| match r {
-                Renamed::TargetExists => {
-                    let aside = layout.recovered_prompt(&prompt, Timestamp::now().epoch_ms());
-                    fsio::rename_noreplace(layout.root(), &found.path, &aside).map(|_| aside)
-                }
-                _ => Ok(back.clone()),
-            });
+        let result = fsio::rename_noreplace(layout.root(), &path, &back).and_then(|r| match r {
+            Renamed::TargetExists => {
+                let aside = layout.recovered_prompt(&prompt, Timestamp::now().epoch_ms());
+                fsio::rename_noreplace(layout.root(), &path, &aside).map(|_| aside)
+            }
+            _ => Ok(back.clone()),
+        });
         match result {
             Ok(to) => tracing::warn!(
                 "claimed prompt {} had no job; put back as {}",
-                found.path.display(),
+                path.display(),
                 to.display()
             ),
             Err(e) => tracing::error!(
                 "orphaned claim {} could not be put back: {e}",
-                found.path.display()
+                path.display()
             ),
         }
     }

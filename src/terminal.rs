@@ -127,11 +127,17 @@ impl Finisher<'_> {
             return false;
         };
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
-        if let Err(e) = ledger.index_job(rec) {
-            tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
-        }
+        // The row first, then the index: an index row that says the job
+        // ended means its ledger row is there, so a starting daemon, which
+        // reads only the jobs the index holds unended, finds every ended
+        // job whose row is missing (its index row is stale).
         match ledger.record(&exec, artifacts, paths) {
-            Ok(_) => true,
+            Ok(_) => {
+                if let Err(e) = ledger.index_job(rec) {
+                    tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+                }
+                true
+            }
             Err(e) => {
                 tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled from job.json");
                 false

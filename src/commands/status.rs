@@ -187,6 +187,8 @@ struct DaemonView {
     queued: Option<usize>,
     /// Jobs whose end waits to be recorded (storage refused the write).
     unsettled: Option<usize>,
+    /// The start-up check: `running` or `done`.
+    startup_check: Option<String>,
     /// Why `daemon.json` could not be used, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     problem: Option<String>,
@@ -400,6 +402,7 @@ impl DaemonView {
             running: live.map(|s| s.running),
             queued: live.map(|s| s.queued),
             unsettled: live.map(|s| s.unsettled),
+            startup_check: live.and_then(|s| s.startup_check.clone()),
             problem,
         }
     }

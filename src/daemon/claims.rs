@@ -259,15 +259,8 @@ impl Daemon {
         match claimed {
             Ok(Claimed::Queued(rec)) => {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
+                // Its index row was written by the claim, before its folder.
                 self.claims.insert(rec.prompt_name(), rec.job_id.clone());
-                let indexed = self.ledger.as_mut().map(|l| l.index_job(&rec));
-                match indexed {
-                    Some(Err(e)) if e.is_damaged() => self.ledger_failed(&e),
-                    Some(Err(e)) => {
-                        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start")
-                    }
-                    _ => {}
-                }
                 self.enqueue(&rec);
                 drop(_span);
                 self.dispatch();

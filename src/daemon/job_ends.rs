@@ -128,6 +128,7 @@ impl Daemon {
     /// job to be gone; [`Daemon::on_group_cleared`] then ends the job.
     pub(super) fn wait_for_group(&mut self, clearing: recover::Clearing) {
         tracing::info!(job = %clearing.id, "waiting for what is left of its process group to exit");
+        self.clearing_jobs.insert(clearing.id.clone());
         self.clearing.spawn_blocking(move || {
             let gone = clearing.wait_gone(recover::ORPHAN_EXIT_LIMIT);
             (clearing, gone)
@@ -145,6 +146,7 @@ impl Daemon {
             reason: e.to_string(),
         })?;
         let id = clearing.id;
+        self.clearing_jobs.remove(&id);
         let _span = tracing::info_span!("job", id = %id).entered();
         self.refresh_ledger();
         match JobRecord::load_job(&self.layout, &id) {

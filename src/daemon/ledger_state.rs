@@ -1,6 +1,7 @@
 //! The daemon's hold on `ledger.db`: reopened when the file is replaced
 //! (an operator's copy, `history repair`), checked with `PRAGMA
-//! quick_check` off the loop once at start, and given up when damaged.
+//! quick_check` off the loop once at start (after the first claims), and
+//! given up when damaged.
 //!
 //! A damaged ledger never stops jobs: `job.json` holds the truth and
 //! `history repair` rebuilds the rows from it. Until then the daemon claims
@@ -80,20 +81,19 @@ impl Daemon {
         self.ledger_condition = condition;
     }
 
-    /// Read every page of the ledger once, on a blocking thread (a
-    /// truncated file or a corrupt index opens fine): the verdict arrives
-    /// at a later tick ([`Self::poll_quick_check`]).
-    pub(super) fn start_quick_check(&mut self) {
-        if self.ledger.is_none() {
-            return;
-        }
+    /// Reading every page of the ledger once (a truncated file or a
+    /// corrupt index opens fine), as a job for the start-up check's thread
+    /// (after the first claims, at low priority: see `startup_check.rs`):
+    /// the verdict arrives at a later tick ([`Self::poll_quick_check`]).
+    pub(super) fn quick_check_job(&mut self) -> Option<impl FnOnce() + Send + 'static> {
+        self.ledger.as_ref()?;
         let (tx, rx) = mpsc::channel();
         let path = self.layout.ledger();
-        tokio::task::spawn_blocking(move || {
+        self.quick_check = Some(rx);
+        Some(move || {
             let verdict = Ledger::open(&path).and_then(|l| l.quick_check());
             drop(tx.send((file_identity(&path), verdict.err())));
-        });
-        self.quick_check = Some(rx);
+        })
     }
 
     /// Take the quick check's verdict if it has arrived, for the file it

@@ -54,6 +54,9 @@ pub struct DaemonFile<'a> {
     pub deferred: Vec<Deferred>,
     /// The config in force, and the last reload.
     pub config: &'a super::control::ConfigState,
+    /// The start-up check (the full pass over `runs/` made after the first
+    /// claims): `running`, then `done`.
+    pub startup_check: &'static str,
 }
 
 /// A queued job, as `daemon.json` lists it.
@@ -165,6 +168,9 @@ pub struct DaemonSeen {
     /// Absent from a daemon that cannot reload (it would die of SIGHUP).
     #[serde(default)]
     pub config: Option<super::control::ConfigState>,
+    /// Absent from a daemon that checked everything before its first claim.
+    #[serde(default)]
+    pub startup_check: Option<String>,
 }
 
 /// Read `daemon.json`: `Ok(None)` if no daemon ever wrote one; an

@@ -1,9 +1,11 @@
 //! Backfill: every terminal `runs/*/job.json` without its ledger row gets
 //! one (source `repair`), so a failed insert never loses an execution; and
 //! the job index is brought in line with `runs/` (rows upserted from every
-//! readable record, rows of vanished folders dropped). Idempotent; run by
-//! `history repair` and at every daemon start. A record whose monitor still
-//! lives is left to it (it writes its own row, racing us otherwise).
+//! readable record, rows of ended jobs whose folders vanished dropped).
+//! Idempotent; run by `history repair`. (A starting daemon does the same in
+//! its start-up check, `recover/sweep.rs`, through its loop.) A record whose
+//! monitor still lives is left to it (it writes its own row, racing us
+//! otherwise).
 
 use serde::Serialize;
 

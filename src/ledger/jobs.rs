@@ -2,9 +2,13 @@
 //! folder exists, so that `status`, `jobs`, `show` and the `<job>` argument
 //! answer from an index instead of reading every `job.json`.
 //!
-//! It is a cache. Each writer of a state change indexes the record right
-//! after saving it (fail-soft: a missed write leaves a stale row, never a
-//! wrong job.json); every daemon start refreshes it from what it reads;
+//! It is a cache, with two promises a starting daemon relies on to read
+//! only the jobs that may be live (`recover.rs`): a claim indexes its job
+//! before making its run folder, and a row says a job ended only once its
+//! ledger row is written. Each writer of a state change indexes the record
+//! right after saving it (fail-soft: a missed write leaves a stale row,
+//! never a wrong job.json); every daemon start refreshes the rows of the
+//! jobs it reads, and its start-up check those of every run folder;
 //! `history repair` rebuilds it. Rows carry the record's `updated_at`, and
 //! an older snapshot never replaces a newer one. Readers that care about a
 //! live job (running, queued) read its `job.json`, which wins.
@@ -13,7 +17,7 @@ use rusqlite::{OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
 use super::{Ledger, LedgerError};
-use crate::job::JobRecord;
+use crate::job::{JobRecord, JobState};
 
 /// A job as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -129,9 +133,12 @@ impl Ledger {
     }
 
     /// Make the index hold `present` (a full listing of `runs/`): upsert
-    /// them and drop the rows of other jobs whose folders `gone` confirms
-    /// are gone. A job claimed after the listing was taken is indexed by
-    /// its claimer and not in `present`: it is kept. Returns the rows dropped.
+    /// them and drop the rows of other ended jobs whose folders `gone`
+    /// confirms are gone. A job claimed after the listing was taken is
+    /// indexed by its claimer and not in `present`: it is kept (its row is
+    /// written before its folder, so a row not ended is never dropped
+    /// here; a starting daemon drops one whose folder never appeared).
+    /// Returns the rows dropped.
     pub fn sync_job_index(
         &mut self,
         present: &[IndexedJob],
@@ -148,9 +155,14 @@ impl Ledger {
                     add.execute([&j.id])?;
                 }
             }
+            let unended = unended_states();
+            let marks = vec!["?"; unended.len()].join(", ");
             let ids = tx
-                .prepare("SELECT id FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)")?
-                .query_map([], |r| r.get::<_, String>(0))?
+                .prepare(&format!(
+                    "SELECT id FROM jobs WHERE id NOT IN (SELECT id FROM temp.present)
+                     AND state NOT IN ({marks})"
+                ))?
+                .query_map(params_from_iter(unended.iter()), |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<Vec<String>>>()?;
             tx.execute("DELETE FROM temp.present", [])?;
             tx.commit()?;
@@ -278,12 +290,55 @@ impl Ledger {
         self.query(&sql, params_from_iter(states.iter()))
     }
 
+    /// Ids of the jobs the index holds in a state that has not ended
+    /// (what a starting daemon must look at), oldest claim first.
+    pub fn unended_job_ids(&self) -> Result<Vec<String>, LedgerError> {
+        let unended = unended_states();
+        let marks = vec!["?"; unended.len()].join(", ");
+        let sql = format!("SELECT id FROM jobs WHERE state IN ({marks}) ORDER BY created_at, id");
+        let run = || -> rusqlite::Result<Vec<String>> {
+            let mut stmt = self.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(unended.iter()), |r| r.get(0))?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
+    /// Up to `limit` ids of jobs the index holds ended, in id order, after
+    /// `after`: a walk over the index that holds no more than a page.
+    pub fn ended_job_ids_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, LedgerError> {
+        let unended = unended_states();
+        let marks = vec!["?"; unended.len()].join(", ");
+        let sql = format!(
+            "SELECT id FROM jobs WHERE id > ? AND state NOT IN ({marks}) ORDER BY id LIMIT {limit}"
+        );
+        let mut args: Vec<&str> = vec![after];
+        args.extend(unended);
+        let run = || -> rusqlite::Result<Vec<String>> {
+            let mut stmt = self.conn.prepare_cached(&sql)?;
+            let rows = stmt.query_map(params_from_iter(args.iter()), |r| r.get(0))?;
+            rows.collect()
+        };
+        run().map_err(|e| self.err(e))
+    }
+
     /// The most recently finished jobs, newest first.
     pub fn recently_finished(&self, limit: usize) -> Result<Vec<IndexedJob>, LedgerError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM jobs WHERE finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT ?1"
         );
         self.query(&sql, [limit as i64])
+    }
+
+    /// Whether the index holds any job.
+    pub fn any_job_indexed(&self) -> Result<bool, LedgerError> {
+        self.conn
+            .query_row("SELECT EXISTS (SELECT 1 FROM jobs)", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
     }
 
     /// Whether anything was ever recorded (a job indexed or an execution).
@@ -309,6 +364,15 @@ impl Ledger {
         };
         run().map_err(|e| self.err(e))
     }
+}
+
+/// The names of the states that have not ended.
+fn unended_states() -> Vec<&'static str> {
+    JobState::ALL
+        .iter()
+        .filter(|s| !s.is_terminal())
+        .map(|s| s.as_str())
+        .collect()
 }
 
 /// The last 8 characters of an id: what tables show, and what `<job>`

@@ -272,11 +272,26 @@ fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
         .expect("sync");
     assert_eq!(kept, 0);
     assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_some());
-    // The folder of `b` is gone: a sync drops its row.
+    // A queued job's row may precede its folder (the claim writes it
+    // first): a sync never drops it.
+    let kept = l
+        .sync_job_index(&[IndexedJob::from_record(&a_done)], |_| true)
+        .expect("sync");
+    assert_eq!(kept, 0);
+    assert_eq!(
+        l.unended_job_ids().expect("unended"),
+        vec![b.job_id.to_string()]
+    );
+    // `b` ended and its folder is gone: a sync drops its row.
+    let mut b_done = b.clone();
+    b_done.state = JobState::Succeeded;
+    b_done.updated_at = a_done.updated_at;
+    l.index_job(&b_done).expect("b ends");
     let gone = l
         .sync_job_index(&[IndexedJob::from_record(&a_done)], |_| true)
         .expect("sync");
     assert_eq!(gone, 1);
+    assert!(l.unended_job_ids().expect("unended").is_empty());
     assert!(l.indexed_job(b.job_id.as_str()).expect("read").is_none());
     let counts = l.count_jobs_by_state().expect("counts");
     assert_eq!(

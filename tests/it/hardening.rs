@@ -290,6 +290,11 @@ fn an_unparseable_job_json_is_moved_aside_and_its_prompt_runs() {
     fs::write(sb.project_dir("proj").join("torn.running.md"), "run me\n").expect("claimed prompt");
 
     let d = Daemon::start(&sb);
+    // Set aside by the start-up check, which lists `runs/` after the first
+    // claims: the torn record is read by nothing before.
+    wait_until("the torn record to be moved aside", secs(15), || {
+        (!sb.run_dir(id).join("job.json").exists()).then_some(())
+    });
     let job = sb.wait_done_excluding("proj", "torn", &[], secs(15));
     assert_eq!(job.state(), "succeeded", "{:#}", job.record);
     assert!(job.log().contains("run me"), "{}", job.log());

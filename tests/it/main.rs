@@ -43,6 +43,7 @@ mod reload;
 mod routes;
 mod setup_failures;
 mod shutdown;
+mod startup;
 mod storage;
 mod submit;
 mod untrusted;
