@@ -18,6 +18,7 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
     let layout = Layout::new(root.to_path_buf());
     let mut ledger = Ledger::open(&layout.ledger())?;
     let mut index = Vec::with_capacity(n);
+    let host = jobwarden::daemon::hostname();
     for i in 0..n {
         let id = JobId::generate();
         let prompt = PromptName {
@@ -27,7 +28,7 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
         std::fs::create_dir_all(layout.run_dir(&id))?;
         let archived = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
         let archive = layout.relative(&archived).to_string_lossy().into_owned();
-        let mut rec = JobRecord::new_queued(id.clone(), &prompt, archive.clone(), "bench");
+        let mut rec = JobRecord::new_queued(id.clone(), &prompt, archive.clone(), &host);
         rec.state = JobState::Succeeded;
         rec.started_at = Some(rec.created_at);
         rec.finished_at = Some(Timestamp::now());
@@ -130,7 +131,7 @@ const HISTORY_JOB_ROW: &str = "INSERT INTO jobs (id, id_short, project, name, st
 
 const HISTORY_EXECUTION_ROW: &str = "INSERT INTO executions (id, project, name, attempt, profile,
     started_at, finished_at, duration_ms, outcome, exit_code, host, disposition, source)
-    VALUES (?1, ?2, ?3, 1, 'default', ?4, ?5, ?6, 'success', 0, 'bench', 'archived', 'daemon')";
+    VALUES (?1, ?2, ?3, 1, 'default', ?4, ?5, ?6, 'success', 0, ?7, 'archived', 'daemon')";
 
 /// The record every history job is a copy of.
 fn history_template() -> JobRecord {
@@ -138,7 +139,10 @@ fn history_template() -> JobRecord {
         project: "p0".into(),
         name: "n0".into(),
     };
-    let mut rec = JobRecord::new_queued(JobId::generate(), &prompt, String::new(), "bench");
+    // This host's: a daemon's start-up check reads another host's records
+    // without asking the ledger about them, which would flatter the figure.
+    let host = jobwarden::daemon::hostname();
+    let mut rec = JobRecord::new_queued(JobId::generate(), &prompt, String::new(), &host);
     rec.state = JobState::Succeeded;
     rec.exit_code = Some(0);
     rec.outcome = Some("success".into());
@@ -211,7 +215,8 @@ fn history_rows(
         rec.name,
         started,
         finished,
-        finished - started
+        finished - started,
+        rec.host
     ])?;
     Ok(())
 }
@@ -247,105 +252,4 @@ pub fn long_history(ledger_path: &Path, rows: u64, jobs: u64) -> anyhow::Result<
     ))
     .context("generating the history")?;
     Ok(())
-}
-
-/// `n` succeeded jobs as [`finished_jobs_on_disk`] leaves them, less the
-/// prompt copies and archived prompts that neither a daemon's start nor the
-/// queries read, and recorded by this host (a daemon's start-up check reads
-/// another host's records without asking the ledger about them): for a
-/// history of a million. Records are written by two threads; ledger and
-/// index rows by this one.
-#[allow(dead_code)] // the start-up figures of docs/BENCHMARKS.md; no scenario runs it yet
-pub fn finished_jobs_in_bulk(root: &Path, n: usize) -> anyhow::Result<()> {
-    const WRITERS: usize = 2;
-    let layout = Layout::new(root.to_path_buf());
-    std::fs::create_dir_all(layout.runs())?;
-    let mut ledger = Ledger::open(&layout.ledger())?;
-    let (tx, rx) = std::sync::mpsc::sync_channel::<JobRecord>(1024);
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (layout, tx) = (layout.clone(), tx.clone());
-            std::thread::spawn(move || -> anyhow::Result<()> {
-                let host = jobwarden::daemon::hostname();
-                for i in (w..n).step_by(WRITERS) {
-                    let rec = succeeded_record(&layout, &host, i);
-                    std::fs::create_dir(layout.run_dir(&rec.job_id))?;
-                    std::fs::write(layout.job_json(&rec.job_id), serde_json::to_vec(&rec)?)?;
-                    tx.send(rec)?;
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    drop(tx);
-    // One transaction per 10,000 rows: a row each costs dozens of page writes.
-    let mut conn = rusqlite::Connection::open(layout.ledger()).context("opening the ledger")?;
-    let mut batch = Vec::with_capacity(10_000);
-    for rec in rx {
-        batch.push(rec);
-        if batch.len() == batch.capacity() {
-            rows_in_bulk(&mut conn, &mut ledger, &std::mem::take(&mut batch))?;
-            batch.reserve(10_000);
-        }
-    }
-    rows_in_bulk(&mut conn, &mut ledger, &batch)?;
-    for w in writers {
-        w.join()
-            .map_err(|_| anyhow::anyhow!("a record writer panicked"))??;
-    }
-    Ok(())
-}
-
-/// The ledger and index rows of `recs`, each kind in one transaction.
-fn rows_in_bulk(
-    conn: &mut rusqlite::Connection,
-    ledger: &mut Ledger,
-    recs: &[JobRecord],
-) -> anyhow::Result<()> {
-    let tx = conn.transaction()?;
-    {
-        let mut insert = tx.prepare(
-            "INSERT INTO executions (id, project, name, attempt, profile, started_at, finished_at,
-                 duration_ms, outcome, exit_code, host, disposition, source)
-             VALUES (?1, ?2, ?3, 1, 'default', ?4, ?5, ?6, 'success', 0, ?7, 'archived', 'daemon')",
-        )?;
-        for rec in recs {
-            let exec =
-                Execution::from_record(rec, Outcome::Success, Some("archived"), Source::Daemon);
-            insert.execute(rusqlite::params![
-                exec.id,
-                exec.project,
-                exec.name,
-                exec.started_at.map(|v| v as i64),
-                exec.finished_at as i64,
-                exec.duration_ms.map(|v| v as i64),
-                exec.host,
-            ])?;
-        }
-    }
-    tx.commit()?;
-    let index: Vec<IndexedJob> = recs.iter().map(IndexedJob::from_record).collect();
-    ledger.index_jobs(&index)?;
-    Ok(())
-}
-
-/// The record of the `i`th succeeded job of a generated history.
-fn succeeded_record(layout: &Layout, host: &str, i: usize) -> JobRecord {
-    let id = JobId::generate();
-    let prompt = PromptName {
-        project: format!("p{}", i % 50),
-        name: format!("n{i}"),
-    };
-    let archived = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
-    let archive = layout.relative(&archived).to_string_lossy().into_owned();
-    let mut rec = JobRecord::new_queued(id, &prompt, archive.clone(), host);
-    rec.state = JobState::Succeeded;
-    rec.started_at = Some(rec.created_at);
-    rec.finished_at = Some(Timestamp::now());
-    rec.exit_code = Some(0);
-    rec.archive_path = Some(archive);
-    rec.outcome = Some("success".into());
-    rec.disposition = Some("archived".into());
-    rec.profile = Some("default".into());
-    rec
 }
