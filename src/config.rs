@@ -13,6 +13,7 @@ mod limits;
 mod preflight;
 mod profile;
 mod rate_limit;
+pub use rate_limit::Patterns;
 mod raw;
 mod route;
 mod show;
@@ -236,7 +237,7 @@ pub struct Phase {
 pub struct RateLimit {
     pub exit_codes: Vec<i32>,
     /// Matched against the tails of stdout and stderr.
-    pub patterns: Vec<regex::Regex>,
+    pub patterns: Patterns,
     pub cooldown: Duration,
 }
 
@@ -244,10 +245,7 @@ impl RateLimit {
     /// Does a failed attempt with this exit code and output match?
     pub fn matches(&self, exit_code: Option<i32>, output: &[&str]) -> bool {
         exit_code.is_some_and(|c| self.exit_codes.contains(&c))
-            || self
-                .patterns
-                .iter()
-                .any(|re| output.iter().any(|o| re.is_match(o)))
+            || output.iter().any(|o| self.patterns.is_match(o))
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::rate_limit::Patterns;
 use super::raw::{RawPhase, RawProfile, RawRateLimit};
 use super::template::Template;
 use super::validate::Validator;
@@ -203,17 +204,22 @@ fn rate_limit(v: &mut Validator, key: &str, raw: &RawRateLimit) -> RateLimit {
         raw.patterns.clone(),
         "a list of regular expressions in quotes",
     );
-    let mut patterns = Vec::new();
-    // Without `patterns`, the built-in ones (`config/rate_limit.rs`).
-    for p in texts.unwrap_or_else(super::rate_limit::default_patterns) {
-        match regex::Regex::new(&p) {
-            Ok(re) => patterns.push(re),
-            Err(e) => v.fault(
-                &patterns_key,
-                format!("{patterns_key}: {p:?} is not a valid regex: {e}"),
-            ),
+    // Without `patterns`, the built-in ones (`config/rate_limit.rs`),
+    // which their tests check.
+    let patterns = match texts {
+        None => Patterns::new(super::rate_limit::default_patterns()),
+        Some(texts) => {
+            for p in &texts {
+                if let Err(e) = Patterns::check(p) {
+                    v.fault(
+                        &patterns_key,
+                        format!("{patterns_key}: {p:?} is not a valid regex: {e}"),
+                    );
+                }
+            }
+            Patterns::new(texts)
         }
-    }
+    };
     RateLimit {
         exit_codes: exit_codes.unwrap_or_default(),
         patterns,

@@ -29,15 +29,87 @@ pub fn default_patterns() -> Vec<String> {
     DEFAULT_PATTERNS.iter().map(|p| (*p).to_owned()).collect()
 }
 
+/// A profile's `rate_limit.patterns`: checked when the config is read,
+/// compiled when first needed. Compiling the built-in six costs a few
+/// milliseconds of CPU (their case-insensitive Unicode classes make large
+/// automata), and every monitor reads the config while the job waits to
+/// start; the patterns only judge a main command that failed.
+#[derive(Debug, Clone, Default)]
+pub struct Patterns {
+    sources: Vec<String>,
+    compiled: std::sync::OnceLock<Option<regex::RegexSet>>,
+}
+
+impl Patterns {
+    /// Patterns whose syntax was checked with [`Patterns::check`], or the
+    /// built-in ones.
+    pub fn new(sources: Vec<String>) -> Patterns {
+        Patterns {
+            sources,
+            compiled: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Is `pattern` a regular expression in the syntax of `patterns`? The
+    /// parse is the one compiling does, without building its automata.
+    pub fn check(pattern: &str) -> Result<(), String> {
+        regex_syntax::Parser::new()
+            .parse(pattern)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The patterns as written.
+    pub fn sources(&self) -> impl Iterator<Item = &str> {
+        self.sources.iter().map(String::as_str)
+    }
+
+    /// Does any pattern match `text`? A set too large to compile (beyond
+    /// the regex crate's size limits, which a syntax check cannot see) is
+    /// reported once and matches nothing.
+    pub fn is_match(&self, text: &str) -> bool {
+        let set = self.compiled.get_or_init(|| {
+            if self.sources.is_empty() {
+                return None;
+            }
+            regex::RegexSet::new(&self.sources)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "rate_limit.patterns cannot be compiled ({e}); no output counts as a rate limit"
+                    );
+                })
+                .ok()
+        });
+        set.as_ref().is_some_and(|s| s.is_match(text))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn matches(line: &str) -> bool {
-        DEFAULT_PATTERNS
-            .iter()
-            .map(|p| regex::Regex::new(p).expect("valid"))
-            .any(|re| re.is_match(line))
+        Patterns::new(default_patterns()).is_match(line)
+    }
+
+    #[test]
+    fn the_built_in_patterns_pass_the_check_and_compile() {
+        for p in DEFAULT_PATTERNS {
+            assert_eq!(Patterns::check(p), Ok(()), "{p}");
+            assert!(regex::Regex::new(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_bad_pattern_fails_the_check_and_says_why() {
+        let e = Patterns::check("rate (limit").expect_err("unclosed group");
+        assert!(e.contains("unclosed group"), "{e}");
+        assert!(Patterns::check(r"\p{NoSuchClass}").is_err());
+    }
+
+    #[test]
+    fn no_patterns_match_nothing() {
+        assert!(!Patterns::new(Vec::new()).is_match("rate limit"));
     }
 
     #[test]

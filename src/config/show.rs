@@ -123,12 +123,7 @@ impl Config {
                         cooldown: dur(p.cooldown),
                         rate_limit: ShownRateLimit {
                             exit_codes: &p.rate_limit.exit_codes,
-                            patterns: p
-                                .rate_limit
-                                .patterns
-                                .iter()
-                                .map(regex::Regex::as_str)
-                                .collect(),
+                            patterns: p.rate_limit.patterns.sources().collect(),
                             cooldown: dur(p.rate_limit.cooldown),
                         },
                         prepare: p.prepare.as_ref().map(|ph| ShownPhase {
