@@ -341,11 +341,15 @@ impl Monitor<'_> {
                 .find(|a| a.kind == kind)
                 .map_or("", |a| a.text.as_str())
         };
-        let limited = self.profile.rate_limit.matches(
-            self.rec.exit_code,
-            &[text("stdout_tail"), text("stderr_tail")],
-        );
-        if state == JobState::Failed && limited {
+        // Judged only for a failure: the patterns are compiled when first
+        // needed.
+        let limited = || {
+            self.profile.rate_limit.matches(
+                self.rec.exit_code,
+                &[text("stdout_tail"), text("stderr_tail")],
+            )
+        };
+        if state == JobState::Failed && limited() {
             ending.outcome = crate::ledger::Outcome::RateLimited;
         }
         ending
