@@ -458,7 +458,11 @@ pub struct ConfigCheckArgs {
 #[derive(Debug, Args)]
 pub struct MonitorArgs {
     /// The job to supervise; its record must exist under runs/.
-    pub job: String,
+    #[arg(required_unless_present = "spare")]
+    pub job: Option<String>,
+    /// Start ready, and take the job whose id follows the config on stdin.
+    #[arg(long, conflicts_with = "job")]
+    pub spare: bool,
 }
 
 #[derive(Debug, Subcommand)]

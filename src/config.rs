@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod diff;
+mod handover;
 mod limits;
 mod preflight;
 mod profile;
@@ -21,6 +22,7 @@ mod template;
 mod validate;
 
 pub use diff::changes;
+pub use handover::{decode_handover, encode_handover, read_handover};
 pub use limits::{Limits, ShownLimits};
 pub use preflight::{Findings, preflight};
 pub use route::{Route, RoutePattern};
@@ -571,36 +573,6 @@ pub struct Selection<'a> {
     pub route: Option<(usize, &'a Route)>,
     pub profile: &'a Profile,
     pub captures: BTreeMap<String, String>,
-}
-
-/// First line of the config handed from the daemon to a monitor. The frame
-/// says how long the text is, so a monitor started by a daemon that died
-/// mid-handover can tell a cut-off config from a complete one (and an empty
-/// config, meaning built-in defaults, from nothing at all).
-const HANDOVER_MAGIC: &str = "jobwarden-config-v1";
-
-/// Frame `text` for a monitor's stdin.
-pub fn encode_handover(text: &str) -> Vec<u8> {
-    format!("{HANDOVER_MAGIC} {}\n{text}", text.len()).into_bytes()
-}
-
-/// Unframe a monitor's stdin; an incomplete or foreign frame is an error.
-pub fn decode_handover(bytes: &[u8]) -> Result<&str, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "config handover is not UTF-8".to_owned())?;
-    let (header, body) = text
-        .split_once('\n')
-        .ok_or("config handover has no header (was the monitor started by hand?)")?;
-    let len = header
-        .strip_prefix(HANDOVER_MAGIC)
-        .and_then(|n| n.trim().parse::<usize>().ok())
-        .ok_or_else(|| format!("config handover header {header:?} is not jobwarden's"))?;
-    if body.len() != len {
-        return Err(format!(
-            "config handover cut short: {} of {len} bytes",
-            body.len()
-        ));
-    }
-    Ok(body)
 }
 
 /// A size in the largest binary unit that divides it exactly.

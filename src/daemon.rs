@@ -18,17 +18,17 @@ mod ledger_state;
 mod lock;
 pub mod notify;
 mod schedule;
+mod spare;
 mod startup_check;
 pub mod state_file;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use std::io::Write;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -82,6 +82,7 @@ pub async fn run(
     // A pause outlives restarts: read before the first job can start.
     daemon.refresh_pauses();
     daemon.take_recovered(recovered);
+    daemon.ready_spare();
     daemon.rescan();
     daemon.dispatch();
     daemon.write_state(Phase::Running);
@@ -95,6 +96,8 @@ pub async fn run(
     daemon.stop_startup_check();
     daemon.watcher = None;
     daemon.stopping = true;
+    // Its stdin closed, the spare exits without a job.
+    daemon.spare = None;
     let policy = format!("{:?}", daemon.config.shutdown).to_lowercase();
     let status = format!("stopping ({policy}); {}", daemon.status_line());
     daemon.notifier.stopping(&status);
@@ -171,6 +174,8 @@ struct Daemon {
     sched: schedule::Schedule,
     running: HashMap<JobId, Slot>,
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
+    /// A monitor started ahead of need, waiting for its job.
+    spare: Option<spare::Spare>,
     /// Waits for killed orphaned process groups of interrupted jobs to be
     /// gone (true) or to outlive the wait (false); the job ends after.
     clearing: JoinSet<(recover::Clearing, bool)>,
@@ -239,6 +244,7 @@ impl Daemon {
             sched: schedule::Schedule::default(),
             running: HashMap::new(),
             monitors: JoinSet::new(),
+            spare: None,
             clearing: JoinSet::new(),
             blocked: HashMap::new(),
             claims: HashMap::new(),
@@ -305,48 +311,41 @@ impl Daemon {
 
     // -- scheduling (see `daemon/schedule.rs`) ---------------------------------
 
-    /// Start `jobwarden monitor <id>` in its own session, so that it and its
-    /// job outlive this daemon. It reads the daemon's exact config text on
-    /// stdin.
+    /// Start job `id`'s monitor: the spare, if one waits, else a new
+    /// process (see `daemon/spare.rs`). Either runs in its own session, so
+    /// that it and its job outlive this daemon. Then a new spare is made
+    /// ready for the next job.
     fn spawn_monitor(&mut self, id: &JobId) -> std::io::Result<()> {
         let _span = tracing::info_span!("job", id = %id).entered();
-        let mut cmd = tokio::process::Command::new("/proc/self/exe");
-        cmd.arg0("jobwarden")
-            .arg("--log-format")
-            .arg(crate::logging::format().as_str())
-            .arg("--root")
-            .arg(self.layout.root())
-            .arg("monitor")
-            .arg(id.as_str())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        for var in notify::PROTOCOL_ENV {
-            cmd.env_remove(var);
-        }
-        // SAFETY: setsid is async-signal-safe and touches no memory of ours.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(drop)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        let mut child = cmd.spawn()?;
-        // Hand the config over before anything else can happen (a shutdown,
-        // a crash): a monitor that does not receive the whole frame exits
-        // without touching its job. The monitor reads at once, so this
-        // blocking write of a few KiB never waits long.
-        if let Some(stdin) = child.stdin.take() {
-            let mut pipe = std::fs::File::from(stdin.into_owned_fd()?);
-            if let Err(e) = pipe.write_all(&crate::config::encode_handover(&self.config.text)) {
-                tracing::warn!(job = %id, "handing the config to the monitor: {e}");
+        let handed = match self.spare.take().map(|spare| spare.hand(id)) {
+            Some(Ok(child)) => Some(child),
+            Some(Err(e)) => {
+                tracing::info!(job = %id, "the spare monitor is gone ({e}); starting one for the job");
+                None
             }
-        }
+            None => None,
+        };
+        let child = match handed {
+            Some(child) => child,
+            None => spare::start(&self.layout, Some(id), &self.config.text)?.0,
+        };
         let id = id.clone();
         tracing::debug!(job = %id, pid = child.id(), "monitor started");
+        let mut child = child;
         self.monitors.spawn(async move { (id, child.wait().await) });
+        self.ready_spare();
         Ok(())
+    }
+
+    /// Have a spare monitor waiting, unless stopping.
+    fn ready_spare(&mut self) {
+        if self.spare.is_some() || self.stopping {
+            return;
+        }
+        match spare::Spare::start(&self.layout, &self.config.text) {
+            Ok(spare) => self.spare = Some(spare),
+            Err(e) => tracing::warn!("starting a spare monitor: {e}; jobs start without one"),
+        }
     }
 
     // -- periodic ------------------------------------------------------------

@@ -175,6 +175,21 @@ impl Layout {
         self.run_dir(id).join("monitor.lock")
     }
 
+    /// The job whose `monitor.lock` is at `path`, a path as the kernel
+    /// names an open file (absolute, symlinks resolved).
+    pub fn job_of_monitor_lock(&self, path: &Path) -> Option<JobId> {
+        if path.file_name()? != "monitor.lock" {
+            return None;
+        }
+        let run_dir = path.parent()?;
+        let runs = run_dir.parent()?;
+        let ours = self.runs();
+        if runs != ours && std::fs::canonicalize(&ours).ok().as_deref() != Some(runs) {
+            return None;
+        }
+        JobId::parse(run_dir.file_name()?.to_str()?).ok()
+    }
+
     /// The job's own working folder, the default workdir: inside its run
     /// folder but apart from the monitor's lock and records, so that a job
     /// that empties its workdir destroys nothing of the monitor's.
@@ -553,6 +568,19 @@ mod tests {
 
     fn classify(rel: &str) -> InboxEntry {
         classify_inbox_path(Path::new("/r/inbox"), &Path::new("/r/inbox").join(rel))
+    }
+
+    #[test]
+    fn a_monitor_lock_names_its_job_only_under_this_root() {
+        let layout = Layout::new(PathBuf::from("/nonexistent-root"));
+        let id = JobId::parse("j1").expect("id");
+        assert_eq!(
+            layout.job_of_monitor_lock(&layout.monitor_lock(&id)),
+            Some(id.clone())
+        );
+        let elsewhere = Path::new("/other/runs/j1/monitor.lock");
+        assert_eq!(layout.job_of_monitor_lock(elsewhere), None);
+        assert_eq!(layout.job_of_monitor_lock(&layout.job_json(&id)), None);
     }
 
     #[test]

@@ -33,7 +33,8 @@
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
 //!   key), `config/show.rs` (`config show`: the effective config as TOML),
-//!   `config/rate_limit.rs` (the built-in rate-limit patterns).
+//!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
+//!   config framed on a monitor's stdin).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;

@@ -10,7 +10,10 @@
 //!   daemon starts every monitor with `setsid`), running this program (the
 //!   same executable file as ours, or the one the monitor recorded when it
 //!   started, so an upgraded binary replaced by rename is still known), and
-//!   a command line `… --root <root> … monitor <job_id>`;
+//!   a command line `… --root <root> … monitor <job_id>` (or, for a monitor
+//!   started as a spare before its job existed, `… monitor --spare` and the
+//!   `flock` on the job's `monitor.lock`, which a monitor takes first and
+//!   holds for life);
 //! - a **job's process group**, once its monitor is gone, by [`job_group`]:
 //!   its members are in the monitor's session and were started with
 //!   `JOBWARDEN_JOB_ID=<job_id>` in their environment. The kernel hands
@@ -144,7 +147,12 @@ pub fn prove_monitor(pid: i32, of: &MonitorOf<'_>) -> Result<Proc, String> {
         return Err(format!("process {pid} does not run this program"));
     }
     let argv = cmdline(pid).ok_or_else(|| format!("process {pid}'s command line is unreadable"))?;
-    if !is_monitor_argv(&argv, of.root, of.job_id) {
+    let supervises = match monitor_argv(&argv, of.root) {
+        Some(Supervises::Job(id)) => id == of.job_id,
+        Some(Supervises::Spare) => spare_job(pid, of.root).as_deref() == Some(of.job_id),
+        None => false,
+    };
+    if !supervises {
         return Err(format!(
             "process {pid} is not the monitor of job {}",
             of.job_id
@@ -176,14 +184,19 @@ pub fn monitor_candidates(root: &Path) -> Vec<Candidate> {
     let mut found = Vec::new();
     for pid in all_pids() {
         let Some(argv) = cmdline(pid) else { continue };
-        let Some(id) = argv.last().and_then(|id| std::str::from_utf8(id).ok()) else {
+        let Some(seen) = monitor_argv(&argv, root) else {
             continue;
         };
-        if !is_monitor_argv(&argv, root, id) {
-            continue;
-        }
         let Some(s) = stat(pid).filter(|s| s.is_live() && s.session == pid) else {
             continue;
+        };
+        let id = match seen {
+            Supervises::Job(id) => id,
+            // A spare not yet handed a job supervises nothing.
+            Supervises::Spare => match spare_job(pid, root) {
+                Some(id) => id,
+                None => continue,
+            },
         };
         found.push(Candidate {
             proc: Proc {
@@ -224,19 +237,64 @@ fn cmdline(pid: i32) -> Option<Vec<Vec<u8>>> {
     Some(raw.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
 }
 
-/// Is `argv` the daemon's monitor command line for `job_id` under `root`:
-/// `… --root <root> … monitor <job_id>`?
-fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
-    let [.., sub, id] = argv else {
-        return false;
+/// What a monitor's command line says it supervises.
+#[derive(Debug, PartialEq, Eq)]
+enum Supervises {
+    /// `… monitor <job_id>`.
+    Job(String),
+    /// `… monitor --spare`: the job it was handed, if any, is the one whose
+    /// monitor lock it holds ([`spare_job`]).
+    Spare,
+}
+
+/// Is `argv` a monitor's command line under `root` (`… --root <root> …
+/// monitor <job_id>` or `… monitor --spare`), and for which job?
+fn monitor_argv(argv: &[Vec<u8>], root: &Path) -> Option<Supervises> {
+    let [.., sub, last] = argv else {
+        return None;
     };
-    if sub.as_slice() != b"monitor" || id.as_slice() != job_id.as_bytes() {
-        return false;
+    if sub.as_slice() != b"monitor" {
+        return None;
     }
-    argv.windows(2).any(|w| {
+    let under_root = argv.windows(2).any(|w| {
         w[0].as_slice() == b"--root"
             && same_path(Path::new(std::ffi::OsStr::from_bytes(&w[1])), root)
-    })
+    });
+    if !under_root {
+        return None;
+    }
+    if last.as_slice() == b"--spare" {
+        return Some(Supervises::Spare);
+    }
+    std::str::from_utf8(last)
+        .ok()
+        .map(|id| Supervises::Job(id.to_owned()))
+}
+
+/// Is `argv` the monitor command line of `job_id` under `root`?
+#[cfg(test)]
+fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
+    monitor_argv(argv, root) == Some(Supervises::Job(job_id.to_owned()))
+}
+
+/// The job a spare monitor `pid` was handed: the one whose `monitor.lock`
+/// under `root` it has open and holds the `flock` on (a monitor takes the
+/// lock before anything else and keeps it for life).
+fn spare_job(pid: i32, root: &Path) -> Option<String> {
+    let layout = crate::layout::Layout::new(root.to_path_buf());
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    for fd in fds.flatten() {
+        let Ok(target) = std::fs::read_link(fd.path()) else {
+            continue;
+        };
+        let Some(id) = layout.job_of_monitor_lock(&target) else {
+            continue;
+        };
+        if flock_holders(&layout.monitor_lock(&id)).is_ok_and(|h| h.contains(&pid)) {
+            return Some(id.as_str().to_owned());
+        }
+    }
+    None
 }
 
 fn same_path(a: &Path, b: &Path) -> bool {
@@ -489,6 +547,11 @@ mod tests {
             "j1"
         ));
         assert!(!is_monitor_argv(&argv(&["j1"]), root, "j1"));
+        let spare = argv(&["jobwarden", "--root", "/srv/jw", "monitor", "--spare"]);
+        assert_eq!(monitor_argv(&spare, root), Some(Supervises::Spare));
+        assert_eq!(monitor_argv(&spare, Path::new("/srv/other")), None);
+        // A spare holding no job's lock supervises nothing.
+        assert_eq!(spare_job(std::process::id() as i32, root), None);
     }
 
     #[test]

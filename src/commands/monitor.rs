@@ -2,8 +2,14 @@
 //! daemon. Reads the daemon's framed config text on stdin, then runs on a
 //! current-thread runtime (required by the parent-death signal, see
 //! `monitor::spawn`).
+//!
+//! `jobwarden monitor --spare`: the same, started before its job exists so
+//! that exec, config and runtime are off the claim path. After the config
+//! it reads one line, the job's id, and becomes that job's monitor; the
+//! end of stdin ends it unused. Its command line names no job, so it is
+//! proven to be a job's monitor by the lock it holds (see `procfs.rs`).
 
-use std::io::Read;
+use std::io::BufRead;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -23,26 +29,33 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         "the job's monitor",
         "exiting; the daemon kills what is left of the job and ends it interrupted",
     );
-    let id = JobId::parse(&args.job).map_err(anyhow::Error::msg)?;
-    let mut framed = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut framed)
-        .context("reading the config from stdin")?;
     // Without the daemon's complete config the job is left untouched: the
     // daemon (or the next one) sees this monitor exit and deals with it.
-    let text = config::decode_handover(&framed).map_err(anyhow::Error::msg)?;
+    let mut stdin = std::io::stdin().lock();
+    let text = config::read_handover(&mut stdin).map_err(anyhow::Error::msg)?;
     let source = if text.is_empty() {
         ConfigSource::BuiltIn
     } else {
         ConfigSource::Inherited
     };
-    let config = config::parse(text, source)?;
+    let config = config::parse(&text, source)?;
     let root = config::resolve_root(&super::choices(global), &Env::from_process(), &config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     release_free_memory();
+    let job = match &args.job {
+        Some(job) => job.clone(),
+        // A spare: ready before its job exists, it waits for the id. The
+        // end of stdin (the daemon retired it, or is gone) ends it unused.
+        None => match spare_job(&mut stdin)? {
+            Some(job) => job,
+            None => return Ok(ExitCode::SUCCESS),
+        },
+    };
+    drop(stdin);
+    let id = JobId::parse(&job).map_err(anyhow::Error::msg)?;
     // Everything this monitor logs is about one job: one span says which.
     let span = tracing::info_span!("job", id = %id);
     let outcome = runtime.block_on(tracing::Instrument::instrument(
@@ -63,6 +76,22 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         }
         Outcome::NoStorage(_) => ExitCode::from(EXIT_NO_STORAGE as u8),
     })
+}
+
+/// Longest line a spare reads for its job's id.
+const JOB_LINE_MAX: u64 = 1024;
+
+/// The job id a spare is handed: one line after the config frame; `None`
+/// at the end of stdin.
+fn spare_job(stdin: &mut impl BufRead) -> anyhow::Result<Option<String>> {
+    let mut line = String::new();
+    std::io::Read::take(stdin, JOB_LINE_MAX)
+        .read_line(&mut line)
+        .context("reading the job id from stdin")?;
+    Ok(line
+        .strip_suffix('\n')
+        .filter(|id| !id.is_empty())
+        .map(str::to_owned))
 }
 
 /// Give the heap pages freed by start-up (argument parsing, the config's

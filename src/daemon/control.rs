@@ -298,6 +298,9 @@ impl Daemon {
         let read = Some(self.control.state.digest.clone());
         self.control.state.loaded_at = at;
         self.config = Arc::new(new);
+        // The spare holds the old config: retire it for one that has this.
+        self.spare = None;
+        self.ready_spare();
         self.reschedule_all();
         log_applied(generation, &changes, &restart_needed, &warnings);
         self.reconsider_deferred();

@@ -43,6 +43,7 @@ mod reload;
 mod routes;
 mod setup_failures;
 mod shutdown;
+mod spare;
 mod startup;
 mod storage;
 mod submit;

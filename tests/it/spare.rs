@@ -1,0 +1,156 @@
+//! The spare monitor: started ahead of need, handed the next job, proven
+//! by its monitor lock after a daemon restart, replaced when it dies or
+//! the config is reloaded, and gone when the daemon stops.
+
+use std::fs;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::support::*;
+
+/// Waits for `$OUT/release-<name>`, after saying it started.
+const GATED: &str = r#"echo "$1" >> "$OUT/ran"
+while [ ! -e "$OUT/release-$1" ]; do sleep 0.05; done"#;
+
+/// Pids of the spare monitors under this sandbox's root.
+fn spares(sb: &Sandbox) -> Vec<i32> {
+    let root = sb.root.display().to_string();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(raw) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let argv: Vec<String> = raw
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let under_root = argv.windows(2).any(|w| w[0] == "--root" && w[1] == root);
+        let spare = argv
+            .windows(2)
+            .any(|w| w[0] == "monitor" && w[1] == "--spare");
+        if under_root && spare && pid_alive(pid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The one waiting spare, besides `other_than` (a former spare that took
+/// a job keeps its command line).
+fn one_spare(sb: &Sandbox, other_than: Option<i32>) -> i32 {
+    wait_until("one spare monitor", secs(10), || {
+        let waiting: Vec<i32> = spares(sb)
+            .into_iter()
+            .filter(|&p| Some(p) != other_than)
+            .collect();
+        match waiting.as_slice() {
+            [pid] => Some(*pid),
+            _ => None,
+        }
+    })
+}
+
+fn release(sb: &Sandbox, name: &str) {
+    fs::write(sb.out().join(format!("release-{name}")), "").expect("release file");
+}
+
+fn ran(sb: &Sandbox) -> Vec<String> {
+    fs::read_to_string(sb.out().join("ran"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_spare_becomes_the_jobs_monitor_and_survives_a_daemon_restart_as_its_monitor() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let mut first = Daemon::start(&sb);
+    let spare = one_spare(&sb, None);
+
+    sb.drop_prompt("proj", "a", "x\n");
+    let a = sb.wait_state("proj", "a", "running", secs(15));
+    assert_eq!(
+        a.record["monitor_pid"].as_i64(),
+        Some(i64::from(spare)),
+        "the spare took the job: {:#}",
+        a.record
+    );
+    // Another is made ready for the next job.
+    let next = one_spare(&sb, Some(spare));
+
+    // kill -9: the waiting spare sees its stdin close and leaves; the
+    // spare that became a's monitor goes on, and the next daemon proves
+    // it by the lock it holds (its command line names no job).
+    kill(Pid::from_raw(first.pid), Signal::SIGKILL).expect("kill the daemon");
+    first.wait_exit(secs(5));
+    wait_until("the waiting spare to leave", secs(10), || {
+        (!pid_alive(next)).then_some(())
+    });
+    let _second = Daemon::start(&sb);
+    wait_until("a adopted", secs(10), || {
+        let job = sb.job(&a.id)?;
+        job.ops().iter().any(|o| o == "adopted").then_some(())
+    });
+    assert_eq!(sb.job(&a.id).expect("a").state(), "running");
+    release(&sb, "a");
+    let done = sb.wait_done("proj", "a", secs(15));
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
+    assert_eq!(ran(&sb), ["a"], "ran exactly once");
+    assert_eq!(sb.jobs_for("proj", "a").len(), 1);
+}
+
+#[test]
+fn a_spare_that_died_waiting_is_replaced_and_the_job_still_runs_once() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let _d = Daemon::start(&sb);
+    let spare = one_spare(&sb, None);
+    kill(Pid::from_raw(spare), Signal::SIGKILL).expect("kill the spare");
+    wait_until("the spare gone", secs(5), || {
+        (!pid_alive(spare)).then_some(())
+    });
+
+    sb.drop_prompt("proj", "b", "x\n");
+    let b = sb.wait_state("proj", "b", "running", secs(15));
+    assert_ne!(b.record["monitor_pid"].as_i64(), Some(i64::from(spare)));
+    release(&sb, "b");
+    let done = sb.wait_done("proj", "b", secs(15));
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
+    assert_eq!(ran(&sb), ["b"]);
+    one_spare(&sb, Some(spare));
+}
+
+#[test]
+fn a_reload_retires_the_spare_and_a_stop_leaves_none() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let mut d = Daemon::start(&sb);
+    let old = one_spare(&sb, None);
+
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]).global("max_jobs", "2"));
+    let out = sb.run(&["reload"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    wait_until("the old spare to leave", secs(10), || {
+        (!pid_alive(old)).then_some(())
+    });
+    one_spare(&sb, Some(old));
+
+    d.sigterm();
+    assert_eq!(d.wait_exit(secs(10)).code(), Some(0), "{}", d.stderr());
+    wait_until("no spare left", secs(10), || {
+        spares(&sb).is_empty().then_some(())
+    });
+}
