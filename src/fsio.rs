@@ -178,6 +178,14 @@ pub fn sync_parent(root: &Path, path: &Path) -> Result<(), IoError> {
     sync_dir(&dir, path)
 }
 
+/// fsync the file at `path` under `root` (opened as in [`open_file`]), or
+/// owe it to the open batch: for a file another process wrote and this one
+/// vouches for before acting on it.
+pub fn sync_file(root: &Path, path: &Path) -> Result<(), IoError> {
+    let file = beneath::open_file(root, path)?;
+    batch::sync(&file, "syncing file", path)
+}
+
 /// fsync the folder handle `dir`, which holds `path`.
 fn sync_dir(dir: &File, path: &Path) -> Result<(), IoError> {
     let folder = path.parent().unwrap_or(path);

@@ -387,7 +387,6 @@ pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    let locks = std::fs::read_to_string("/proc/locks")?;
     let dev = meta.dev();
     let id = format!(
         "{:02x}:{:02x}:{}",
@@ -395,8 +394,26 @@ pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
         nix::sys::stat::minor(dev),
         meta.ino()
     );
-    Ok(parse_flock_holders(&locks, &id))
+    // The kernel hands `/proc/locks` out a page per read, walking its list
+    // of locks afresh by position each time: a lock released between two
+    // reads shifts the rest, and the entry after it is never shown. With
+    // many locks on the machine (hundreds of jobs, other daemons) a held
+    // lock can so look free. Absent from one reading is read again.
+    for _ in 0..LOCKS_READINGS - 1 {
+        let holders = parse_flock_holders(&std::fs::read_to_string("/proc/locks")?, &id);
+        if !holders.is_empty() {
+            return Ok(holders);
+        }
+    }
+    Ok(parse_flock_holders(
+        &std::fs::read_to_string("/proc/locks")?,
+        &id,
+    ))
 }
+
+/// How often `/proc/locks` is read before a lock is taken for free (see
+/// [`flock_holders`]).
+const LOCKS_READINGS: usize = 4;
 
 /// In `/proc/locks` text, the pids of the granted FLOCKs on `dev_ino`
 /// (`MAJ:MIN:INODE`, device numbers in hex). Waiters (`->`) do not count.

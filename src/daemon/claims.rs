@@ -37,9 +37,12 @@ impl Daemon {
     }
 
     /// Run `claims` as one group commit (`fsio::batch`): their writes are
-    /// made durable together, each folder once, and only then may the new
-    /// jobs start. Until the commit nothing of them ran, so a crash before
-    /// it leaves states that start-up recovery already handles (a
+    /// made durable together, each folder once. The monitors of the jobs
+    /// that can start are started first, after all the claims: a monitor
+    /// makes its job's claim durable itself, with its first record, before
+    /// anything of the job runs (`Monitor::save_with_claim`), so the two
+    /// commits overlap instead of following each other. A crash before
+    /// either leaves states that start-up recovery already handles (a
     /// `.running.md` without a record goes back to the inbox, a run folder
     /// without `job.json` is a leftover).
     pub(super) fn claiming(&mut self, claims: impl FnOnce(&mut Self)) {
@@ -47,6 +50,9 @@ impl Daemon {
         let held = std::mem::replace(&mut self.holding_starts, true);
         claims(self);
         self.holding_starts = held;
+        if !held {
+            self.dispatch();
+        }
         match batch.commit() {
             Ok(_) => {}
             Err(e) => match storage::fault_of(&e.source) {
@@ -57,9 +63,6 @@ impl Daemon {
                     "making the latest claims durable: {e}; a power loss now could undo them"
                 ),
             },
-        }
-        if !held {
-            self.dispatch();
         }
     }
 

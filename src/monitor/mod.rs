@@ -185,8 +185,7 @@ impl Monitor<'_> {
         // the job stays queued, untouched, and starts when it can.
         let log_path = self.layout.job_log(&id);
         let log = self
-            .rec
-            .save(&self.layout)
+            .save_with_claim()
             .and_then(|()| Ok(fsio::open_append(self.layout.root(), &log_path)?));
         let log = match log {
             Ok(log) => log,
@@ -217,6 +216,38 @@ impl Monitor<'_> {
     /// profile's.
     fn timeout(&self) -> Duration {
         self.config.timeout_for(&self.rec, &self.profile)
+    }
+
+    /// Write the record before anything of the job runs, durable together
+    /// with the daemon's claim of it: the prompt renamed in the inbox, the
+    /// run folder in `runs/`, the prompt's copy and body. The daemon starts
+    /// a monitor as soon as it has claimed, before its own group commit of
+    /// the claim has returned, so the two commits overlap and whichever
+    /// comes first makes the claim durable; the second finds (on ext4)
+    /// nothing left to flush. What is not there any more (no body, a
+    /// folder removed or swapped under the root) is not owed; a full or
+    /// read-only disk is the record's failure.
+    fn save_with_claim(&mut self) -> Result<(), JobError> {
+        let id = &self.rec.job_id;
+        let root = self.layout.root();
+        let owed = |synced: Result<(), crate::error::IoError>| match synced {
+            Err(e) if storage::fault_of(&e.source).is_some() => Err(e),
+            Err(e) => {
+                tracing::debug!(job = %id, "not synced with the record: {e}");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        };
+        let batch = fsio::batch();
+        owed(fsio::sync_file(root, &self.layout.prompt_copy(id)))?;
+        owed(fsio::sync_file(root, &self.layout.prompt_body(id)))?;
+        owed(fsio::sync_parent(root, &self.layout.run_dir(id)))?;
+        if let Some(prompt) = &self.rec.inbox_path {
+            owed(fsio::sync_parent(root, &root.join(prompt)))?;
+        }
+        self.rec.save(&self.layout)?;
+        batch.commit()?;
+        Ok(())
     }
 
     /// Put the record's new state in the job index (fail-soft: a stale
