@@ -160,9 +160,21 @@ impl JobCgroup {
     }
 }
 
+/// This process's cgroup v2 folder, found once (see [`find_own_cgroup`]).
+/// A spare monitor finds it before its job arrives ([`warm`]).
+fn own_cgroup() -> Result<PathBuf, String> {
+    static OWN: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    OWN.get_or_init(find_own_cgroup).clone()
+}
+
+/// Find what a job's cgroup needs ahead of the job.
+pub fn warm() {
+    let _ = own_cgroup();
+}
+
 /// This process's cgroup v2 folder: the `0::` line of `/proc/self/cgroup`
 /// under the mount point of the cgroup2 file system.
-fn own_cgroup() -> Result<PathBuf, String> {
+fn find_own_cgroup() -> Result<PathBuf, String> {
     let text = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
     let path = text

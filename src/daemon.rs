@@ -176,6 +176,8 @@ struct Daemon {
     monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
     /// A monitor started ahead of need, waiting for its job.
     spare: Option<spare::Spare>,
+    /// When the next spare is started, after one was handed a job.
+    spare_due: Option<tokio::time::Instant>,
     /// Waits for killed orphaned process groups of interrupted jobs to be
     /// gone (true) or to outlive the wait (false); the job ends after.
     clearing: JoinSet<(recover::Clearing, bool)>,
@@ -245,6 +247,7 @@ impl Daemon {
             running: HashMap::new(),
             monitors: JoinSet::new(),
             spare: None,
+            spare_due: None,
             clearing: JoinSet::new(),
             blocked: HashMap::new(),
             claims: HashMap::new(),
@@ -301,6 +304,10 @@ impl Daemon {
                 Some(expired) = std::future::poll_fn(|cx| self.cooling.poll_expired(cx)) => {
                     self.on_cooled(expired.into_inner());
                 }
+                _ = sleep_until(self.spare_due), if self.spare_due.is_some() => {
+                    self.spare_due = None;
+                    self.ready_spare();
+                }
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
@@ -313,8 +320,8 @@ impl Daemon {
 
     /// Start job `id`'s monitor: the spare, if one waits, else a new
     /// process (see `daemon/spare.rs`). Either runs in its own session, so
-    /// that it and its job outlive this daemon. Then a new spare is made
-    /// ready for the next job.
+    /// that it and its job outlive this daemon. A new spare is made ready
+    /// for the next job shortly after.
     fn spawn_monitor(&mut self, id: &JobId) -> std::io::Result<()> {
         let _span = tracing::info_span!("job", id = %id).entered();
         let handed = match self.spare.take().map(|spare| spare.hand(id)) {
@@ -333,7 +340,10 @@ impl Daemon {
         tracing::debug!(job = %id, pid = child.id(), "monitor started");
         let mut child = child;
         self.monitors.spawn(async move { (id, child.wait().await) });
-        self.ready_spare();
+        // Not at once: on a small machine the new spare's exec would take
+        // a core from the monitor that is starting its job right now.
+        self.spare_due
+            .get_or_insert_with(|| tokio::time::Instant::now() + spare::READY_AFTER);
         Ok(())
     }
 
@@ -594,4 +604,12 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// Sleep until `due` (never, without one: its branch is then disabled).
+async fn sleep_until(due: Option<tokio::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
 }

@@ -86,7 +86,23 @@ fn stat(pid: i32) -> Option<Stat> {
     if pid <= 0 {
         return None;
     }
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&read_small(&format!("/proc/{pid}/stat"))?)
+}
+
+/// A small `/proc` file in one read (the kernel makes the whole text anew
+/// for each read, and reading to the end in growing steps asks it several
+/// times), as text.
+fn read_small(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0; 1024];
+    let n = file.read(&mut buf).ok()?;
+    buf.truncate(n);
+    if n == 1024 {
+        file.read_to_end(&mut buf).ok()?;
+    }
+    // A process names itself: its name may be any bytes.
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn parse_stat(stat: &str) -> Option<Stat> {

@@ -44,6 +44,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    crate::cgroup::warm();
     release_free_memory();
     let job = match &args.job {
         Some(job) => job.clone(),

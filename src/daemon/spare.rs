@@ -20,6 +20,9 @@ use crate::layout::Layout;
 
 use super::notify;
 
+/// How long after a spare was handed its job the next one is started.
+pub(super) const READY_AFTER: std::time::Duration = std::time::Duration::from_millis(15);
+
 /// The command that starts a monitor: of job `job`, or a spare (`None`).
 /// It runs this program in its own session, so that it and its job outlive
 /// the daemon, with the config handed over on its stdin.

@@ -111,6 +111,7 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         rec,
         events,
         heartbeat_failing: false,
+        index_owed: false,
         artifacts: Vec::new(),
         containment: Containment::ProcessTree,
         locks: vec![lock],
@@ -123,6 +124,15 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
     job.start().await
 }
 
+/// How long a command has run before the job index is told of its state.
+/// Opening the ledger and writing the row takes the monitor's one thread
+/// for a millisecond or two: not while the command is just starting (an
+/// `ABORT` then would wait), and not at all for a command over sooner, whose
+/// end is indexed anyway. Until then the index says `queued`: a job that
+/// started less than this ago is counted and filtered (`jobs --state`) as
+/// queued, though each row shown is shown as its `job.json` says.
+const INDEX_AFTER: Duration = Duration::from_millis(100);
+
 struct Monitor<'a> {
     layout: Layout,
     config: &'a Config,
@@ -131,6 +141,9 @@ struct Monitor<'a> {
     events: EventLog,
     /// The last heartbeat could not be written (reported once).
     heartbeat_failing: bool,
+    /// The job index has not been told of the state the job is in (see
+    /// [`INDEX_AFTER`]).
+    index_owed: bool,
     /// The output tails of each of the job's commands that ran, for the
     /// ledger.
     artifacts: Vec<Artifact>,
@@ -457,9 +470,15 @@ impl Monitor<'_> {
         tokio::pin!(deadline);
         let mut ending: Option<EarlyEnd> = None;
         let mut kill_at: Option<Instant> = None;
+        let index_at = sleep_until(Instant::now() + INDEX_AFTER);
+        tokio::pin!(index_at);
         loop {
             tokio::select! {
                 status = &mut exited => return (status, ending),
+                () = &mut index_at, if self.index_owed => {
+                    self.index_owed = false;
+                    self.index();
+                }
                 () = abort_watch.fired(), if ending.is_none() => {
                     let why = self.abort_ending();
                     kill_at = Some(self.end_early(pid, why, &mut ending, sink));

@@ -249,7 +249,8 @@ impl Monitor<'_> {
                 format!("could not record the job as {to} ({e}); its command was killed at once");
             return Err(self.start_failed(stage, NotStarted::Other(reason)));
         }
-        self.index();
+        // Told in `watch`, once the command has run a moment.
+        self.index_owed = true;
         Ok(child)
     }
 
