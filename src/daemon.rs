@@ -178,6 +178,9 @@ struct Daemon {
     spare: Option<spare::Spare>,
     /// When the next spare is started, after one was handed a job.
     spare_due: Option<tokio::time::Instant>,
+    /// A backlog grew the daemon's tables; their memory is given back once
+    /// it has drained (see `Daemon::release_memory`).
+    backlog_seen: bool,
     /// Waits for killed orphaned process groups of interrupted jobs to be
     /// gone (true) or to outlive the wait (false); the job ends after.
     clearing: JoinSet<(recover::Clearing, bool)>,
@@ -248,6 +251,7 @@ impl Daemon {
             monitors: JoinSet::new(),
             spare: None,
             spare_due: None,
+            backlog_seen: false,
             clearing: JoinSet::new(),
             blocked: HashMap::new(),
             claims: HashMap::new(),
@@ -316,6 +320,35 @@ impl Daemon {
         }
     }
 
+    /// After a backlog (a burst of thousands of prompts) has drained, give
+    /// its memory back: the tables keep the capacity they grew to, and the
+    /// allocator keeps freed pages. An idle daemon is as small after 10,000
+    /// jobs as before them.
+    fn release_memory(&mut self) {
+        const BACKLOG: usize = 64;
+        let queued = self.sched.queue.len();
+        if queued > BACKLOG {
+            self.backlog_seen = true;
+            return;
+        }
+        if !std::mem::take(&mut self.backlog_seen) || queued > 0 {
+            self.backlog_seen |= queued > 0;
+            return;
+        }
+        self.claims.shrink_to_fit();
+        self.running.shrink_to_fit();
+        self.blocked.shrink_to_fit();
+        self.deferred.shrink_to_fit();
+        self.settling_paths.shrink_to_fit();
+        self.claim_failed.shrink_to_fit();
+        self.unsettled.shrink_to_fit();
+        self.clearing_jobs.shrink_to_fit();
+        self.settling.shrink_to_fit();
+        self.cooling.shrink_to_fit();
+        crate::procfs::release_free_memory();
+        tracing::debug!("a backlog drained; its memory was given back");
+    }
+
     // -- scheduling (see `daemon/schedule.rs`) ---------------------------------
 
     /// Start job `id`'s monitor: the spare, if one waits, else a new
@@ -364,6 +397,7 @@ impl Daemon {
     /// jobs, and the liveness of adopted monitors.
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
+        self.release_memory();
         self.poll_quick_check();
         self.retry_startup_found();
         if !self.ledger_condition.ok {

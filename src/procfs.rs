@@ -515,6 +515,17 @@ pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
     ))
 }
 
+/// Give the heap pages this process has freed back to the kernel (the
+/// allocator keeps them otherwise): after a start-up's or a backlog's
+/// transient tables.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes an integer and only returns free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

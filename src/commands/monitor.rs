@@ -45,7 +45,10 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         .build()
         .context("starting the async runtime")?;
     crate::cgroup::warm();
-    release_free_memory();
+    // The pages freed by start-up (argument parsing, the config's text and
+    // tables): a monitor lives as long as its job, and every running job
+    // has one.
+    crate::procfs::release_free_memory();
     let job = match &args.job {
         Some(job) => job.clone(),
         // A spare: ready before its job exists, it waits for the id. The
@@ -93,15 +96,4 @@ fn spare_job(stdin: &mut impl BufRead) -> anyhow::Result<Option<String>> {
         .strip_suffix('\n')
         .filter(|id| !id.is_empty())
         .map(str::to_owned))
-}
-
-/// Give the heap pages freed by start-up (argument parsing, the config's
-/// text and tables) back to the kernel: a monitor lives as long as its job,
-/// and every running job has one.
-fn release_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim takes an integer and only returns free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }

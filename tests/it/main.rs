@@ -12,6 +12,7 @@ mod support;
 
 mod abort;
 mod arrival;
+mod backlog;
 mod bad_input;
 mod bench;
 mod cli;
