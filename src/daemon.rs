@@ -178,8 +178,8 @@ struct Daemon {
     spare: Option<spare::Spare>,
     /// When the next spare is started, after one was handed a job.
     spare_due: Option<tokio::time::Instant>,
-    /// A backlog grew the daemon's tables; their memory is given back once
-    /// it has drained (see `Daemon::release_memory`).
+    /// More than [`BACKLOG`] jobs were queued at once: their memory is
+    /// given back once they are done (see `Daemon::release_memory`).
     backlog_seen: bool,
     /// Waits for killed orphaned process groups of interrupted jobs to be
     /// gone (true) or to outlive the wait (false); the job ends after.
@@ -317,24 +317,20 @@ impl Daemon {
                 _ = gc.tick() => self.collect_garbage(),
             }
             self.follow_intervals(&mut rescan, &mut tick, &mut gc);
+            self.release_memory();
         }
     }
 
-    /// After a backlog (a burst of thousands of prompts) has drained, give
-    /// its memory back: the tables keep the capacity they grew to, and the
-    /// allocator keeps freed pages. An idle daemon is as small after 10,000
-    /// jobs as before them.
+    /// Once a backlog (more than [`BACKLOG`] jobs queued at once) has
+    /// drained and its last job ended, give its memory back: the tables
+    /// keep the capacity they grew to, and the allocator keeps freed pages.
+    /// Checked after every event, at the cost of three comparisons.
     fn release_memory(&mut self) {
-        const BACKLOG: usize = 64;
-        let queued = self.sched.queue.len();
-        if queued > BACKLOG {
-            self.backlog_seen = true;
+        if !self.backlog_seen || self.sched.queue.len() > 0 || !self.running.is_empty() {
             return;
         }
-        if !std::mem::take(&mut self.backlog_seen) || queued > 0 {
-            self.backlog_seen |= queued > 0;
-            return;
-        }
+        self.backlog_seen = false;
+        self.sched.shrink_to_fit();
         self.claims.shrink_to_fit();
         self.running.shrink_to_fit();
         self.blocked.shrink_to_fit();
@@ -345,6 +341,9 @@ impl Daemon {
         self.clearing_jobs.shrink_to_fit();
         self.settling.shrink_to_fit();
         self.cooling.shrink_to_fit();
+        if let Some(ledger) = &self.ledger {
+            ledger.release_memory();
+        }
         crate::procfs::release_free_memory();
         tracing::debug!("a backlog drained; its memory was given back");
     }
@@ -397,7 +396,6 @@ impl Daemon {
     /// jobs, and the liveness of adopted monitors.
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
-        self.release_memory();
         self.poll_quick_check();
         self.retry_startup_found();
         if !self.ledger_condition.ok {
@@ -639,6 +637,9 @@ pub fn hostname() -> String {
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown-host".into())
 }
+
+/// Queued jobs beyond which the daemon gives memory back once they are done.
+const BACKLOG: usize = 64;
 
 /// Sleep until `due` (never, without one: its branch is then disabled).
 async fn sleep_until(due: Option<tokio::time::Instant>) {

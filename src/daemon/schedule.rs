@@ -57,6 +57,13 @@ struct Holds {
 }
 
 impl Holds {
+    fn shrink_to_fit(&mut self) {
+        self.jobs.shrink_to_fit();
+        self.profiles.shrink_to_fit();
+        self.routes.shrink_to_fit();
+        self.workdirs.shrink_to_fit();
+    }
+
     fn take(&mut self, job: QueuedJob, alone: bool) {
         *self.profiles.entry(job.profile.clone()).or_default() += 1;
         if let Some(route) = &job.route {
@@ -108,6 +115,12 @@ fn decrement(map: &mut HashMap<String, usize>, key: &str) {
 }
 
 impl Schedule {
+    /// Give back the room a backlog grew the queue's and holds' tables to.
+    pub fn shrink_to_fit(&mut self) {
+        self.queue.shrink_to_fit();
+        self.holds.shrink_to_fit();
+    }
+
     /// What holds `job` back, if anything of its own does, the narrowest
     /// first. A pause of the whole daemon and `max_jobs` are the
     /// dispatcher's (they hold back every job alike).
@@ -278,6 +291,7 @@ impl Daemon {
             w.watch_run_dir(&self.layout.run_dir(&job.id));
         }
         self.sched.queue.push(job);
+        self.backlog_seen |= self.sched.queue.len() > super::BACKLOG;
     }
 
     /// A job found running at start holds its places like one started here.

@@ -200,6 +200,14 @@ impl Ledger {
         health::quick_check(&self.conn).map_err(|e| self.err(e))
     }
 
+    /// Give the connection's page cache and statement memory back
+    /// (`PRAGMA shrink_memory`); they fill again as queries need them.
+    pub fn release_memory(&self) {
+        if let Err(e) = self.conn.execute_batch("PRAGMA shrink_memory") {
+            tracing::debug!("{}", self.err(e));
+        }
+    }
+
     /// The file this ledger was opened from.
     pub fn path(&self) -> &Path {
         &self.path

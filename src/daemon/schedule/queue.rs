@@ -118,6 +118,13 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// Give back the room a long queue grew its tables to.
+    pub fn shrink_to_fit(&mut self) {
+        self.jobs.shrink_to_fit();
+        self.parked.shrink_to_fit();
+        self.projects.shrink_to_fit();
+    }
+
     pub fn len(&self) -> usize {
         self.jobs.len()
     }
