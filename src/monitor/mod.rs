@@ -256,7 +256,7 @@ impl Monitor<'_> {
         owed(fsio::sync_file(root, &self.layout.prompt_body(id)))?;
         owed(fsio::sync_parent(root, &self.layout.run_dir(id)))?;
         if let Some(prompt) = &self.rec.inbox_path {
-            owed(fsio::sync_parent(root, &root.join(prompt)))?;
+            owed(fsio::sync_parent(root, &self.layout.resolve(prompt)))?;
         }
         self.rec.save(&self.layout)?;
         batch.commit()?;

@@ -17,14 +17,6 @@ fn release(sb: &Sandbox, name: &str) {
     fs::write(sb.out().join(format!("release-{name}")), "").expect("release file");
 }
 
-fn ran_lines(sb: &Sandbox) -> Vec<String> {
-    fs::read_to_string(sb.out().join("ran"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn restarted_daemon_adopts_a_running_job_and_keeps_its_slot() {
     let sb = Sandbox::new();
@@ -78,7 +70,7 @@ fn restarted_daemon_adopts_a_running_job_and_keeps_its_slot() {
     let b_done = sb.wait_done("proj", "b", secs(15));
     assert_eq!(b_done.state(), "succeeded", "{:#}", b_done.record);
     assert_eq!(
-        ran_lines(&sb),
+        sb.ran_lines(),
         vec!["a", "b"],
         "each job ran once, a before b"
     );

@@ -62,14 +62,6 @@ fn release(sb: &Sandbox, name: &str) {
     fs::write(sb.out().join(format!("release-{name}")), "").expect("release file");
 }
 
-fn ran(sb: &Sandbox) -> Vec<String> {
-    fs::read_to_string(sb.out().join("ran"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 #[test]
 fn the_spare_becomes_the_jobs_monitor_and_survives_a_daemon_restart_as_its_monitor() {
     let sb = Sandbox::new();
@@ -106,7 +98,7 @@ fn the_spare_becomes_the_jobs_monitor_and_survives_a_daemon_restart_as_its_monit
     release(&sb, "a");
     let done = sb.wait_done("proj", "a", secs(15));
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
-    assert_eq!(ran(&sb), ["a"], "ran exactly once");
+    assert_eq!(sb.ran_lines(), ["a"], "ran exactly once");
     assert_eq!(sb.jobs_for("proj", "a").len(), 1);
 }
 
@@ -128,7 +120,7 @@ fn a_spare_that_died_waiting_is_replaced_and_the_job_still_runs_once() {
     release(&sb, "b");
     let done = sb.wait_done("proj", "b", secs(15));
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
-    assert_eq!(ran(&sb), ["b"]);
+    assert_eq!(sb.ran_lines(), ["b"]);
     one_spare(&sb, Some(spare));
 }
 

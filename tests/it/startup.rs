@@ -15,14 +15,6 @@ const GATED: &str = r#"echo "$1" >> "$OUT/ran"
 while [ ! -e "$OUT/release-$1" ] && [ ! -e "$OUT/release-all" ]; do sleep 0.05; done
 echo done"#;
 
-fn ran_lines(sb: &Sandbox) -> Vec<String> {
-    fs::read_to_string(sb.out().join("ran"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// A daemon whose start-up check holds at its pause point until
 /// [`Held::release`]; returned once it is held there.
 struct Held {
@@ -208,7 +200,7 @@ fn a_queued_job_whose_index_row_says_it_ended_still_runs_once() {
         j.is_terminal()
     });
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
-    assert_eq!(ran_lines(&sb), vec!["first", "stale"], "each ran once");
+    assert_eq!(sb.ran_lines(), vec!["first", "stale"], "each ran once");
     assert_eq!(sb.jobs().len(), 2, "no job was made twice");
 }
 

@@ -18,14 +18,6 @@ const GATED: &str = r#"echo "$JOBWARDEN_JOB_ID" > "$OUT/id"
 echo "$JOBWARDEN_NAME" >> "$OUT/ran"
 while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#;
 
-fn ran_lines(sb: &Sandbox) -> Vec<String> {
-    fs::read_to_string(sb.out().join("ran"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 fn release(sb: &Sandbox) {
     fs::write(sb.out().join("release"), "").expect("release file");
 }
@@ -175,9 +167,9 @@ fn garbage_over_a_live_jobs_record_neither_requeues_nor_reruns_it() {
     let done = sb.wait_id(&id, "the job to end", secs(15), Job::is_done);
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
     assert_never("another run of the prompt", millis(1500), || {
-        ran_lines(&sb).len() > 1
+        sb.ran_lines().len() > 1
     });
-    assert_eq!(ran_lines(&sb), vec!["once"]);
+    assert_eq!(sb.ran_lines(), vec!["once"]);
     assert_eq!(sb.jobs().len(), 1, "no other job was created");
 }
 
@@ -209,7 +201,7 @@ fn an_ended_attempt_edited_back_to_running_is_not_run_again() {
     );
     assert_eq!(restored.state(), "succeeded", "{:#}", restored.record);
     assert_never("the prompt running again", millis(1500), || {
-        ran_lines(&sb).len() > 1
+        sb.ran_lines().len() > 1
     });
     assert_eq!(sb.jobs().len(), 1, "no other attempt");
     let archived = sb
@@ -234,7 +226,7 @@ while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
     sb.drop_prompt("proj", "vandal", "remove your run folder\n");
     let id = written_id(&sb);
     wait_until("the monitor to put the record back", secs(15), || {
-        (!ran_lines(&sb).is_empty()).then_some(())
+        (!sb.ran_lines().is_empty()).then_some(())
     });
     // A new daemon judges the job by its monitor, not by the files.
     let _daemon = restart(&sb, &mut daemon);
@@ -245,7 +237,7 @@ while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
         sb.run_dir(&id).join("monitor.lock").is_file(),
         "the lock is back"
     );
-    assert_eq!(ran_lines(&sb), vec!["vandal"]);
+    assert_eq!(sb.ran_lines(), vec!["vandal"]);
     assert_eq!(sb.jobs().len(), 1);
 }
 
@@ -311,7 +303,7 @@ while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
     sb.drop_prompt("proj", "tidy", "clean up your workdir\n");
     let id = written_id(&sb);
     wait_until("the job to empty its workdir", secs(15), || {
-        (!ran_lines(&sb).is_empty()).then_some(())
+        (!sb.ran_lines().is_empty()).then_some(())
     });
     let _daemon = restart(&sb, &mut daemon);
     release(&sb);

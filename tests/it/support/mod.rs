@@ -364,6 +364,16 @@ impl Sandbox {
         self.base.join("out")
     }
 
+    /// The lines job scripts appended to `out/ran`, one per start (none
+    /// before the first).
+    pub fn ran_lines(&self) -> Vec<String> {
+        fs::read_to_string(self.out().join("ran"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// `<root>/inbox`.
     pub fn inbox(&self) -> PathBuf {
         self.root.join("inbox")
