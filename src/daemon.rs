@@ -16,15 +16,14 @@ mod inbox_watch;
 mod job_ends;
 mod ledger_state;
 mod lock;
+mod monitors;
 pub mod notify;
 mod schedule;
-mod spare;
 mod startup_check;
 pub mod state_file;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -96,8 +95,8 @@ pub async fn run(
     daemon.stop_startup_check();
     daemon.watcher = None;
     daemon.stopping = true;
-    // Its stdin closed, the spare exits without a job.
-    daemon.spare = None;
+    // Their stdin closed, idle monitors exit; busy ones after their job.
+    daemon.monitors.retire_idle(false);
     let policy = format!("{:?}", daemon.config.shutdown).to_lowercase();
     let status = format!("stopping ({policy}); {}", daemon.status_line());
     daemon.notifier.stopping(&status);
@@ -156,7 +155,7 @@ fn check_same_filesystem(layout: &Layout) -> Result<(), DaemonError> {
 
 /// A job holding a slot.
 enum Slot {
-    /// Started by this daemon; its exit arrives through `monitors`.
+    /// Started by this daemon; its end arrives through `monitors`.
     Child,
     /// Supervised by a monitor this daemon did not start (found at start,
     /// or a duplicate start refused): this proven process, checked each tick.
@@ -173,10 +172,9 @@ struct Daemon {
     /// pauses in force (see `daemon/schedule.rs`).
     sched: schedule::Schedule,
     running: HashMap<JobId, Slot>,
-    monitors: JoinSet<(JobId, std::io::Result<ExitStatus>)>,
-    /// A monitor started ahead of need, waiting for its job.
-    spare: Option<spare::Spare>,
-    /// When the next spare is started, after one was handed a job.
+    /// The monitors this daemon started, busy or waiting for a job.
+    monitors: monitors::Pool,
+    /// When the next idle monitor is started, after the last was handed a job.
     spare_due: Option<tokio::time::Instant>,
     /// More than [`BACKLOG`] jobs were queued at once: their memory is
     /// given back once they are done (see `Daemon::release_memory`).
@@ -248,8 +246,7 @@ impl Daemon {
             watcher: None,
             sched: schedule::Schedule::default(),
             running: HashMap::new(),
-            monitors: JoinSet::new(),
-            spare: None,
+            monitors: monitors::Pool::new(),
             spare_due: None,
             backlog_seen: false,
             clearing: JoinSet::new(),
@@ -299,7 +296,7 @@ impl Daemon {
                     Some(signal) => self.on_signals(signal, &mut signals),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
                 },
-                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
+                report = self.monitors.next() => self.on_monitor_report(report),
                 Some(joined) = self.clearing.join_next() => self.on_group_cleared(joined)?,
                 found = self.startup.next() => self.on_startup_found(found),
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
@@ -350,43 +347,35 @@ impl Daemon {
 
     // -- scheduling (see `daemon/schedule.rs`) ---------------------------------
 
-    /// Start job `id`'s monitor: the spare, if one waits, else a new
-    /// process (see `daemon/spare.rs`). Either runs in its own session, so
-    /// that it and its job outlive this daemon. A new spare is made ready
-    /// for the next job shortly after.
+    /// Hand job `id` to a monitor: an idle one, else a new one (see
+    /// `daemon/monitors.rs`). It runs in its own session, so that it and
+    /// its job outlive this daemon. Another idle monitor is made ready for
+    /// the next job shortly after.
     fn spawn_monitor(&mut self, id: &JobId) -> std::io::Result<()> {
         let _span = tracing::info_span!("job", id = %id).entered();
-        let handed = match self.spare.take().map(|spare| spare.hand(id)) {
-            Some(Ok(child)) => Some(child),
-            Some(Err(e)) => {
-                tracing::info!(job = %id, "the spare monitor is gone ({e}); starting one for the job");
-                None
+        if !self.monitors.hand(id) {
+            self.monitors.start(&self.layout, &self.config.text)?;
+            if !self.monitors.hand(id) {
+                return Err(std::io::Error::other("the monitor just started is gone"));
             }
-            None => None,
-        };
-        let child = match handed {
-            Some(child) => child,
-            None => spare::start(&self.layout, Some(id), &self.config.text)?.0,
-        };
-        let id = id.clone();
-        tracing::debug!(job = %id, pid = child.id(), "monitor started");
-        let mut child = child;
-        self.monitors.spawn(async move { (id, child.wait().await) });
-        // Not at once: on a small machine the new spare's exec would take
-        // a core from the monitor that is starting its job right now.
-        self.spare_due
-            .get_or_insert_with(|| tokio::time::Instant::now() + spare::READY_AFTER);
+        }
+        tracing::debug!(job = %id, "handed to a monitor");
+        if !self.monitors.has_idle() {
+            // Not at once: on a small machine the new monitor's exec would
+            // take a core from the one that is starting its job right now.
+            self.spare_due
+                .get_or_insert_with(|| tokio::time::Instant::now() + monitors::READY_AFTER);
+        }
         Ok(())
     }
 
-    /// Have a spare monitor waiting, unless stopping.
+    /// Have a monitor waiting for the next job, unless stopping.
     fn ready_spare(&mut self) {
-        if self.spare.is_some() || self.stopping {
+        if self.monitors.has_idle() || self.stopping {
             return;
         }
-        match spare::Spare::start(&self.layout, &self.config.text) {
-            Ok(spare) => self.spare = Some(spare),
-            Err(e) => tracing::warn!("starting a spare monitor: {e}; jobs start without one"),
+        if let Err(e) = self.monitors.start(&self.layout, &self.config.text) {
+            tracing::warn!("starting a monitor ahead of need: {e}; jobs start without one");
         }
     }
 
@@ -397,6 +386,7 @@ impl Daemon {
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
         self.poll_quick_check();
+        self.monitors.retire_long_idle();
         self.retry_startup_found();
         if !self.ledger_condition.ok {
             // A repair replaces the file: notice it without waiting for a claim.
@@ -491,7 +481,7 @@ impl Daemon {
         let deadline = Instant::now() + self.config.drain_timeout;
         while !self.running.is_empty() {
             tokio::select! {
-                Some(joined) = self.monitors.join_next() => self.on_monitor_joined(joined)?,
+                report = self.monitors.next() => self.on_monitor_report(report),
                 _ = tokio::time::sleep(self.config.heartbeat_interval) => self.on_tick(),
                 _ = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(running = self.running.len(), "drain_timeout reached; leaving the rest to their monitors");

@@ -56,8 +56,9 @@
 //!   defer a claim, retry requests, a claim's result),
 //!   `daemon/inbox_watch.rs` (starting the watch, how often to rescan; the watch
 //!   follows the folder at `inbox/`),
-//!   `daemon/job_ends.rs` (monitor exits, interrupted jobs and their orphans, claims held,
-//!   queued aborts), `daemon/startup_check.rs` (the start-up check: started after the
+//!   `daemon/job_ends.rs` (jobs' ends reported or monitor exits, interrupted jobs and their
+//!   orphans, claims held, queued aborts), `daemon/monitors.rs` (the monitors started, kept
+//!   busy job after job; the idle ones retired), `daemon/startup_check.rs` (the start-up check: started after the
 //!   first claims, its findings acted on by the loop), `daemon/control.rs` (reloading the
 //!   config on request: SIGHUP),
 //!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
@@ -73,6 +74,7 @@
 //!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
+//!   `handover.rs` (the daemon's pipe: the next job's id in, `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,

@@ -186,21 +186,28 @@ fn resolve_all(
 /// The jobs that have not ended: from the job index when there is one,
 /// else from the run folders. Each is confirmed by its record later.
 fn unfinished(layout: &Layout, ledger: Option<&Ledger>) -> anyhow::Result<Vec<JobId>> {
-    if let Some(ledger) = ledger {
-        return Ok(ledger
+    let mut ids: Vec<JobId> = match ledger {
+        Some(ledger) => ledger
             .jobs_in_states(&UNFINISHED, ALL_LIMIT)?
             .iter()
             .filter_map(|j| JobId::parse(&j.id).ok())
-            .collect());
-    }
-    let mut ids = layout
-        .job_ids()
-        .with_context(|| format!("listing {}", layout.runs().display()))?;
-    ids.sort();
-    Ok(ids
-        .into_iter()
-        .filter(|id| JobRecord::load_job(layout, id).is_ok_and(|r| !r.state.is_terminal()))
-        .collect())
+            .collect(),
+        None => {
+            let mut ids = layout
+                .job_ids()
+                .with_context(|| format!("listing {}", layout.runs().display()))?;
+            ids.sort();
+            ids.into_iter()
+                .filter(|id| JobRecord::load_job(layout, id).is_ok_and(|r| !r.state.is_terminal()))
+                .collect()
+        }
+    };
+    // Queued jobs first: a running job stopped first frees its slot, and a
+    // queued job could start in it before its own marker is written.
+    ids.sort_by_cached_key(|id| {
+        JobRecord::load_job(layout, id).map_or(true, |r| r.state != JobState::Queued)
+    });
+    Ok(ids)
 }
 
 /// What was done to one job, with the line that says so.

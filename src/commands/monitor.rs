@@ -5,9 +5,11 @@
 //!
 //! `jobwarden monitor --spare`: the same, started before its job exists so
 //! that exec, config and runtime are off the claim path. After the config
-//! it reads one line, the job's id, and becomes that job's monitor; the
-//! end of stdin ends it unused. Its command line names no job, so it is
-//! proven to be a job's monitor by the lock it holds (see `procfs.rs`).
+//! it reads one line, the job's id, and becomes that job's monitor; when
+//! the job is over it says so on stdout and waits for the next id (see
+//! `monitor/handover.rs`); the end of stdin ends it. Its command line
+//! names no job, so it is proven to be a job's monitor by the lock it
+//! holds (see `procfs.rs`).
 
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -18,7 +20,7 @@ use crate::cli::{GlobalArgs, MonitorArgs};
 use crate::config::{self, ConfigSource, Env};
 use crate::job::JobId;
 use crate::layout::Layout;
-use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome};
+use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome, handover};
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
     // A bug must not leave a monitor hanging on a full stderr (the default
@@ -49,51 +51,48 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
     // tables): a monitor lives as long as its job, and every running job
     // has one.
     crate::procfs::release_free_memory();
-    let job = match &args.job {
+    let mut job = match &args.job {
         Some(job) => job.clone(),
         // A spare: ready before its job exists, it waits for the id. The
         // end of stdin (the daemon retired it, or is gone) ends it unused.
-        None => match spare_job(&mut stdin)? {
+        None => match next_job(&mut stdin)? {
             Some(job) => job,
             None => return Ok(ExitCode::SUCCESS),
         },
     };
-    drop(stdin);
-    let id = JobId::parse(&job).map_err(anyhow::Error::msg)?;
-    // Everything this monitor logs is about one job: one span says which.
-    let span = tracing::info_span!("job", id = %id);
-    let outcome = runtime.block_on(tracing::Instrument::instrument(
-        monitor::run(Layout::new(root), &config, id.clone()),
-        span,
-    ));
-    // The job is over and recorded: no blocking thread is worth joining.
+    let layout = Layout::new(root);
+    let code = loop {
+        let id = JobId::parse(&job).map_err(anyhow::Error::msg)?;
+        // Everything this monitor logs about a job names it: one span says which.
+        let span = tracing::info_span!("job", id = %id);
+        let outcome = runtime.block_on(tracing::Instrument::instrument(
+            monitor::run(layout.clone(), &config, id.clone()),
+            span,
+        ))?;
+        match outcome {
+            Outcome::Finished(_) => crate::fault::pause("monitor-exit"),
+            Outcome::AlreadySupervised => {
+                tracing::info!(job = %id, "another monitor already supervises this job");
+                break ExitCode::from(EXIT_ALREADY_SUPERVISED as u8);
+            }
+            Outcome::NoStorage(_) => break ExitCode::from(EXIT_NO_STORAGE as u8),
+        }
+        // Started for this one job, or nobody listens: done.
+        if args.job.is_some() || !handover::report_ended(&mut std::io::stdout().lock(), &job) {
+            break ExitCode::SUCCESS;
+        }
+        crate::procfs::release_free_memory();
+        match next_job(&mut stdin)? {
+            Some(next) => job = next,
+            None => break ExitCode::SUCCESS,
+        }
+    };
+    // The last job is over and recorded: no blocking thread is worth joining.
     runtime.shutdown_background();
-    let outcome = outcome?;
-    Ok(match outcome {
-        Outcome::Finished(_) => {
-            crate::fault::pause("monitor-exit");
-            ExitCode::SUCCESS
-        }
-        Outcome::AlreadySupervised => {
-            tracing::info!(job = %id, "another monitor already supervises this job");
-            ExitCode::from(EXIT_ALREADY_SUPERVISED as u8)
-        }
-        Outcome::NoStorage(_) => ExitCode::from(EXIT_NO_STORAGE as u8),
-    })
+    Ok(code)
 }
 
-/// Longest line a spare reads for its job's id.
-const JOB_LINE_MAX: u64 = 1024;
-
-/// The job id a spare is handed: one line after the config frame; `None`
-/// at the end of stdin.
-fn spare_job(stdin: &mut impl BufRead) -> anyhow::Result<Option<String>> {
-    let mut line = String::new();
-    std::io::Read::take(stdin, JOB_LINE_MAX)
-        .read_line(&mut line)
-        .context("reading the job id from stdin")?;
-    Ok(line
-        .strip_suffix('\n')
-        .filter(|id| !id.is_empty())
-        .map(str::to_owned))
+/// The next job's id from the daemon; `None` at the end of stdin.
+fn next_job(stdin: &mut impl BufRead) -> anyhow::Result<Option<String>> {
+    handover::next_job(stdin).context("reading the job id from stdin")
 }

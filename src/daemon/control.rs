@@ -298,8 +298,9 @@ impl Daemon {
         let read = Some(self.control.state.digest.clone());
         self.control.state.loaded_at = at;
         self.config = Arc::new(new);
-        // The spare holds the old config: retire it for one that has this.
-        self.spare = None;
+        // Monitors hold the old config: retire them (busy ones at the end
+        // of their job) for ones that have this.
+        self.monitors.retire_idle(true);
         self.ready_spare();
         self.reschedule_all();
         log_applied(generation, &changes, &restart_needed, &warnings);

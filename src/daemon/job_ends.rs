@@ -6,7 +6,7 @@
 
 use std::process::ExitStatus;
 
-use super::{Daemon, Slot};
+use super::{Daemon, Slot, monitors};
 use crate::error::{DaemonError, JobError};
 use crate::job::{JobId, JobRecord};
 use crate::layout::PromptName;
@@ -15,16 +15,25 @@ use crate::recover;
 use crate::storage;
 
 impl Daemon {
-    pub(super) fn on_monitor_joined(
-        &mut self,
-        joined: Result<(JobId, std::io::Result<ExitStatus>), tokio::task::JoinError>,
-    ) -> Result<(), DaemonError> {
-        // A lost wait task would leak its slot forever: stop instead, and let
-        // the service manager restart us (recovery re-adopts the job).
-        let (id, status) = joined.map_err(|e| DaemonError::TaskDied {
-            task: "monitor wait",
-            reason: e.to_string(),
-        })?;
+    /// A monitor reported the end of its job, or exited.
+    pub(super) fn on_monitor_report(&mut self, report: monitors::Report) {
+        match report {
+            monitors::Report::Ended(key, job) => {
+                if let Some(id) = self.monitors.ended(key, &job, self.stopping) {
+                    tracing::debug!(job = %id, "its monitor reported its end");
+                    self.on_job_gone(&id, "its job ended");
+                }
+            }
+            monitors::Report::Exited(key, status) => {
+                if let Some(id) = self.monitors.exited(key) {
+                    self.on_monitor_exited(id, status);
+                }
+            }
+        }
+    }
+
+    /// The monitor of job `id` exited before reporting its end.
+    fn on_monitor_exited(&mut self, id: JobId, status: std::io::Result<ExitStatus>) {
         let how = match &status {
             Ok(s) => s.to_string(),
             Err(e) => format!("unknown ({e})"),
@@ -35,7 +44,7 @@ impl Daemon {
             // monitor, once proven.
             if let recover::Monitor::Alive(p) = recover::monitor_state(&self.layout, &id) {
                 self.running.insert(id, Slot::Adopted(p));
-                return Ok(());
+                return;
             }
         }
         if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
@@ -50,10 +59,9 @@ impl Daemon {
                 condition,
                 format!("the monitor of job {id} could not write its first records"),
             );
-            return Ok(());
+            return;
         }
         self.on_job_gone(&id, &how);
-        Ok(())
     }
 
     /// A slot's monitor is gone: the record must be terminal; if it is not,

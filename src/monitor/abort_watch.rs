@@ -4,14 +4,16 @@
 //! checks too, as a last resort.
 //!
 //! Closing an inotify instance that ever had a watch waits for the
-//! kernel's mark reaper (an RCU grace period, 10–20 ms), and exit closes
-//! it too: [`AbortWatch::stop`] removes the watch as soon as the job's
-//! commands are over, so that the reaper has run by the time the monitor
-//! exits and its parent sees the exit without that wait.
+//! kernel's mark reaper (an RCU grace period, 10–20 ms). So a monitor has
+//! one instance for its whole life, shared by the jobs it supervises one
+//! after another, and each job's watch is removed as soon as its commands
+//! are over ([`AbortWatch::stop`]): the reaper has run long before the
+//! monitor exits and closes it.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::time::Duration;
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
@@ -27,8 +29,15 @@ pub struct AbortWatch {
 }
 
 enum Source {
-    Inotify(AsyncFd<InotifyFd>, Option<WatchDescriptor>),
+    Inotify(Rc<AsyncFd<InotifyFd>>, Option<WatchDescriptor>),
     Poll(tokio::time::Interval),
+}
+
+thread_local! {
+    /// This monitor's inotify instance (the runtime is current-thread, so
+    /// every job's watch is made on this thread).
+    static INSTANCE: std::cell::RefCell<Option<Rc<AsyncFd<InotifyFd>>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// `AsyncFd` wants `AsRawFd`; nix's `Inotify` offers `AsFd`.
@@ -81,19 +90,43 @@ impl AbortWatch {
     }
 }
 
-fn inotify_on(dir: &Path) -> std::io::Result<(AsyncFd<InotifyFd>, WatchDescriptor)> {
+impl Drop for AbortWatch {
+    /// A job that ended without running (aborted while queued) never
+    /// stopped its watch: the instance outlives the job.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn inotify_on(dir: &Path) -> std::io::Result<(Rc<AsyncFd<InotifyFd>>, WatchDescriptor)> {
+    let fd = instance()?;
+    let wd = fd
+        .get_ref()
+        .0
+        .add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)?;
+    Ok((fd, wd))
+}
+
+/// This monitor's inotify instance, made at its first job. Events of an
+/// earlier job's watch still queued are read and ignored: only the
+/// marker's existence decides.
+fn instance() -> std::io::Result<Rc<AsyncFd<InotifyFd>>> {
+    if let Some(fd) = INSTANCE.with_borrow(Option::clone) {
+        return Ok(fd);
+    }
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    let wd = ino.add_watch(dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)?;
     // SAFETY: the Inotify owns its descriptor, which stays open and the same
     // for as long as the AsyncFd owns the Inotify.
     let fd = unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
         .map_err(|e| e.into_parts().1)?;
-    Ok((fd, wd))
+    let fd = Rc::new(fd);
+    INSTANCE.set(Some(fd.clone()));
+    Ok(fd)
 }
 
 /// Wait for events until one names `name` (or the fd fails: then return and
 /// let the caller's existence check decide).
-async fn wait_for_name(fd: &mut AsyncFd<InotifyFd>, name: Option<&OsStr>) {
+async fn wait_for_name(fd: &AsyncFd<InotifyFd>, name: Option<&OsStr>) {
     loop {
         let Ok(mut guard) = fd.readable().await else {
             return;

@@ -17,6 +17,7 @@
 
 mod abort_watch;
 mod contain;
+pub mod handover;
 mod output;
 mod restore;
 pub mod spawn;

@@ -200,12 +200,12 @@ exit 0"#,
         .into_iter()
         .find(|j| j.int_field("attempt") == Some(1))
         .expect("the first attempt");
-    let first_monitor = first.int_field("monitor_pid").expect("monitor_pid") as i32;
     fs::write(&release, "").expect("release the monitors");
     wait_until("the first monitor's end to be settled", secs(10), || {
-        let ended = format!("job ended job={}", first.id);
-        (!pid_alive(first_monitor) && d.stderr().contains(&ended)).then_some(())
+        let reported = format!("its monitor reported its end job={}", first.id);
+        d.stderr().contains(&reported).then_some(())
     });
+    wait_monitor_released(&sb, &first.id, secs(10));
     fs::write(&go, "").expect("let the second attempt finish");
 
     let second = sb.wait_id(

@@ -25,12 +25,9 @@ fn finished_jobs(sb: &Sandbox, names: &[&str]) -> Vec<Job> {
         let ids: Vec<String> = done.iter().map(|j| j.id.clone()).collect();
         let job = sb.wait_done_excluding("proj", name, &ids, secs(15));
         assert_eq!(job.state(), "succeeded", "{:#}", job.record);
-        // Its monitor exits a moment after the archive move; until then
-        // retention rightly counts the job as active.
-        let monitor = job.int_field("monitor_pid").expect("monitor pid") as i32;
-        wait_until("the job's monitor to exit", secs(10), || {
-            (!pid_alive(monitor)).then_some(())
-        });
+        // Its monitor lets go of it a moment after the archive move; until
+        // then retention rightly counts the job as active.
+        wait_monitor_released(sb, &job.id, secs(10));
         done.push(job);
     }
     daemon.sigterm();

@@ -1110,6 +1110,22 @@ pub fn op_index(ops: &[String], op: &str) -> Option<usize> {
     ops.iter().position(|o| o == op)
 }
 
+/// Waits until no process holds job `id`'s monitor lock: its monitor is
+/// done with it (exited, or idle and waiting for another job).
+pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
+    let lock = sb.root.join("runs").join(id).join("monitor.lock");
+    wait_until(
+        &format!("job {id}'s monitor to let go of it"),
+        deadline,
+        || {
+            jobwarden::procfs::flock_holders(&lock)
+                .ok()
+                .filter(Vec::is_empty)
+                .map(drop)
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
-//! The spare monitor: started ahead of need, handed the next job, proven
-//! by its monitor lock after a daemon restart, replaced when it dies or
-//! the config is reloaded, and gone when the daemon stops.
+//! The daemon's monitors: one started ahead of need, handed the next job,
+//! proven by its monitor lock after a daemon restart, replaced when it dies
+//! or the config is reloaded, gone when the daemon stops; a monitor whose
+//! job ended takes the next one, and the idle ones beyond one retire.
 
 use std::fs;
 
@@ -13,7 +14,8 @@ use crate::support::*;
 const GATED: &str = r#"echo "$1" >> "$OUT/ran"
 while [ ! -e "$OUT/release-$1" ]; do sleep 0.05; done"#;
 
-/// Pids of the spare monitors under this sandbox's root.
+/// Pids of the monitors under this sandbox's root that were started
+/// ahead of their job (busy or waiting).
 fn spares(sb: &Sandbox) -> Vec<i32> {
     let root = sb.root.display().to_string();
     let mut found = Vec::new();
@@ -121,7 +123,10 @@ fn a_spare_that_died_waiting_is_replaced_and_the_job_still_runs_once() {
     let done = sb.wait_done("proj", "b", secs(15));
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
     assert_eq!(sb.ran_lines(), ["b"]);
-    one_spare(&sb, Some(spare));
+    wait_until("monitors waiting for the next job", secs(10), || {
+        let waiting = spares(&sb);
+        (!waiting.is_empty() && !waiting.contains(&spare)).then_some(())
+    });
 }
 
 #[test]
@@ -145,4 +150,94 @@ fn a_reload_retires_the_spare_and_a_stop_leaves_none() {
     wait_until("no spare left", secs(10), || {
         spares(&sb).is_empty().then_some(())
     });
+}
+
+#[test]
+fn a_monitor_whose_job_ended_takes_the_next_job() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "a", "x\n");
+    sb.wait_state("proj", "a", "running", secs(15));
+    release(&sb, "a");
+    let a = sb.wait_done("proj", "a", secs(15));
+    assert_eq!(a.state(), "succeeded", "{:#}", a.record);
+    wait_monitor_released(&sb, &a.id, secs(10));
+    let monitor = a.int_field("monitor_pid").expect("monitor_pid");
+    assert!(pid_alive(monitor as i32), "it waits for another job");
+
+    sb.drop_prompt("proj", "b", "x\n");
+    let b = sb.wait_state("proj", "b", "running", secs(15));
+    assert_eq!(
+        b.int_field("monitor_pid"),
+        Some(monitor),
+        "the monitor that ended a job last took b: {:#}",
+        b.record
+    );
+    release(&sb, "b");
+    let b = sb.wait_done("proj", "b", secs(15));
+    assert_eq!(b.state(), "succeeded", "{:#}", b.record);
+    assert_eq!(sb.ran_lines(), ["a", "b"]);
+    assert_eq!(sb.jobs().len(), 2);
+}
+
+#[test]
+fn a_monitor_busy_across_a_reload_leaves_after_its_job() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "a", "x\n");
+    let a = sb.wait_state("proj", "a", "running", secs(15));
+    let monitor = a.int_field("monitor_pid").expect("monitor_pid") as i32;
+
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]).global("max_jobs", "3"));
+    let out = sb.run(&["reload"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    release(&sb, "a");
+    let a = sb.wait_done("proj", "a", secs(15));
+    assert_eq!(a.state(), "succeeded", "{:#}", a.record);
+    // It holds the old config: it is not given another job.
+    wait_until("the monitor of the old config to leave", secs(10), || {
+        (!pid_alive(monitor)).then_some(())
+    });
+    sb.drop_prompt("proj", "b", "x\n");
+    let b = sb.wait_state("proj", "b", "running", secs(15));
+    assert_ne!(b.int_field("monitor_pid"), Some(i64::from(monitor)));
+    release(&sb, "b");
+    assert_eq!(sb.wait_done("proj", "b", secs(15)).state(), "succeeded");
+}
+
+#[test]
+fn idle_monitors_beyond_one_retire() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script, "{name}"])
+            .global("max_jobs", "3")
+            .global("heartbeat_interval", "\"1s\""),
+    );
+    let _d = Daemon::start(&sb);
+    for name in ["a", "b", "c"] {
+        sb.drop_prompt("proj", name, "x\n");
+    }
+    for name in ["a", "b", "c"] {
+        sb.wait_state("proj", name, "running", secs(15));
+    }
+    for name in ["a", "b", "c"] {
+        release(&sb, name);
+    }
+    for name in ["a", "b", "c"] {
+        let job = sb.wait_done("proj", name, secs(15));
+        wait_monitor_released(&sb, &job.id, secs(10));
+    }
+    assert!(spares(&sb).len() >= 3, "{:?}", spares(&sb));
+    // Ten seconds idle, then a heartbeat tick retires all but one.
+    wait_until("one idle monitor left", secs(30), || {
+        (spares(&sb).len() == 1).then_some(())
+    });
+    sb.drop_prompt("proj", "d", "x\n");
+    release(&sb, "d");
+    assert_eq!(sb.wait_done("proj", "d", secs(15)).state(), "succeeded");
 }
