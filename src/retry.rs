@@ -21,6 +21,15 @@ pub fn profile_of<'a>(config: &'a Config, rec: &JobRecord) -> &'a Profile {
         .unwrap_or_else(|| config.default_profile())
 }
 
+/// Whether an end with `outcome` may be retried at all (the ledger then
+/// says whether it is): a failure, a timeout, a rate limit, an interruption.
+pub fn may_retry(outcome: Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Failure | Outcome::Timeout | Outcome::RateLimited | Outcome::Interrupted
+    )
+}
+
 /// Does a job that ended with `outcome` send its prompt back to the inbox?
 ///
 /// - `failure`, `timeout`, `rate_limited`: while attempts are left
@@ -38,10 +47,7 @@ pub fn should_requeue(
     ledger: Option<&Ledger>,
 ) -> bool {
     let Some(ledger) = ledger else { return false };
-    if !matches!(
-        outcome,
-        Outcome::Failure | Outcome::Timeout | Outcome::RateLimited | Outcome::Interrupted
-    ) {
+    if !may_retry(outcome) {
         return false;
     }
     let chain = match ledger.retry_chain(&rec.project, &rec.name) {

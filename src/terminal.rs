@@ -21,7 +21,13 @@
 //! already gone looks for it where it was going and records it there.
 //!
 //! Used by the monitor (normal ends) and the daemon (jobs that end before a
-//! monitor starts: rejected, aborted while queued, interrupted).
+//! monitor starts: rejected, aborted while queued, interrupted). A monitor
+//! that reports to a daemon does step 1 alone for an end whose prompt is
+//! archived whatever the ledger says (every end but a retryable failure),
+//! and hands the row's output tails and paths over with its report
+//! ([`Handed`]): the daemon, which holds the ledger open, does steps 2–4
+//! ([`record_handed`], then [`resume`]). If the daemon is gone before it
+//! does, the next one resumes the end from the record, as after a crash.
 
 use std::path::{Path, PathBuf};
 
@@ -60,6 +66,69 @@ impl Ending {
             paths: Vec::new(),
             may_requeue: true,
         }
+    }
+}
+
+/// What a monitor hands over to its daemon for the ledger row of an end
+/// it recorded in `job.json` alone (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct Handed {
+    pub artifacts: Vec<Artifact>,
+    pub paths: Vec<(PathRelation, String)>,
+}
+
+/// Steps 2 and 3's first half for an end whose monitor handed it over:
+/// the ledger row (unless one is there) with what was handed, then the
+/// job index. False if the row could not be written (it is backfilled).
+pub fn record_handed(
+    layout: &Layout,
+    ledger: &mut Ledger,
+    rec: &JobRecord,
+    handed: Option<&Handed>,
+) -> bool {
+    match crate::ledger::backfill::ensure_row_with(layout, ledger, rec, handed) {
+        Ok(_) => {
+            index_ended(ledger, rec);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled from job.json");
+            false
+        }
+    }
+}
+
+/// Steps 2–4 of job `id`'s end, recorded in `job.json` alone and handed
+/// over, done by its monitor after all: its daemon did not take the report
+/// (it is gone).
+pub fn complete_handed(layout: &Layout, config: &Config, id: &crate::job::JobId, handed: &Handed) {
+    let mut ledger = match Ledger::open(&layout.ledger()) {
+        Ok(ledger) => Some(ledger),
+        Err(e) => {
+            tracing::warn!(job = %id, "{e}; the row will be backfilled from job.json");
+            None
+        }
+    };
+    let mut rec = match JobRecord::load_job(layout, id) {
+        Ok(rec) => rec,
+        Err(e) => {
+            tracing::error!(job = %id, "finishing its end: {e}; the next daemon start finishes it");
+            return;
+        }
+    };
+    if let Some(ledger) = ledger.as_mut() {
+        record_handed(layout, ledger, &rec, Some(handed));
+    }
+    resume(layout, config, ledger.as_mut(), &mut rec);
+}
+
+/// Tell the job index that `rec` ended (after its row: an index row that
+/// says the job ended means its ledger row is there, so a starting daemon,
+/// which reads only the jobs the index holds unended, finds every ended
+/// job whose row is missing). Fail-soft: refreshed at the next start.
+fn index_ended(ledger: &mut Ledger, rec: &JobRecord) {
+    if let Err(e) = ledger.index_job(rec) {
+        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
     }
 }
 
@@ -109,6 +178,30 @@ impl Finisher<'_> {
         }
     }
 
+    /// Step 1 alone, for an end whose prompt is archived whatever the
+    /// ledger says ([`retry::may_retry`] is false for its outcome): the
+    /// terminal record. What the row needs besides is returned, to be
+    /// handed over (see the module docs).
+    pub fn record_end(
+        &mut self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        ending: Ending,
+    ) -> Result<Handed, JobError> {
+        self.plan(rec, ending.state, ending.outcome, false);
+        rec.transition(
+            self.layout,
+            events,
+            ending.state,
+            ending.reason,
+            json!({"outcome": ending.outcome.as_str()}),
+        )?;
+        Ok(Handed {
+            artifacts: ending.artifacts,
+            paths: ending.paths,
+        })
+    }
+
     /// Decide where the prompt goes and say so in the record.
     fn plan(&self, rec: &mut JobRecord, state: JobState, outcome: Outcome, requeue: bool) {
         rec.outcome = Some(outcome.as_str().to_owned());
@@ -127,15 +220,9 @@ impl Finisher<'_> {
             return false;
         };
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
-        // The row first, then the index: an index row that says the job
-        // ended means its ledger row is there, so a starting daemon, which
-        // reads only the jobs the index holds unended, finds every ended
-        // job whose row is missing (its index row is stale).
         match ledger.record(&exec, artifacts, paths) {
             Ok(_) => {
-                if let Err(e) = ledger.index_job(rec) {
-                    tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
-                }
+                index_ended(ledger, rec);
                 true
             }
             Err(e) => {
@@ -327,8 +414,31 @@ fn not_moved(
 pub fn resume(
     layout: &Layout,
     config: &Config,
+    ledger: Option<&mut Ledger>,
+    rec: &mut JobRecord,
+) -> bool {
+    resume_end(layout, config, ledger, rec, false)
+}
+
+/// [`resume`] for a job its caller knows holds its prompt's claim (the
+/// daemon that made the claim, ending the job its monitor reported):
+/// the job index is not asked whether a newer job of the prompt took it
+/// (one cancelled while it waited never did).
+pub fn resume_claimed(
+    layout: &Layout,
+    config: &Config,
+    ledger: Option<&mut Ledger>,
+    rec: &mut JobRecord,
+) -> bool {
+    resume_end(layout, config, ledger, rec, true)
+}
+
+fn resume_end(
+    layout: &Layout,
+    config: &Config,
     mut ledger: Option<&mut Ledger>,
     rec: &mut JobRecord,
+    claim_proven: bool,
 ) -> bool {
     if let Some(ledger) = ledger.as_deref_mut() {
         if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
@@ -342,7 +452,7 @@ pub fn resume(
     if dest == held || std::fs::symlink_metadata(&held).is_err() {
         return dest != held;
     }
-    if newer_job_holds_claim(ledger.as_deref(), rec) {
+    if !claim_proven && newer_job_holds_claim(ledger.as_deref(), rec) {
         return true;
     }
     if rec.archive_path.is_some() && holds_claimed_bytes(layout, rec, &dest) {

@@ -21,6 +21,7 @@ use crate::config::{self, ConfigSource, Env};
 use crate::job::JobId;
 use crate::layout::Layout;
 use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome, handover};
+use crate::terminal;
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
     // A bug must not leave a monitor hanging on a full stderr (the default
@@ -65,20 +66,40 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         let id = JobId::parse(&job).map_err(anyhow::Error::msg)?;
         // Everything this monitor logs about a job names it: one span says which.
         let span = tracing::info_span!("job", id = %id);
+        // Only a monitor that reports to a daemon hands its ends over.
+        let hand_over = args.job.is_none();
         let outcome = runtime.block_on(tracing::Instrument::instrument(
-            monitor::run(layout.clone(), &config, id.clone()),
+            monitor::run(layout.clone(), &config, id.clone(), hand_over),
             span,
         ))?;
-        match outcome {
-            Outcome::Finished(_) => crate::fault::pause("monitor-exit"),
+        let handed = match outcome {
+            Outcome::Finished(_, handed) => {
+                crate::fault::pause("monitor-exit");
+                handed
+            }
             Outcome::AlreadySupervised => {
                 tracing::info!(job = %id, "another monitor already supervises this job");
                 break ExitCode::from(EXIT_ALREADY_SUPERVISED as u8);
             }
             Outcome::NoStorage(_) => break ExitCode::from(EXIT_NO_STORAGE as u8),
+        };
+        if args.job.is_some() {
+            break ExitCode::SUCCESS; // started for this one job
         }
-        // Started for this one job, or nobody listens: done.
-        if args.job.is_some() || !handover::report_ended(&mut std::io::stdout().lock(), &job) {
+        let (line, handed) = match handed.map(|h| (handover::handed_line(&job, &h), h)) {
+            Some((Some(line), handed)) => (line, Some(handed)),
+            Some((None, handed)) => {
+                // Too long to hand over: recorded here, before the report.
+                terminal::complete_handed(&layout, &config, &id, &handed);
+                (handover::ended_line(&job), None)
+            }
+            None => (handover::ended_line(&job), None),
+        };
+        if !handover::report_ended(&mut std::io::stdout().lock(), &line) {
+            // Nobody listens: the daemon is gone. Finish alone, and leave.
+            if let Some(handed) = &handed {
+                terminal::complete_handed(&layout, &config, &id, handed);
+            }
             break ExitCode::SUCCESS;
         }
         crate::procfs::release_free_memory();

@@ -13,15 +13,16 @@ use crate::layout::PromptName;
 use crate::ledger::backfill;
 use crate::recover;
 use crate::storage;
+use crate::terminal::Handed;
 
 impl Daemon {
     /// A monitor reported the end of its job, or exited.
     pub(super) fn on_monitor_report(&mut self, report: monitors::Report) {
         match report {
-            monitors::Report::Ended(key, job) => {
+            monitors::Report::Ended(key, job, handed) => {
                 if let Some(id) = self.monitors.ended(key, &job, self.stopping) {
-                    tracing::debug!(job = %id, "its monitor reported its end");
-                    self.on_job_gone(&id, "its job ended");
+                    tracing::debug!(job = %id, handed_over = handed.is_some(), "its monitor reported its end");
+                    self.on_job_ended(&id, "its job ended", handed.as_ref());
                 }
             }
             monitors::Report::Exited(key, status) => {
@@ -67,9 +68,15 @@ impl Daemon {
     /// A slot's monitor is gone: the record must be terminal; if it is not,
     /// the monitor died mid-job and the job is `interrupted`.
     pub(super) fn on_job_gone(&mut self, id: &JobId, how: &str) {
+        self.on_job_ended(id, how, None);
+    }
+
+    /// [`Daemon::on_job_gone`], with what its monitor handed over for the
+    /// end's ledger row, if it did (see `terminal.rs`).
+    fn on_job_ended(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) {
         let span = tracing::info_span!("job", id = %id).entered();
         self.free_slot(id);
-        if !self.settle(id, how) {
+        if !self.settle_with(id, how, handed) {
             tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
             self.unsettled.insert(id.clone(), how.to_owned());
         }
@@ -80,6 +87,10 @@ impl Daemon {
     /// Record the end of a job whose monitor is gone. False if its record
     /// is still not terminal (the write failed): call again later.
     pub(super) fn settle(&mut self, id: &JobId, how: &str) -> bool {
+        self.settle_with(id, how, None)
+    }
+
+    fn settle_with(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) -> bool {
         self.refresh_ledger();
         match JobRecord::load_job(&self.layout, id) {
             Ok(mut rec) if !rec.state.is_terminal() => {
@@ -107,20 +118,32 @@ impl Daemon {
                 // prompt's move leaves it claimed, and maybe its row unwritten:
                 // finish both, unless the claim is a newer job's (the prompt
                 // was requeued and claimed again before this end was seen).
-                let row = self
-                    .ledger
-                    .as_mut()
-                    .map(|l| backfill::ensure_row(&self.layout, l, &rec));
+                // A monitor that handed its end over left the row, the index
+                // and the prompt's move to us, with what the row needs.
+                let row = self.ledger.as_mut().map(|l| match handed {
+                    Some(handed) => {
+                        crate::terminal::record_handed(&self.layout, l, &rec, Some(handed));
+                        Ok(true)
+                    }
+                    None => backfill::ensure_row(&self.layout, l, &rec),
+                });
                 if let Some(Err(e)) = row {
                     self.ledger_failed(&e);
                 }
-                if self.release_claim(&rec.prompt_name(), id) {
-                    crate::terminal::resume(
-                        &self.layout,
-                        &self.config,
-                        self.ledger.as_mut(),
-                        &mut rec,
-                    );
+                let prompt = rec.prompt_name();
+                let proven = self.claims.get(&prompt) == Some(id);
+                if self.release_claim(&prompt, id) {
+                    let ledger = self.ledger.as_mut();
+                    if proven {
+                        crate::terminal::resume_claimed(
+                            &self.layout,
+                            &self.config,
+                            ledger,
+                            &mut rec,
+                        );
+                    } else {
+                        crate::terminal::resume(&self.layout, &self.config, ledger, &mut rec);
+                    }
                 }
                 self.unblock(&rec.prompt_name());
             }

@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use crate::job::JobId;
 use crate::layout::Layout;
 use crate::monitor::handover;
+use crate::terminal::Handed;
 
 use super::notify;
 
@@ -54,8 +55,9 @@ const IDLE_LIMIT: Duration = Duration::from_secs(10);
 /// What a monitor said, or that it exited.
 #[derive(Debug)]
 pub(super) enum Report {
-    /// Its job ended, wholly recorded: the monitor waits for the next.
-    Ended(MonitorKey, String),
+    /// Its job ended, wholly recorded, or recorded in `job.json` with the
+    /// rest handed over: the monitor waits for the next.
+    Ended(MonitorKey, String, Option<Handed>),
     /// The process exited (its stdout closed first).
     Exited(MonitorKey, std::io::Result<ExitStatus>),
 }
@@ -252,22 +254,26 @@ async fn read_reports(
     sender: mpsc::UnboundedSender<Report>,
 ) {
     let mut lines = BufReader::new(stdout);
-    let mut line = String::new();
+    let mut line = Vec::new();
     loop {
         line.clear();
-        match (&mut lines)
-            .take(handover::LINE_MAX)
-            .read_line(&mut line)
-            .await
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        let read = (&mut lines)
+            .take(handover::REPORT_MAX)
+            .read_until(b'\n', &mut line)
+            .await;
+        if matches!(read, Ok(0) | Err(_)) {
+            break;
         }
-        let Some(id) = handover::ended_job(line.trim_end_matches('\n')) else {
-            tracing::warn!(report = %line.trim_end(), "a monitor said something that is not a report; ignored");
+        let text = String::from_utf8_lossy(&line);
+        let Some((id, handed)) = handover::parse_report(text.trim_end_matches('\n')) else {
+            let shown: String = text.chars().take(200).collect();
+            tracing::warn!(report = %shown.trim_end(), "a monitor said something that is not a report; ignored");
             continue;
         };
-        if sender.send(Report::Ended(key, id.to_owned())).is_err() {
+        if sender
+            .send(Report::Ended(key, id.to_owned(), handed))
+            .is_err()
+        {
             return;
         }
     }

@@ -86,15 +86,26 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
     report
 }
 
-/// Is `rec`'s row missing only because its monitor, still alive, is about
-/// to write it? A `history repair` running beside the daemon must not take
-/// the row from it: the monitor's row carries the output tails and paths
-/// that a backfilled one lacks. (The row is backfilled later if the monitor
-/// dies first.)
+/// Is `rec`'s row missing only because someone is about to write it: its
+/// monitor, still alive, or the running daemon its monitor handed the end
+/// over to (the record is terminal and the prompt still claimed; see
+/// `terminal.rs`)? A `history repair` running beside the daemon must not
+/// take the row from them: theirs carries the output tails and paths that
+/// a backfilled one lacks. (The row is backfilled later if both die first.)
 fn finishing(layout: &Layout, ledger: &Ledger, rec: &JobRecord) -> bool {
     use crate::recover::{Monitor, monitor_state};
-    !ledger.has_execution(rec.job_id.as_str()).unwrap_or(true)
-        && matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_))
+    if ledger.has_execution(rec.job_id.as_str()).unwrap_or(true) {
+        return false;
+    }
+    if matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_)) {
+        return true;
+    }
+    let claimed = std::fs::symlink_metadata(layout.running_prompt(&rec.prompt_name())).is_ok();
+    claimed
+        && matches!(
+            crate::procfs::flock_holder(&layout.daemon_lock()),
+            Ok(Some(_))
+        )
 }
 
 /// Insert the row of terminal record `rec` if it is missing; true if inserted.
@@ -102,6 +113,18 @@ pub fn ensure_row(
     layout: &Layout,
     ledger: &mut Ledger,
     rec: &JobRecord,
+) -> Result<bool, super::LedgerError> {
+    ensure_row_with(layout, ledger, rec, None)
+}
+
+/// [`ensure_row`], with what the job's monitor handed over for its row
+/// (the output tails and paths), if it did: the row is then the one the
+/// monitor would have written, else a backfill with the log's tail.
+pub fn ensure_row_with(
+    layout: &Layout,
+    ledger: &mut Ledger,
+    rec: &JobRecord,
+    handed: Option<&crate::terminal::Handed>,
 ) -> Result<bool, super::LedgerError> {
     if ledger.has_execution(rec.job_id.as_str())? {
         return Ok(false);
@@ -112,6 +135,10 @@ pub fn ensure_row(
         .and_then(|o| o.parse::<Outcome>().ok())
         .or_else(|| Outcome::of_state(rec.state))
         .unwrap_or(Outcome::Interrupted);
+    if let Some(handed) = handed {
+        let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+        return ledger.record(&exec, &handed.artifacts, &handed.paths);
+    }
     let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Repair);
     let artifacts: Vec<Artifact> = log_tail(layout, rec).into_iter().collect();
     ledger.record(&exec, &artifacts, &[])

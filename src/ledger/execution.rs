@@ -85,6 +85,25 @@ pub struct Artifact {
     pub bytes: u64,
 }
 
+impl Artifact {
+    /// Every kind of artifact a job's end stores: each command's tails,
+    /// and the log's tail of a backfilled row.
+    pub const KINDS: [&'static str; 7] = [
+        "stdout_tail",
+        "stderr_tail",
+        "prepare_stdout_tail",
+        "prepare_stderr_tail",
+        "publish_stdout_tail",
+        "publish_stderr_tail",
+        "log_tail",
+    ];
+
+    /// The kind named `name`, if it is one of [`Artifact::KINDS`].
+    pub fn kind_named(name: &str) -> Option<&'static str> {
+        Self::KINDS.into_iter().find(|k| *k == name)
+    }
+}
+
 /// How an execution relates to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathRelation {
@@ -98,6 +117,13 @@ impl PathRelation {
             PathRelation::ExecutedOn => "executed_on",
             PathRelation::Affected => "affected",
         }
+    }
+
+    /// The relation [`PathRelation::as_str`] names `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        [PathRelation::ExecutedOn, PathRelation::Affected]
+            .into_iter()
+            .find(|r| r.as_str() == name)
     }
 }
 

@@ -6,9 +6,14 @@
 //!   next. The end of stdin (the daemon retired the monitor, or is gone)
 //!   ends a monitor that waits for one.
 //! - monitor → daemon, one line per job: `ended <id>` once the job is over
-//!   and wholly recorded (its terminal `job.json`, ledger row and prompt
-//!   moved) and the monitor holds nothing of it any more, not even its
-//!   lock. The monitor is then idle, waiting for its next job.
+//!   and the monitor holds nothing of it any more, not even its lock. The
+//!   monitor is then idle, waiting for its next job. Either the end is
+//!   wholly recorded (its terminal `job.json`, ledger row, prompt moved),
+//!   or only its terminal `job.json` is, and the line goes on with a space
+//!   and a JSON object, what the row needs besides ([`Handed`]: output
+//!   tails and paths): the daemon writes the row and moves the prompt
+//!   (`terminal.rs`). A hand-over longer than [`HANDED_MAX`] is not made:
+//!   the monitor records the end wholly itself.
 //!
 //! A monitor serves its jobs one after another, so a job's start costs a
 //! line on a pipe instead of a fork and an exec. A monitor started for one
@@ -17,8 +22,20 @@
 
 use std::io::{BufRead, Write};
 
-/// Longest line read for a job's id, or for a monitor's report.
+use serde_json::{Value, json};
+
+use crate::ledger::{Artifact, PathRelation};
+use crate::terminal::Handed;
+
+/// Longest line read for a job's id.
 pub const LINE_MAX: u64 = 1024;
+
+/// Longest hand-over a monitor makes (its JSON): the output tails are
+/// 64 KiB each by default (`artifact_tail_bytes`).
+pub const HANDED_MAX: usize = 1 << 20;
+
+/// Longest report line a daemon reads.
+pub const REPORT_MAX: u64 = HANDED_MAX as u64 + LINE_MAX;
 
 /// The word that starts a monitor's report of a job's end.
 const ENDED: &str = "ended ";
@@ -33,31 +50,146 @@ pub fn next_job(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
         .map(str::to_owned))
 }
 
-/// Tell the daemon that job `id` has ended and this monitor is free. False
-/// if nobody reads any more (the daemon is gone): the monitor then exits.
-pub fn report_ended(out: &mut impl Write, id: &str) -> bool {
-    out.write_all(format!("{ENDED}{id}\n").as_bytes())
+/// The report of job `id`'s end, wholly recorded.
+pub fn ended_line(id: &str) -> String {
+    format!("{ENDED}{id}\n")
+}
+
+/// The report of job `id`'s end with what is handed over: `None` when it
+/// would be longer than [`HANDED_MAX`].
+pub fn handed_line(id: &str, handed: &Handed) -> Option<String> {
+    let artifacts: Vec<Value> = handed
+        .artifacts
+        .iter()
+        .map(
+            |a| json!({"kind": a.kind, "text": a.text, "truncated": a.truncated, "bytes": a.bytes}),
+        )
+        .collect();
+    let paths: Vec<Value> = handed
+        .paths
+        .iter()
+        .map(|(relation, path)| json!([relation.as_str(), path]))
+        .collect();
+    let body = json!({"artifacts": artifacts, "paths": paths}).to_string();
+    (body.len() <= HANDED_MAX).then(|| format!("{ENDED}{id} {body}\n"))
+}
+
+/// Tell the daemon that a job has ended and this monitor is free (`line`
+/// from [`ended_line`] or [`handed_line`]). False if nobody reads any more (the daemon is
+/// gone): the monitor then finishes the job alone and exits.
+pub fn report_ended(out: &mut impl Write, line: &str) -> bool {
+    out.write_all(line.as_bytes())
         .and_then(|()| out.flush())
         .is_ok()
 }
 
-/// The job id a report line says has ended (its newline removed).
-pub fn ended_job(line: &str) -> Option<&str> {
-    line.strip_prefix(ENDED).filter(|id| !id.is_empty())
+/// What a report line says (its newline removed): the job that ended, and
+/// what its monitor handed over; `None` if the line is not a report. A
+/// hand-over that cannot be read is `Some(None)`: the row is then
+/// backfilled, as after a crash.
+pub fn parse_report(line: &str) -> Option<(&str, Option<Handed>)> {
+    let rest = line.strip_prefix(ENDED)?;
+    let (id, body) = match rest.split_once(' ') {
+        Some((id, body)) => (id, Some(body)),
+        None => (rest, None),
+    };
+    if id.is_empty() {
+        return None;
+    }
+    Some((id, body.and_then(handed_from)))
+}
+
+fn handed_from(body: &str) -> Option<Handed> {
+    let value: Value = serde_json::from_str(body).ok()?;
+    let artifacts = value["artifacts"]
+        .as_array()?
+        .iter()
+        .map(|a| {
+            Some(Artifact {
+                kind: Artifact::kind_named(a["kind"].as_str()?)?,
+                text: a["text"].as_str()?.to_owned(),
+                truncated: a["truncated"].as_bool()?,
+                bytes: a["bytes"].as_u64()?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let paths = value["paths"]
+        .as_array()?
+        .iter()
+        .map(|p| {
+            let relation = PathRelation::named(p[0].as_str()?)?;
+            Some((relation, p[1].as_str()?.to_owned()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(Handed { artifacts, paths })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parsed(line: &str) -> Option<(String, Option<Handed>)> {
+        parse_report(line.trim_end_matches('\n')).map(|(id, h)| (id.to_owned(), h))
+    }
+
     #[test]
     fn a_report_reads_back_as_the_job_it_names() {
+        let line = ended_line("01a2-b");
         let mut out = Vec::new();
-        assert!(report_ended(&mut out, "01a2-b"));
-        let line = String::from_utf8(out).expect("utf-8");
-        assert_eq!(ended_job(line.trim_end_matches('\n')), Some("01a2-b"));
-        assert_eq!(ended_job("ended "), None);
-        assert_eq!(ended_job("started 01a2"), None);
+        assert!(report_ended(&mut out, &line));
+        let (id, handed) = parsed(&String::from_utf8(out).expect("utf-8")).expect("a report");
+        assert_eq!(id, "01a2-b");
+        assert!(handed.is_none());
+        assert!(parse_report("ended ").is_none());
+        assert!(parse_report("started 01a2").is_none());
+    }
+
+    #[test]
+    fn a_hand_over_reads_back_whole_and_a_foreign_one_is_not_trusted() {
+        let handed = Handed {
+            artifacts: vec![Artifact {
+                kind: "stderr_tail",
+                text: "line one\n\"quoted\" \u{1b}[31m é\n".into(),
+                truncated: true,
+                bytes: 70_000,
+            }],
+            paths: vec![(PathRelation::Affected, "/w/src/a b.rs".into())],
+        };
+        let line = handed_line("j1", &handed).expect("short");
+        assert_eq!(line.matches('\n').count(), 1, "one line: {line}");
+        let (id, back) = parsed(&line).expect("a report");
+        assert_eq!(id, "j1");
+        let back = back.expect("handed over");
+        assert_eq!(back.artifacts[0].kind, "stderr_tail");
+        assert_eq!(back.artifacts[0].text, handed.artifacts[0].text);
+        assert_eq!(back.artifacts[0].bytes, 70_000);
+        assert!(back.artifacts[0].truncated);
+        assert_eq!(back.paths, handed.paths);
+        // An unknown kind, or no JSON: the end is still reported, with
+        // nothing handed over (the row is backfilled).
+        let foreign = r#"ended j2 {"artifacts":[{"kind":"x","text":"","truncated":false,"bytes":0}],"paths":[]}"#;
+        assert_eq!(
+            parsed(foreign).map(|(id, h)| (id, h.is_none())),
+            Some(("j2".into(), true))
+        );
+        assert_eq!(
+            parsed("ended j3 {").map(|(id, h)| (id, h.is_none())),
+            Some(("j3".into(), true))
+        );
+    }
+
+    #[test]
+    fn a_hand_over_too_long_is_not_made() {
+        let handed = Handed {
+            artifacts: vec![Artifact {
+                kind: "stdout_tail",
+                text: "x".repeat(HANDED_MAX),
+                truncated: false,
+                bytes: HANDED_MAX as u64,
+            }],
+            paths: vec![],
+        };
+        assert!(handed_line("j1", &handed).is_none());
     }
 
     #[test]

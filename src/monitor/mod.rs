@@ -38,7 +38,7 @@ use crate::events::{EventLog, Op};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
-use crate::terminal::{Ending, Finisher};
+use crate::terminal::{Ending, Finisher, Handed};
 use crate::{abort, fsio, procfs, storage};
 
 use abort_watch::AbortWatch;
@@ -64,10 +64,11 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 const AFFECTED_MAX_BYTES: u64 = 1 << 20;
 
 /// How a monitor ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
-    /// The job reached this terminal state.
-    Finished(JobState),
+    /// The job reached this terminal state; with what is handed over to the
+    /// daemon, if only its record was written (see `terminal.rs`).
+    Finished(JobState, Option<Handed>),
     /// Another monitor holds the job; nothing was done.
     AlreadySupervised,
     /// The root's storage refused the first writes; the job is still
@@ -83,8 +84,15 @@ enum EarlyEnd {
 }
 
 /// Supervise job `id` to its end. Must run on a current-thread runtime
-/// (see [`spawn::spawn`]).
-pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, JobError> {
+/// (see [`spawn::spawn`]). With `hand_over`, an end whose prompt is
+/// archived whatever the ledger says is recorded in `job.json` alone, and
+/// the rest handed over to the daemon (see `terminal.rs`).
+pub async fn run(
+    layout: Layout,
+    config: &Config,
+    id: JobId,
+    hand_over: bool,
+) -> Result<Outcome, JobError> {
     become_subreaper();
     let lock_path = layout.monitor_lock(&id);
     let Some(lock) = fsio::try_lock(layout.root(), &lock_path)? else {
@@ -113,6 +121,8 @@ pub async fn run(layout: Layout, config: &Config, id: JobId) -> Result<Outcome, 
         events,
         heartbeat_failing: false,
         index_owed: false,
+        hand_over,
+        handed: None,
         artifacts: Vec::new(),
         containment: Containment::ProcessTree,
         locks: vec![lock],
@@ -145,6 +155,10 @@ struct Monitor<'a> {
     /// The job index has not been told of the state the job is in (see
     /// [`INDEX_AFTER`]).
     index_owed: bool,
+    /// Hand the end over to the daemon when the ledger cannot change it.
+    hand_over: bool,
+    /// What was handed over, once the end is recorded that way.
+    handed: Option<Handed>,
     /// The output tails of each of the job's commands that ran, for the
     /// ledger.
     artifacts: Vec<Artifact>,
@@ -614,13 +628,22 @@ impl Monitor<'_> {
             }
             if self.rec.state.is_terminal() {
                 tracing::info!(job = %self.rec.job_id, %state, "job ended");
-                return Ok(Outcome::Finished(state));
+                return Ok(Outcome::Finished(state, self.handed.take()));
             }
         }
     }
 
     fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
         self.restore_records();
+        if self.hand_over && !(ending.may_requeue && crate::retry::may_retry(ending.outcome)) {
+            let mut finisher = Finisher {
+                layout: &self.layout,
+                config: self.config,
+                ledger: None,
+            };
+            self.handed = Some(finisher.record_end(&mut self.rec, &mut self.events, ending)?);
+            return Ok(());
+        }
         let mut ledger = self.open_ledger();
         let mut finisher = Finisher {
             layout: &self.layout,

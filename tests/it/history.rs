@@ -462,15 +462,6 @@ fn daemon_sandbox(body: &str) -> (Sandbox, PathBuf) {
     (sb, work)
 }
 
-/// The ledger row of job `id`, waited for (the monitor records it as the
-/// job ends).
-fn wait_row(sb: &Sandbox, id: &str) -> Value {
-    wait_until(&format!("a ledger row for job {id}"), secs(10), || {
-        let out = sb.run(&["history", "show", id, "--json"]);
-        (out.code() == 0).then(|| serde_json::from_str(&out.stdout).expect("show --json parses"))
-    })
-}
-
 #[test]
 fn show_and_stats_report_a_daemon_run_with_tails_and_duration() {
     let (sb, _work) = daemon_sandbox("echo out-line; echo err-line >&2; sleep 0.2; exit 3");

@@ -241,3 +241,82 @@ fn idle_monitors_beyond_one_retire() {
     release(&sb, "d");
     assert_eq!(sb.wait_done("proj", "d", secs(15)).state(), "succeeded");
 }
+
+/// Says something on each stream, then ends as it is told.
+const TALKS: &str = r#"echo "out-$1"; echo "err-$1" >&2"#;
+
+#[test]
+fn an_end_handed_over_to_the_daemon_keeps_its_tails_and_paths() {
+    let sb = Sandbox::new();
+    let script = sb.script("talks", TALKS);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "a", "x\n");
+    let a = sb.wait_done("proj", "a", secs(15));
+    assert_eq!(a.state(), "succeeded", "{:#}", a.record);
+    let row = wait_row(&sb, &a.id);
+    assert_eq!(row["outcome"], "success", "{row:#}");
+    assert_eq!(row["source"], "daemon", "{row:#}");
+    assert_eq!(
+        artifact_text(&row, "stdout_tail"),
+        Some("out-a\n"),
+        "{row:#}"
+    );
+    assert_eq!(
+        artifact_text(&row, "stderr_tail"),
+        Some("err-a\n"),
+        "{row:#}"
+    );
+    let paths = row["paths"].to_string();
+    assert!(paths.contains("a.prompt.md"), "{row:#}");
+    let archive = a.str_field("archive_path").expect("archive_path");
+    assert!(sb.root.join(archive).is_file(), "{:#}", a.record);
+    let handed = format!("its monitor reported its end job={} handed_over=true", a.id);
+    assert!(d.stderr().contains(&handed), "{}", d.stderr());
+}
+
+#[test]
+fn a_monitor_whose_daemon_died_before_its_report_finishes_the_end_alone() {
+    let sb = Sandbox::new();
+    let script = sb.script("talks", TALKS);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let release = sb.out().join("release-monitor");
+    let release_env = release.display().to_string();
+    let mut d = Daemon::start_with_env(
+        &sb,
+        &[
+            ("JOBWARDEN_TEST_PAUSE", "monitor-exit"),
+            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
+        ],
+    );
+    sb.drop_prompt("proj", "a", "x\n");
+    let reached = sb.out().join("release-monitor.reached");
+    wait_until("the monitor held before its report", secs(15), || {
+        reached.exists().then_some(())
+    });
+    // Only its record is written: the row and the move were to be handed over.
+    let a = sb.jobs().into_iter().next().expect("the job");
+    assert_eq!(a.state(), "succeeded", "{:#}", a.record);
+    let running = sb.root.join("inbox/proj/a.running.md");
+    assert!(running.is_file(), "the prompt is still claimed");
+    assert_ne!(sb.run(&["history", "show", &a.id, "--json"]).code(), 0);
+
+    kill(Pid::from_raw(d.pid), Signal::SIGKILL).expect("kill the daemon");
+    d.wait_exit(secs(5));
+    fs::write(&release, "").expect("release the monitor");
+    let monitor = a.int_field("monitor_pid").expect("monitor_pid") as i32;
+    wait_until("the monitor to finish and leave", secs(10), || {
+        (!pid_alive(monitor)).then_some(())
+    });
+    let row = wait_row(&sb, &a.id);
+    assert_eq!(
+        artifact_text(&row, "stdout_tail"),
+        Some("out-a\n"),
+        "{row:#}"
+    );
+    let a = sb.job(&a.id).expect("record");
+    let archive = a.str_field("archive_path").expect("archive_path");
+    assert!(sb.root.join(archive).is_file(), "{:#}", a.record);
+    assert!(!running.exists());
+    assert_eq!(sb.jobs().len(), 1);
+}

@@ -1126,6 +1126,24 @@ pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
     );
 }
 
+/// The ledger row of job `id` (`history show --json`), waited for: it is
+/// written as the job ends.
+pub fn wait_row(sb: &Sandbox, id: &str) -> serde_json::Value {
+    wait_until(&format!("a ledger row for job {id}"), secs(10), || {
+        let out = sb.run(&["history", "show", id, "--json"]);
+        (out.code() == 0).then(|| serde_json::from_str(&out.stdout).expect("show --json parses"))
+    })
+}
+
+/// The text of the artifact of kind `kind` in ledger row `row`.
+pub fn artifact_text<'a>(row: &'a serde_json::Value, kind: &str) -> Option<&'a str> {
+    row["artifacts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["kind"] == kind)?["content"]["text"]
+        .as_str()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
