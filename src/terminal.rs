@@ -86,9 +86,26 @@ pub fn record_handed(
     rec: &JobRecord,
     handed: Option<&Handed>,
 ) -> bool {
-    match crate::ledger::backfill::ensure_row_with(layout, ledger, rec, handed) {
+    let row = crate::ledger::backfill::ensure_row_with(layout, ledger, rec, handed);
+    index_after_row(ledger, rec, row)
+}
+
+/// After an attempt at `rec`'s row: the job index told that it ended if
+/// the row is there (an index row that says the job ended means its ledger
+/// row is there, so a starting daemon, which reads only the jobs the index
+/// holds unended, finds every ended job whose row is missing). False if
+/// the row could not be written (it is backfilled from `job.json`).
+fn index_after_row(
+    ledger: &mut Ledger,
+    rec: &JobRecord,
+    row: Result<bool, crate::ledger::LedgerError>,
+) -> bool {
+    match row {
         Ok(_) => {
-            index_ended(ledger, rec);
+            // Fail-soft: refreshed at the next start.
+            if let Err(e) = ledger.index_job(rec) {
+                tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+            }
             true
         }
         Err(e) => {
@@ -120,16 +137,6 @@ pub fn complete_handed(layout: &Layout, config: &Config, id: &crate::job::JobId,
         record_handed(layout, ledger, &rec, Some(handed));
     }
     resume(layout, config, ledger.as_mut(), &mut rec);
-}
-
-/// Tell the job index that `rec` ended (after its row: an index row that
-/// says the job ended means its ledger row is there, so a starting daemon,
-/// which reads only the jobs the index holds unended, finds every ended
-/// job whose row is missing). Fail-soft: refreshed at the next start.
-fn index_ended(ledger: &mut Ledger, rec: &JobRecord) {
-    if let Err(e) = ledger.index_job(rec) {
-        tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
-    }
 }
 
 /// What ending a job needs: where things are, the retry policy, and the
@@ -220,16 +227,8 @@ impl Finisher<'_> {
             return false;
         };
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
-        match ledger.record(&exec, artifacts, paths) {
-            Ok(_) => {
-                index_ended(ledger, rec);
-                true
-            }
-            Err(e) => {
-                tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled from job.json");
-                false
-            }
-        }
+        let row = ledger.record(&exec, artifacts, paths);
+        index_after_row(ledger, rec, row)
     }
 
     /// Move the claimed prompt `held` to where the record says.
