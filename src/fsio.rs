@@ -53,12 +53,24 @@ pub const DIR_MODE: u32 = 0o770;
 /// folder is refused, [`is_refusal`]); the temporary file is created,
 /// renamed over `path` and the folder fsynced through that one handle.
 pub fn write_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    replace(root, path, bytes, true)
+}
+
+/// [`write_atomic`] without its fsyncs: readers see the old or the new
+/// content, never a mix, but a crash of the machine may bring the old back.
+/// Only for a write whose loss recovery treats as it treats its presence;
+/// the next synced write in the folder makes it durable.
+pub fn write_atomic_unsynced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    replace(root, path, bytes, false)
+}
+
+fn replace(root: &Path, path: &Path, bytes: &[u8], synced: bool) -> Result<(), IoError> {
     let (dir, name) = beneath::open_parent(root, path)?;
     let tmp = temp_name(name);
     let tmp_path = path.with_file_name(&tmp);
-    let result = create_in(&dir, &tmp, &tmp_path, bytes)
+    let result = create_in(&dir, &tmp, &tmp_path, bytes, synced)
         .and_then(|()| renameat(&dir, tmp.as_os_str(), &dir, name).ctx("renaming into place", path))
-        .and_then(|()| sync_dir(&dir, path));
+        .and_then(|()| if synced { sync_dir(&dir, path) } else { Ok(()) });
     if result.is_err() {
         let _ = unlinkat(&dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
     }
@@ -67,10 +79,23 @@ pub fn write_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoErro
 
 /// [`write_atomic`] of a value as pretty JSON with a trailing newline.
 pub fn write_json_atomic<T: Serialize>(root: &Path, path: &Path, value: &T) -> Result<(), IoError> {
+    write_atomic(root, path, &json_bytes(path, value)?)
+}
+
+/// [`write_atomic_unsynced`] of a value as pretty JSON with a trailing newline.
+pub fn write_json_atomic_unsynced<T: Serialize>(
+    root: &Path,
+    path: &Path,
+    value: &T,
+) -> Result<(), IoError> {
+    write_atomic_unsynced(root, path, &json_bytes(path, value)?)
+}
+
+fn json_bytes<T: Serialize>(path: &Path, value: &T) -> Result<Vec<u8>, IoError> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .map_err(|e| IoError::new("serialising", path, io::Error::other(e)))?;
     bytes.push(b'\n');
-    write_atomic(root, path, &bytes)
+    Ok(bytes)
 }
 
 /// Remove the file `path` under `root` and fsync its folder, so the
@@ -117,7 +142,7 @@ pub fn has_no_writer(root: &Path, path: &Path) -> Option<bool> {
 /// [`write_atomic`].
 pub fn create_new_synced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     let (dir, name) = beneath::open_parent(root, path)?;
-    create_in(&dir, name, path, bytes)
+    create_in(&dir, name, path, bytes, true)
 }
 
 /// Create `path` under `root` with `bytes` atomically (readers see all of
@@ -127,7 +152,7 @@ pub fn create_new_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<bool,
     let (dir, name) = beneath::open_parent(root, path)?;
     let tmp = temp_name(name);
     let tmp_path = path.with_file_name(&tmp);
-    create_in(&dir, &tmp, &tmp_path, bytes)?;
+    create_in(&dir, &tmp, &tmp_path, bytes, true)?;
     let placed = beneath::rename_noreplace_at((&dir, &tmp, &tmp_path), (&dir, name, path));
     if !matches!(placed, Ok(Renamed::Done)) {
         let _ = unlinkat(&dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
@@ -148,7 +173,13 @@ pub fn create_new_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<bool,
 
 /// Create `name` in the folder handle `dir` (`O_CREAT | O_EXCL |
 /// O_NOFOLLOW`), write `bytes` and fsync it. `path` names it in errors.
-fn create_in(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+fn create_in(
+    dir: &File,
+    name: &OsStr,
+    path: &Path,
+    bytes: &[u8],
+    synced: bool,
+) -> Result<(), IoError> {
     let flags = OFlag::O_WRONLY
         | OFlag::O_CREAT
         | OFlag::O_EXCL
@@ -159,6 +190,9 @@ fn create_in(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), 
         .map_err(|e| IoError::new("creating", path, e.into()))?;
     let mut f = File::from(fd);
     f.write_all(bytes).ctx("writing", path)?;
+    if !synced {
+        return Ok(());
+    }
     batch::sync(&f, "syncing", path)
 }
 

@@ -464,7 +464,13 @@ fn resume_end(
     );
     match place(layout, rec, &mut events, &held, &dest) {
         Ok(()) => {
-            tracing::info!(job = %rec.job_id, "finished moving its prompt to {}", rec.inbox_path.as_deref().unwrap_or("?"));
+            let to = rec.inbox_path.as_deref().unwrap_or("?");
+            if claim_proven {
+                // The common end a monitor handed over: nothing was cut short.
+                tracing::debug!(job = %rec.job_id, "moved its prompt to {to}");
+            } else {
+                tracing::info!(job = %rec.job_id, "finished moving its prompt to {to}");
+            }
             true
         }
         Err(e) => {

@@ -231,6 +231,14 @@ impl JobRecord {
         Ok(())
     }
 
+    /// [`JobRecord::save`] without the fsync (see
+    /// [`JobRecord::transition_on_start`]): durable with the next save.
+    pub fn save_unsynced(&mut self, layout: &Layout) -> Result<(), JobError> {
+        self.updated_at = Timestamp::now();
+        fsio::write_json_atomic_unsynced(layout.root(), &layout.job_json(&self.job_id), self)?;
+        Ok(())
+    }
+
     /// Move to `to` if the transition table allows it, stamping the times
     /// the move implies, and persist before returning. The only way a
     /// record's state changes.
@@ -247,7 +255,31 @@ impl JobRecord {
         fields: serde_json::Value,
     ) -> Result<(), JobError> {
         self.state.check_transition(to)?;
-        self.apply(layout, events, to, reason, fields, Timestamp::now())
+        self.apply(events, to, reason, fields, Timestamp::now())?;
+        self.save(layout)
+    }
+
+    /// [`JobRecord::transition`] to the state of a command its monitor has
+    /// just started (`preparing`, `running`, `publishing`), written without
+    /// an fsync: it records what already happened, and if a crash of the
+    /// machine loses it, recovery judges the job as it would with it. The
+    /// monitor's first record, durable before anything of the job ran,
+    /// shows its monitor had the job (its `monitor.lock` is there), and a
+    /// job whose monitor is gone is `interrupted` in every state but a
+    /// `queued` one that no monitor took. The next durable save (the end,
+    /// a heartbeat) makes it durable. A terminal state is always synced.
+    pub fn transition_on_start(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        to: JobState,
+    ) -> Result<(), JobError> {
+        self.state.check_transition(to)?;
+        self.apply(events, to, None, serde_json::json!({}), Timestamp::now())?;
+        if to.is_terminal() {
+            return self.save(layout);
+        }
+        self.save_unsynced(layout)
     }
 
     /// Restore a record that is not terminal to the end `to` that a second
@@ -265,14 +297,14 @@ impl JobRecord {
     ) -> Result<(), JobError> {
         self.state.check_restore(to)?;
         let fields = serde_json::json!({"restored": true});
-        self.apply(layout, events, to, reason, fields, finished)
+        self.apply(events, to, reason, fields, finished)?;
+        self.save(layout)
     }
 
-    /// Move to `to` (already checked): the `state` event, the times the
-    /// move implies, the record written.
+    /// Move to `to` (already checked): the `state` event and the times the
+    /// move implies; the caller writes the record.
     fn apply(
         &mut self,
-        layout: &Layout,
         events: &mut EventLog,
         to: JobState,
         reason: Option<String>,
@@ -294,7 +326,7 @@ impl JobRecord {
             self.state_reason = reason;
         }
         self.state = to;
-        self.save(layout)
+        Ok(())
     }
 }
 
@@ -315,6 +347,33 @@ mod tests {
             layout,
             JobRecord::new_queued(id, &prompt, "inbox/p/n.running.md".into(), "host"),
         )
+    }
+
+    #[test]
+    fn a_start_is_written_like_any_transition_and_checked_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layout, mut rec) = sample(dir.path());
+        let mut ev = EventLog::open(layout.root(), &layout.events(&rec.job_id), true);
+        rec.transition_on_start(&layout, &mut ev, JobState::Running)
+            .expect("start");
+        let back = JobRecord::load_job(&layout, &rec.job_id).expect("load");
+        assert_eq!(back.state, JobState::Running);
+        assert!(back.started_at.is_some());
+        let events = std::fs::read_to_string(layout.events(&rec.job_id)).expect("events");
+        assert!(events.contains(r#""to":"running""#), "{events}");
+        // The table still decides: running → queued is refused, nothing written.
+        assert!(
+            rec.transition_on_start(&layout, &mut ev, JobState::Queued)
+                .is_err()
+        );
+        let back = JobRecord::load_job(&layout, &rec.job_id).expect("load");
+        assert_eq!(back.state, JobState::Running);
+        let leftovers: Vec<_> = std::fs::read_dir(layout.run_dir(&rec.job_id))
+            .expect("run dir")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
     }
 
     #[test]

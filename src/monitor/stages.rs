@@ -229,12 +229,12 @@ impl Monitor<'_> {
             .append(op, json!({"pid": pid, "argv": plan.recorded_argv}));
         let mut recorded = self
             .rec
-            .transition(&self.layout, &mut self.events, to, None, json!({}));
+            .transition_on_start(&self.layout, &mut self.events, to);
         if recorded.is_err() && self.rec.state == to {
             // Only the write failed: the job, already running, may have
             // removed the run folder. Put it back and write once more.
             self.restore_records();
-            recorded = self.rec.save(&self.layout);
+            recorded = self.rec.save_unsynced(&self.layout);
         }
         if let Err(e) = recorded {
             // Kill the group while its leader is unreaped, then fail.
