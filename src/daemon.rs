@@ -56,6 +56,7 @@ pub async fn run(
     reloads: control::Reloads,
 ) -> Result<(), DaemonError> {
     prepare_root(&layout)?;
+    monitors::raise_fd_limit();
     let _lock = lock::acquire(&layout)?;
     check_same_filesystem(&layout)?;
     state_file::set_aside_if_corrupt(&layout);
@@ -296,7 +297,7 @@ impl Daemon {
                     Some(signal) => self.on_signals(signal, &mut signals),
                     None => return Err(DaemonError::TaskDied { task: "inbox watcher", reason: "its channel closed".into() }),
                 },
-                report = self.monitors.next() => self.on_monitor_report(report),
+                report = self.monitors.next() => self.on_monitor_reports(report),
                 Some(joined) = self.clearing.join_next() => self.on_group_cleared(joined)?,
                 found = self.startup.next() => self.on_startup_found(found),
                 Some(expired) = std::future::poll_fn(|cx| self.settling.poll_expired(cx)) => {
@@ -481,7 +482,7 @@ impl Daemon {
         let deadline = Instant::now() + self.config.drain_timeout;
         while !self.running.is_empty() {
             tokio::select! {
-                report = self.monitors.next() => self.on_monitor_report(report),
+                report = self.monitors.next() => self.on_monitor_reports(report),
                 _ = tokio::time::sleep(self.config.heartbeat_interval) => self.on_tick(),
                 _ = tokio::time::sleep_until(deadline) => {
                     tracing::warn!(running = self.running.len(), "drain_timeout reached; leaving the rest to their monitors");

@@ -515,6 +515,46 @@ pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
     ))
 }
 
+/// Raise this process's soft limit on open descriptors to its hard limit
+/// (a daemon holds two pipes per monitor, and a group commit some more);
+/// the limit it started with, to give its children back (see
+/// [`restore_fd_limit`]). `None` if the limits could not be read.
+pub fn raise_fd_limit() -> Option<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_max,
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct we own.
+    if limit.rlim_cur < limit.rlim_max
+        && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0
+    {
+        tracing::debug!(
+            "raising the descriptor limit: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Some(limit)
+}
+
+/// Put the descriptor limit back to `limit` (from [`raise_fd_limit`]), in
+/// a child between fork and exec: its programs get the limit the service
+/// was given, not the raised one. Async-signal-safe.
+pub fn restore_fd_limit(limit: &libc::rlimit) -> std::io::Result<()> {
+    // SAFETY: setrlimit reads the struct we own.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Give the heap pages this process has freed back to the kernel (the
 /// allocator keeps them otherwise): after a start-up's or a backlog's
 /// transient tables.

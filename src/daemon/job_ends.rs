@@ -16,8 +16,42 @@ use crate::storage;
 use crate::terminal::Handed;
 
 impl Daemon {
+    /// Monitors' reports, `first` and those already arrived after it. The
+    /// ends handed over in a row are finished as one group commit: their
+    /// prompts' moves are made durable together, not one fsync after
+    /// another on the daemon's loop. Each such end is recoverable from its
+    /// record alone (a crash before the commit leaves a terminal record and
+    /// a claimed prompt, which start-up finishes). Any other report is
+    /// handled alone, after the group's commit.
+    pub(super) fn on_monitor_reports(&mut self, first: monitors::Report) {
+        let mut report = Some(first);
+        while let Some(next) = report.take() {
+            if !next.is_handed_end() {
+                self.on_monitor_report(next);
+                return;
+            }
+            let batch = crate::fsio::batch();
+            let mut handed = Some(next);
+            while let Some(end) = handed.take() {
+                self.on_monitor_report(end);
+                match self.monitors.try_next() {
+                    Some(more) if more.is_handed_end() => handed = Some(more),
+                    other => report = other,
+                }
+            }
+            if let Err(e) = batch.commit() {
+                match storage::fault_of(&e.source) {
+                    Some(condition) => self.storage_failed(condition, e.to_string()),
+                    None => tracing::error!(
+                        "making the latest prompts' moves durable: {e}; start-up finishes them after a power loss"
+                    ),
+                }
+            }
+        }
+    }
+
     /// A monitor reported the end of its job, or exited.
-    pub(super) fn on_monitor_report(&mut self, report: monitors::Report) {
+    fn on_monitor_report(&mut self, report: monitors::Report) {
         match report {
             monitors::Report::Ended(key, job, handed) => {
                 if let Some(id) = self.monitors.ended(key, &job, self.stopping) {

@@ -40,6 +40,16 @@ use crate::terminal::Handed;
 
 use super::notify;
 
+/// The descriptor limit the daemon started with, before it raised its own
+/// (set by [`raise_fd_limit`]); monitors, and so jobs, get this one.
+static FD_LIMIT_AT_START: std::sync::OnceLock<Option<libc::rlimit>> = std::sync::OnceLock::new();
+
+/// Raise the daemon's descriptor limit (see [`crate::procfs::raise_fd_limit`]),
+/// once, remembering the one its monitors are given.
+pub(super) fn raise_fd_limit() {
+    FD_LIMIT_AT_START.get_or_init(crate::procfs::raise_fd_limit);
+}
+
 /// How long after the last idle monitor was handed a job the next one is
 /// started: at once, its exec would take a core from the monitor that is
 /// starting its job right then.
@@ -60,6 +70,15 @@ pub(super) enum Report {
     Ended(MonitorKey, String, Option<Handed>),
     /// The process exited (its stdout closed first).
     Exited(MonitorKey, std::io::Result<ExitStatus>),
+}
+
+impl Report {
+    /// An end whose monitor recorded it in `job.json` and handed the rest
+    /// over: the daemon's part (the row, the prompt's move) is recoverable
+    /// from the record alone.
+    pub(super) fn is_handed_end(&self) -> bool {
+        matches!(self, Report::Ended(_, _, Some(_)))
+    }
 }
 
 /// One monitor of this daemon's, for as long as it lives.
@@ -109,6 +128,11 @@ impl Pool {
             Some(report) => report,
             None => std::future::pending().await,
         }
+    }
+
+    /// A report that has already arrived, if any.
+    pub(super) fn try_next(&mut self) -> Option<Report> {
+        self.reports.try_recv().ok()
     }
 
     pub(super) fn has_idle(&self) -> bool {
@@ -299,9 +323,14 @@ fn monitor_command(layout: &Layout) -> Command {
     for var in notify::PROTOCOL_ENV {
         cmd.env_remove(var);
     }
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours.
+    let limit = FD_LIMIT_AT_START.get().copied().flatten();
+    // SAFETY: setsid and setrlimit are async-signal-safe and touch no
+    // memory of ours.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if let Some(limit) = &limit {
+                crate::procfs::restore_fd_limit(limit)?;
+            }
             nix::unistd::setsid()
                 .map(drop)
                 .map_err(std::io::Error::from)

@@ -30,10 +30,18 @@ use crate::error::IoError;
 /// first written.
 #[derive(Default)]
 struct Owed {
-    handles: Vec<(File, PathBuf, &'static str)>,
+    handles: Vec<Handle>,
     /// Device and inode of each handle, so that each is synced once.
     seen: HashSet<(u64, u64)>,
+    /// The first error of an early sync (see [`OWED_MAX`]), for the commit.
+    failed: Option<IoError>,
 }
+
+/// Most handles a batch holds (each an open descriptor): at this many,
+/// they are synced at once and the batch goes on, owing the next writes
+/// (a rescan that finds thousands of prompts must not run the daemon out
+/// of descriptors).
+const OWED_MAX: usize = 64;
 
 thread_local! {
     static OWED: RefCell<Option<Owed>> = const { RefCell::new(None) };
@@ -87,20 +95,65 @@ impl Drop for Batch {
     }
 }
 
+/// Above this many handles owed, a commit syncs them from this many
+/// threads at once: concurrent fsyncs share the filesystem's journal
+/// commits and device flushes, where one after another each waits for its
+/// own (a burst's group of 256 claims owes about 800).
+const SYNC_THREADS: usize = 8;
+
+type Handle = (File, PathBuf, &'static str);
+
 fn sync_owed() -> Result<usize, IoError> {
     let owed = OWED
         .with(|owed| owed.borrow_mut().take())
         .unwrap_or_default();
-    let mut first_error = None;
     let count = owed.handles.len();
-    for (handle, path, what) in owed.handles {
+    let error = sync_all(&owed.handles);
+    owed.failed.or(error).map_or(Ok(count), Err)
+}
+
+/// fsync every handle, from several threads when there are many; the
+/// first error.
+fn sync_all(handles: &[Handle]) -> Option<IoError> {
+    if handles.len() <= SYNC_THREADS {
+        return sync_each(handles);
+    }
+    let per_thread = handles.len().div_ceil(SYNC_THREADS);
+    std::thread::scope(|s| {
+        let mut first = None;
+        let mut workers = Vec::new();
+        for chunk in handles.chunks(per_thread) {
+            match std::thread::Builder::new().spawn_scoped(s, move || sync_each(chunk)) {
+                Ok(worker) => workers.push(worker),
+                // No thread to be had: this chunk is synced here.
+                Err(_) => first = first.or(sync_each(chunk)),
+            }
+        }
+        for worker in workers {
+            let error = worker.join().unwrap_or_else(|_| {
+                Some(IoError::new(
+                    "syncing",
+                    Path::new("(a group commit)"),
+                    std::io::Error::other("a sync thread panicked"),
+                ))
+            });
+            first = first.or(error);
+        }
+        first
+    })
+}
+
+/// fsync every handle, whatever fails; the first error.
+fn sync_each(handles: &[Handle]) -> Option<IoError> {
+    let mut first_error = None;
+    for (handle, path, what) in handles {
         if let Err(e) = handle.sync_all()
             && first_error.is_none()
         {
-            first_error = Some(IoError::new(what, &path, e));
+            first_error = Some(IoError::new(what, path, e));
         }
     }
-    first_error.map_or(Ok(count), Err)
+    first_error
 }
 
 /// fsync `handle` now, or owe it to the open batch. `what` and `path` name
@@ -117,6 +170,13 @@ pub(super) fn sync(handle: &File, what: &'static str, path: &Path) -> Result<(),
                 .try_clone()
                 .map_err(|e| IoError::new(what, path, e))?;
             owed.handles.push((dup, path.to_path_buf(), what));
+        }
+        if owed.handles.len() >= OWED_MAX {
+            // Synced now; a folder written again later is owed again.
+            owed.seen.clear();
+            let early = std::mem::take(&mut owed.handles);
+            let error = sync_all(&early);
+            owed.failed = owed.failed.take().or(error);
         }
         Ok(true)
     })?;
@@ -145,5 +205,38 @@ mod tests {
         // No batch open: synced at once, nothing owed.
         sync(&a, "syncing", &dir.path().join("a")).expect("synced");
         assert!(OWED.with(|o| o.borrow().is_none()));
+    }
+
+    /// Open descriptors of this process.
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+    }
+
+    #[test]
+    fn a_large_batch_holds_few_descriptors_and_owes_a_folder_again_after_an_early_sync() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let before = open_fds();
+        let group = batch();
+        let files: Vec<PathBuf> = (0..OWED_MAX * 3)
+            .map(|i| dir.path().join(format!("f{i}")))
+            .collect();
+        for path in &files {
+            let f = File::create(path).expect("file");
+            sync(&f, "syncing", path).expect("owed");
+        }
+        // Other tests of this process open descriptors too: a margin.
+        assert!(
+            open_fds() < before + OWED_MAX + 64,
+            "{} descriptors open, {before} before",
+            open_fds()
+        );
+        // Owed after the early syncs, the folder waits for the commit.
+        let d = File::open(dir.path()).expect("dir");
+        sync(&d, "syncing directory", dir.path()).expect("owed");
+        let owed = OWED.with(|o| o.borrow().as_ref().map(|o| o.handles.len()));
+        assert!(owed.is_some_and(|n| (1..OWED_MAX).contains(&n)), "{owed:?}");
+        assert!(group.commit().expect("committed") >= 1);
+        assert!(OWED.with(|o| o.borrow().is_none()));
+        assert!(open_fds() < before + 64, "every owed descriptor was closed");
     }
 }

@@ -31,6 +31,7 @@ pub fn throughput() -> anyhow::Result<Vec<Figure>> {
     let truth = which("true").context("true is not on PATH")?;
     let bare = bare_spawn_rate(&truth, JOBS, PARALLEL)?;
     let mut rig = Rig::new(&config(PARALLEL, &format!("[{truth:?}]"), ""))?;
+    let durable = durable_spawn_rate(&truth, JOBS, PARALLEL, &rig.base.join("durable-bare"))?;
     rig.start()?;
     let names = drop_all(&rig, "tp", JOBS)?;
     rig.wait_all_settled("tp", &names, Duration::from_secs(900))?;
@@ -63,6 +64,12 @@ pub fn throughput() -> anyhow::Result<Vec<Figure>> {
         && rows_distinct == JOBS as i64;
     Ok(vec![
         Figure::info(S, "bare spawn rate (8 at once)", bare, "spawns/s"),
+        Figure::info(
+            S,
+            "bare, a durable record before and after",
+            durable,
+            "jobs/s",
+        ),
         Figure::info(S, "jobs per second", rate, "jobs/s"),
         Figure::at_least(S, "ratio to the bare rate", rate / bare, "ratio", 0.33),
         must_hold(S, "ran exactly once (records, rows)", exactly_once),
@@ -104,6 +111,61 @@ fn bare_spawn_rate(program: &Path, total: usize, parallel: usize) -> anyhow::Res
         }
     }
     Ok(total as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The least a supervisor that keeps its promises does per job, by us:
+/// `total` jobs of `program`, `parallel` at a time, each in its own new
+/// folder under `dir` (on the root's filesystem), with a record written
+/// durably (a temporary file fsynced, renamed into place, the folder
+/// fsynced) before the job starts and again after it ends. What the disk
+/// allows, next to the spawn rate, which has no fsync at all.
+fn durable_spawn_rate(
+    program: &Path,
+    total: usize,
+    parallel: usize,
+    dir: &Path,
+) -> anyhow::Result<f64> {
+    fs::create_dir_all(dir)?;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..parallel)
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<()> {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= total {
+                            return Ok(());
+                        }
+                        let job = dir.join(format!("j{i:05}"));
+                        fs::create_dir(&job)?;
+                        let folder = fs::File::open(&job)?;
+                        durable_record(&job, &folder, b"{\"state\":\"running\"}\n")?;
+                        Command::new(program).stdin(Stdio::null()).status()?;
+                        durable_record(&job, &folder, b"{\"state\":\"succeeded\"}\n")?;
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| anyhow::anyhow!("a worker panicked"))?)
+    })?;
+    let rate = total as f64 / start.elapsed().as_secs_f64();
+    fs::remove_dir_all(dir)?;
+    Ok(rate)
+}
+
+/// `record.json` in `job` replaced durably by `bytes`.
+fn durable_record(job: &Path, folder: &fs::File, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = job.join(".record.tmp");
+    let mut f = fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, job.join("record.json"))?;
+    folder.sync_all()?;
+    Ok(())
 }
 
 /// 10,000 prompts written in a staging folder, then renamed into the
