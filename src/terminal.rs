@@ -159,18 +159,12 @@ impl Finisher<'_> {
         let requeue = ending.may_requeue
             && retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
             && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
-        self.plan(rec, ending.state, ending.outcome, requeue);
-        rec.transition(
-            self.layout,
-            events,
-            ending.state,
-            ending.reason,
-            json!({"outcome": ending.outcome.as_str()}),
-        )?;
+        let (state, outcome) = (ending.state, ending.outcome);
+        self.write_end(rec, events, state, ending.reason, outcome, requeue)?;
         let recorded = self.record(rec, ending.outcome, &ending.artifacts, &ending.paths);
         if requeue && !recorded {
             // Without the row the next claim could not count this attempt.
-            self.plan(rec, ending.state, ending.outcome, false);
+            self.plan(rec, state, outcome, false);
             rec.save(self.layout)?;
         }
         let dest = self
@@ -195,18 +189,28 @@ impl Finisher<'_> {
         events: &mut EventLog,
         ending: Ending,
     ) -> Result<Handed, JobError> {
-        self.plan(rec, ending.state, ending.outcome, false);
-        rec.transition(
-            self.layout,
-            events,
-            ending.state,
-            ending.reason,
-            json!({"outcome": ending.outcome.as_str()}),
-        )?;
+        let (state, outcome) = (ending.state, ending.outcome);
+        self.write_end(rec, events, state, ending.reason, outcome, false)?;
         Ok(Handed {
             artifacts: ending.artifacts,
             paths: ending.paths,
         })
+    }
+
+    /// Step 1: where the prompt goes, said in the record, and the record
+    /// moved to its terminal state (durably).
+    fn write_end(
+        &self,
+        rec: &mut JobRecord,
+        events: &mut EventLog,
+        state: JobState,
+        reason: Option<String>,
+        outcome: Outcome,
+        requeue: bool,
+    ) -> Result<(), JobError> {
+        self.plan(rec, state, outcome, requeue);
+        let fields = json!({"outcome": outcome.as_str()});
+        rec.transition(self.layout, events, state, reason, fields)
     }
 
     /// Decide where the prompt goes and say so in the record.
