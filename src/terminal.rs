@@ -423,20 +423,11 @@ pub fn resume(
     resume_end(layout, config, ledger, rec, false)
 }
 
-/// [`resume`] for a job its caller knows holds its prompt's claim (the
-/// daemon that made the claim, ending the job its monitor reported):
-/// the job index is not asked whether a newer job of the prompt took it
-/// (one cancelled while it waited never did).
-pub fn resume_claimed(
-    layout: &Layout,
-    config: &Config,
-    ledger: Option<&mut Ledger>,
-    rec: &mut JobRecord,
-) -> bool {
-    resume_end(layout, config, ledger, rec, true)
-}
-
-fn resume_end(
+/// [`resume`]; with `claim_proven`, for a job its caller knows holds its
+/// prompt's claim (the daemon that made the claim, ending the job its
+/// monitor reported): the job index is then not asked whether a newer job
+/// of the prompt took it (one cancelled while it waited never did).
+pub fn resume_end(
     layout: &Layout,
     config: &Config,
     mut ledger: Option<&mut Ledger>,

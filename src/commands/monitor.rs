@@ -62,12 +62,12 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         },
     };
     let layout = Layout::new(root);
+    // Only a monitor that reports to a daemon hands its ends over.
+    let hand_over = args.job.is_none();
     let code = loop {
         let id = JobId::parse(&job).map_err(anyhow::Error::msg)?;
         // Everything this monitor logs about a job names it: one span says which.
         let span = tracing::info_span!("job", id = %id);
-        // Only a monitor that reports to a daemon hands its ends over.
-        let hand_over = args.job.is_none();
         let outcome = runtime.block_on(tracing::Instrument::instrument(
             monitor::run(layout.clone(), &config, id.clone(), hand_over),
             span,
@@ -83,16 +83,18 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
             }
             Outcome::NoStorage(_) => break ExitCode::from(EXIT_NO_STORAGE as u8),
         };
-        if args.job.is_some() {
+        if !hand_over {
             break ExitCode::SUCCESS; // started for this one job
         }
-        let (line, handed) = match handed.map(|h| (handover::handed_line(&job, &h), h)) {
-            Some((Some(line), handed)) => (line, Some(handed)),
-            Some((None, handed)) => {
-                // Too long to hand over: recorded here, before the report.
-                terminal::complete_handed(&layout, &config, &id, &handed);
-                (handover::ended_line(&job), None)
-            }
+        let (line, handed) = match handed {
+            Some(h) => match handover::handed_line(&job, &h) {
+                Some(line) => (line, Some(h)),
+                None => {
+                    // Too long to hand over: recorded here, before the report.
+                    terminal::complete_handed(&layout, &config, &id, &h);
+                    (handover::ended_line(&job), None)
+                }
+            },
             None => (handover::ended_line(&job), None),
         };
         if !handover::report_ended(&mut std::io::stdout().lock(), &line) {

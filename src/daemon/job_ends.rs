@@ -168,16 +168,13 @@ impl Daemon {
                 let proven = self.claims.get(&prompt) == Some(id);
                 if self.release_claim(&prompt, id) {
                     let ledger = self.ledger.as_mut();
-                    if proven {
-                        crate::terminal::resume_claimed(
-                            &self.layout,
-                            &self.config,
-                            ledger,
-                            &mut rec,
-                        );
-                    } else {
-                        crate::terminal::resume(&self.layout, &self.config, ledger, &mut rec);
-                    }
+                    crate::terminal::resume_end(
+                        &self.layout,
+                        &self.config,
+                        ledger,
+                        &mut rec,
+                        proven,
+                    );
                 }
                 self.unblock(&rec.prompt_name());
             }
