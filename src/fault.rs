@@ -12,6 +12,8 @@
 //! Points: `daemon-tick` (the daemon loop's heartbeat tick);
 //! `monitor-heartbeat` (a monitor's heartbeat while its job runs);
 //! `monitor-exit` (a monitor whose job has ended, before it exits);
+//! `monitor-index` (a monitor whose job has run for a moment, before it
+//! has the job index told so);
 //! `abort-before-claim` (pause only: `jobwarden abort` has found a prompt
 //! waiting in the inbox and is about to claim it to cancel it);
 //! `startup-check` (pause only: the daemon's start-up check, before it lists

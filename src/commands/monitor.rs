@@ -97,7 +97,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
             },
             None => (handover::ended_line(&job), None),
         };
-        if !handover::report_ended(&mut std::io::stdout().lock(), &line) {
+        if !handover::report(&mut std::io::stdout().lock(), &line) {
             // Nobody listens: the daemon is gone. Finish alone, and leave.
             if let Some(handed) = &handed {
                 terminal::complete_handed(&layout, &config, &id, handed);

@@ -50,9 +50,15 @@ impl Daemon {
         }
     }
 
-    /// A monitor reported the end of its job, or exited.
+    /// A monitor reported that its job runs, or the end of its job, or
+    /// exited.
     fn on_monitor_report(&mut self, report: monitors::Report) {
         match report {
+            monitors::Report::Running(key, job) => {
+                if let Some(id) = self.monitors.serves(key, &job).cloned() {
+                    self.index_running(&id);
+                }
+            }
             monitors::Report::Ended(key, job, handed) => {
                 if let Some(id) = self.monitors.ended(key, &job, self.stopping) {
                     tracing::debug!(job = %id, handed_over = handed.is_some(), "its monitor reported its end");
@@ -64,6 +70,22 @@ impl Daemon {
                     self.on_monitor_exited(id, status);
                 }
             }
+        }
+    }
+
+    /// Tell the job index what job `id`'s record says, now that its
+    /// monitor reports it running. Fail-soft: the index is refreshed at
+    /// the next start.
+    fn index_running(&mut self, id: &JobId) {
+        self.refresh_ledger();
+        let Some(ledger) = self.ledger.as_mut() else {
+            return;
+        };
+        let written = JobRecord::load_job(&self.layout, id)
+            .map_err(|e| e.to_string())
+            .and_then(|rec| ledger.index_job(&rec).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            tracing::warn!(job = %id, "{e}; the job index is refreshed at the next start");
         }
     }
 

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 
 use crate::job::JobId;
 use crate::layout::Layout;
-use crate::monitor::handover;
+use crate::monitor::handover::{self, Said};
 use crate::terminal::Handed;
 
 use super::notify;
@@ -65,6 +65,8 @@ const IDLE_LIMIT: Duration = Duration::from_secs(10);
 /// What a monitor said, or that it exited.
 #[derive(Debug)]
 pub(super) enum Report {
+    /// Its job has run for a moment: the job index is the daemon's to tell.
+    Running(MonitorKey, String),
     /// Its job ended, wholly recorded, or recorded in `job.json` with the
     /// rest handed over: the monitor waits for the next.
     Ended(MonitorKey, String, Option<Handed>),
@@ -231,6 +233,13 @@ impl Pool {
         job
     }
 
+    /// The job monitor `key` serves, if it is `id` (a report about any
+    /// other job is not trusted).
+    pub(super) fn serves(&self, key: MonitorKey, id: &str) -> Option<&JobId> {
+        let job = self.monitors.get(&key)?.job.as_ref();
+        job.filter(|j| j.as_str() == id)
+    }
+
     /// Monitor `key` exited: the job it had, if any.
     pub(super) fn exited(&mut self, key: MonitorKey) -> Option<JobId> {
         self.idle.retain(|k| *k != key);
@@ -289,15 +298,16 @@ async fn read_reports(
             break;
         }
         let text = String::from_utf8_lossy(&line);
-        let Some((id, handed)) = handover::parse_report(text.trim_end_matches('\n')) else {
-            let shown: String = text.chars().take(200).collect();
-            tracing::warn!(report = %shown.trim_end(), "a monitor said something that is not a report; ignored");
-            continue;
+        let report = match handover::parse_report(text.trim_end_matches('\n')) {
+            Some(Said::Running(id)) => Report::Running(key, id.to_owned()),
+            Some(Said::Ended(id, handed)) => Report::Ended(key, id.to_owned(), handed),
+            None => {
+                let shown: String = text.chars().take(200).collect();
+                tracing::warn!(report = %shown.trim_end(), "a monitor said something that is not a report; ignored");
+                continue;
+            }
         };
-        if sender
-            .send(Report::Ended(key, id.to_owned(), handed))
-            .is_err()
-        {
+        if sender.send(report).is_err() {
             return;
         }
     }

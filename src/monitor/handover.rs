@@ -15,6 +15,11 @@
 //!   (`terminal.rs`). A hand-over longer than [`HANDED_MAX`] is not made:
 //!   the monitor records the end wholly itself.
 //!
+//! - monitor → daemon, once a job has run for a moment (`INDEX_AFTER` in
+//!   `monitor/mod.rs`): `running <id>`. The daemon, whose ledger connection
+//!   is open, tells the job index; a monitor whose daemon is gone does it
+//!   itself. A monitor thus opens no ledger while its job runs.
+//!
 //! A monitor serves its jobs one after another, so a job's start costs a
 //! line on a pipe instead of a fork and an exec. A monitor started for one
 //! named job (`monitor <id>`) serves that job alone: its command line names
@@ -40,6 +45,18 @@ pub const REPORT_MAX: u64 = HANDED_MAX as u64 + LINE_MAX;
 /// The word that starts a monitor's report of a job's end.
 const ENDED: &str = "ended ";
 
+/// The word that starts a monitor's report that its job runs.
+const RUNNING: &str = "running ";
+
+/// What a monitor's report line says.
+#[derive(Debug)]
+pub enum Said<'a> {
+    /// Job `id` has run for a moment: the job index may say so.
+    Running(&'a str),
+    /// Job `id` is over, with what its monitor handed over.
+    Ended(&'a str, Option<Handed>),
+}
+
 /// The next job's id: one line; `None` at the end of the input.
 pub fn next_job(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
     let mut line = String::new();
@@ -53,6 +70,11 @@ pub fn next_job(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
 /// The report of job `id`'s end, wholly recorded.
 pub fn ended_line(id: &str) -> String {
     format!("{ENDED}{id}\n")
+}
+
+/// The report that job `id` runs.
+pub fn running_line(id: &str) -> String {
+    format!("{RUNNING}{id}\n")
 }
 
 /// The report of job `id`'s end with what is handed over: `None` when it
@@ -74,20 +96,24 @@ pub fn handed_line(id: &str, handed: &Handed) -> Option<String> {
     (body.len() <= HANDED_MAX).then(|| format!("{ENDED}{id} {body}\n"))
 }
 
-/// Tell the daemon that a job has ended and this monitor is free (`line`
-/// from [`ended_line`] or [`handed_line`]). False if nobody reads any more (the daemon is
-/// gone): the monitor then finishes the job alone and exits.
-pub fn report_ended(out: &mut impl Write, line: &str) -> bool {
+/// Tell the daemon a report `line` ([`running_line`], or that a job has
+/// ended and this monitor is free: [`ended_line`], [`handed_line`]). False
+/// if nobody reads any more (the daemon is gone): the monitor then does
+/// the daemon's part itself (the index, the job's end) and, once its job
+/// is over, exits.
+pub fn report(out: &mut impl Write, line: &str) -> bool {
     out.write_all(line.as_bytes())
         .and_then(|()| out.flush())
         .is_ok()
 }
 
-/// What a report line says (its newline removed): the job that ended, and
-/// what its monitor handed over; `None` if the line is not a report. A
-/// hand-over that cannot be read is `Some(None)`: the row is then
-/// backfilled, as after a crash.
-pub fn parse_report(line: &str) -> Option<(&str, Option<Handed>)> {
+/// What a report line says (its newline removed); `None` if the line is
+/// not a report. A hand-over that cannot be read is `Ended(id, None)`: the
+/// row is then backfilled, as after a crash.
+pub fn parse_report(line: &str) -> Option<Said<'_>> {
+    if let Some(id) = line.strip_prefix(RUNNING) {
+        return (!id.is_empty() && !id.contains(' ')).then_some(Said::Running(id));
+    }
     let rest = line.strip_prefix(ENDED)?;
     let (id, body) = match rest.split_once(' ') {
         Some((id, body)) => (id, Some(body)),
@@ -96,7 +122,7 @@ pub fn parse_report(line: &str) -> Option<(&str, Option<Handed>)> {
     if id.is_empty() {
         return None;
     }
-    Some((id, body.and_then(handed_from)))
+    Some(Said::Ended(id, body.and_then(handed_from)))
 }
 
 fn handed_from(body: &str) -> Option<Handed> {
@@ -129,19 +155,37 @@ mod tests {
     use super::*;
 
     fn parsed(line: &str) -> Option<(String, Option<Handed>)> {
-        parse_report(line.trim_end_matches('\n')).map(|(id, h)| (id.to_owned(), h))
+        match parse_report(line.trim_end_matches('\n'))? {
+            Said::Ended(id, h) => Some((id.to_owned(), h)),
+            Said::Running(_) => None,
+        }
     }
 
     #[test]
     fn a_report_reads_back_as_the_job_it_names() {
         let line = ended_line("01a2-b");
         let mut out = Vec::new();
-        assert!(report_ended(&mut out, &line));
+        assert!(report(&mut out, &line));
         let (id, handed) = parsed(&String::from_utf8(out).expect("utf-8")).expect("a report");
         assert_eq!(id, "01a2-b");
         assert!(handed.is_none());
         assert!(parse_report("ended ").is_none());
         assert!(parse_report("started 01a2").is_none());
+    }
+
+    #[test]
+    fn a_running_report_names_one_job() {
+        let mut out = Vec::new();
+        assert!(report(&mut out, &running_line("01a2-b")));
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(matches!(
+            parse_report(text.trim_end_matches('\n')),
+            Some(Said::Running("01a2-b"))
+        ));
+        // Not an end: a daemon must not free the monitor for it.
+        assert!(parsed(&text).is_none());
+        assert!(parse_report("running ").is_none());
+        assert!(parse_report("running a b").is_none());
     }
 
     #[test]

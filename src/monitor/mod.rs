@@ -289,6 +289,21 @@ impl Monitor<'_> {
         }
     }
 
+    /// Tell the job index that the job runs: through the daemon, whose
+    /// ledger is open, when it reads this monitor's reports; else here.
+    fn index_running(&self) {
+        crate::fault::pause("monitor-index");
+        let line = handover::running_line(self.rec.job_id.as_str());
+        if self.hand_over && handover::report(&mut std::io::stdout().lock(), &line) {
+            return;
+        }
+        self.index();
+        // The ledger's connection (its schema, its page cache) is gone:
+        // give its pages back, for as long as the job runs, beside every
+        // other running job's monitor.
+        procfs::release_free_memory();
+    }
+
     /// The ledger, opened for one write (so a replaced file is never
     /// written through a stale handle). Fail-soft: the row is backfilled
     /// from `job.json`. Damage is the daemon's to report, once, so a
@@ -492,7 +507,7 @@ impl Monitor<'_> {
                 status = &mut exited => return (status, ending),
                 () = &mut index_at, if self.index_owed => {
                     self.index_owed = false;
-                    self.index();
+                    self.index_running();
                 }
                 () = abort_watch.fired(), if ending.is_none() => {
                     let why = self.abort_ending();

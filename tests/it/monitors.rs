@@ -242,6 +242,76 @@ fn idle_monitors_beyond_one_retire() {
     assert_eq!(sb.wait_done("proj", "d", secs(15)).state(), "succeeded");
 }
 
+/// The state job `id`'s row in the job index holds (read from the
+/// ledger file, as a reader of the index would).
+fn indexed_state(sb: &Sandbox, id: &str) -> Option<String> {
+    let db = rusqlite::Connection::open(sb.root.join("ledger.db")).ok()?;
+    db.query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+        .ok()
+}
+
+#[test]
+fn a_running_job_is_indexed_by_the_daemon_when_its_monitor_reports_it() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let _d = Daemon::start(&sb);
+    // The start-up check indexes what it finds stale: it must be over.
+    wait_check_done(&sb);
+    sb.drop_prompt("proj", "a", "x\n");
+    let a = sb.wait_state("proj", "a", "running", secs(15));
+    // The index says `queued` until the monitor's report reaches the
+    // daemon (a monitor with a daemon writes no index row itself).
+    wait_until("the index to say a runs", secs(10), || {
+        (indexed_state(&sb, &a.id).as_deref() == Some("running")).then_some(())
+    });
+    release(&sb, "a");
+    assert_eq!(sb.wait_done("proj", "a", secs(15)).state(), "succeeded");
+    assert_eq!(indexed_state(&sb, &a.id).as_deref(), Some("succeeded"));
+}
+
+#[test]
+fn a_monitor_whose_daemon_is_gone_indexes_its_running_job_itself() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let release_index = sb.out().join("release-index");
+    let release_env = release_index.display().to_string();
+    let mut d = Daemon::start_with_env(
+        &sb,
+        &[
+            ("JOBWARDEN_TEST_PAUSE", "monitor-index"),
+            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
+        ],
+    );
+    wait_check_done(&sb);
+    sb.drop_prompt("proj", "a", "x\n");
+    let reached = sb.out().join("release-index.reached");
+    wait_until("the monitor held before its report", secs(15), || {
+        reached.exists().then_some(())
+    });
+    let id = sb.jobs().into_iter().next().expect("the job").id;
+    assert_eq!(
+        indexed_state(&sb, &id).as_deref(),
+        Some("queued"),
+        "not told yet"
+    );
+    kill(Pid::from_raw(d.pid), Signal::SIGKILL).expect("kill the daemon");
+    d.wait_exit(secs(5));
+    fs::write(&release_index, "").expect("release the monitor");
+    wait_until("the monitor to index a itself", secs(10), || {
+        (indexed_state(&sb, &id).as_deref() == Some("running")).then_some(())
+    });
+    release(&sb, "a");
+    let a = sb.wait_done("proj", "a", secs(15));
+    assert_eq!(a.state(), "succeeded", "{:#}", a.record);
+    let monitor = a.int_field("monitor_pid").expect("monitor_pid") as i32;
+    wait_until("the monitor to finish and leave", secs(10), || {
+        (!pid_alive(monitor)).then_some(())
+    });
+    assert_eq!(wait_row(&sb, &a.id)["outcome"], "success");
+}
+
 /// Says something on each stream, then ends as it is told.
 const TALKS: &str = r#"echo "out-$1"; echo "err-$1" >&2"#;
 

@@ -45,19 +45,6 @@ impl Held {
     }
 }
 
-/// `daemon.json`'s `startup_check`.
-fn startup_check(sb: &Sandbox) -> Option<String> {
-    let v: serde_json::Value =
-        serde_json::from_slice(&fs::read(sb.root.join("daemon.json")).ok()?).ok()?;
-    v["startup_check"].as_str().map(str::to_owned)
-}
-
-fn wait_check_done(sb: &Sandbox) {
-    wait_until("the start-up check to be done", secs(15), || {
-        (startup_check(sb).as_deref() == Some("done")).then_some(())
-    });
-}
-
 /// Run `sql` on the sandbox's ledger (an index row lost or stale).
 fn ledger_sql(sb: &Sandbox, sql: &str, id: &str) {
     let db = rusqlite::Connection::open(sb.root.join("ledger.db")).expect("open ledger.db");

@@ -1110,6 +1110,21 @@ pub fn op_index(ops: &[String], op: &str) -> Option<usize> {
     ops.iter().position(|o| o == op)
 }
 
+/// `daemon.json`'s `startup_check`.
+pub fn startup_check(sb: &Sandbox) -> Option<String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(&fs::read(sb.root.join("daemon.json")).ok()?).ok()?;
+    v["startup_check"].as_str().map(str::to_owned)
+}
+
+/// Waits until the daemon's start-up check is done (after it, nothing but
+/// the loop and the monitors writes the job index).
+pub fn wait_check_done(sb: &Sandbox) {
+    wait_until("the start-up check to be done", secs(15), || {
+        (startup_check(sb).as_deref() == Some("done")).then_some(())
+    });
+}
+
 /// Waits until no process holds job `id`'s monitor lock: its monitor is
 /// done with it (exited, or idle and waiting for another job).
 pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
