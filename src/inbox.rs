@@ -1,8 +1,9 @@
 //! Watching: the bridge from `notify` (inotify) to a channel of
 //! [`Signal`]s for the daemon's loop, and the full rescans that catch what
 //! events missed. Deciding what to claim is the daemon's; this module only
-//! says what happened and where. The same watcher follows queued jobs' run
-//! folders (their `ABORT`) and `control/` (pause markers).
+//! says what happened and where. The same watcher follows `control/`
+//! (pause markers) and, on an inotify instance of its own, queued jobs'
+//! run folders (their `ABORT`: `inbox/queued_aborts.rs`).
 //!
 //! Completeness rule (DESIGN §2): a prompt that arrived by rename, or whose
 //! writer closed it, is complete and is claimed at once. A file merely
@@ -26,7 +27,11 @@ use tokio::sync::mpsc;
 use crate::error::DaemonError;
 use crate::fsio;
 use crate::job::JobId;
-use crate::layout::{Layout, PROMPT_SUFFIX};
+use crate::layout::{Layout, PROMPT_SUFFIX, RUNNING_SUFFIX};
+
+mod queued_aborts;
+
+use queued_aborts::QueuedAborts;
 
 /// What the watcher tells the daemon.
 #[derive(Debug)]
@@ -56,8 +61,9 @@ pub struct InboxWatcher {
     layout: Layout,
     /// Device and inode of the inbox folder being watched.
     watching: (u64, u64),
-    /// Queued jobs' run folders, watched for their ABORT.
-    run_dirs: HashSet<PathBuf>,
+    /// Queued jobs' run folders, watched for their ABORT; `None` if no
+    /// inotify instance could be had (the tick reads the markers).
+    aborts: Option<QueuedAborts>,
 }
 
 impl InboxWatcher {
@@ -65,20 +71,27 @@ impl InboxWatcher {
     /// The inbox must be a real folder (a symlink is refused).
     pub fn start(layout: &Layout) -> Result<(Self, mpsc::UnboundedReceiver<Signal>), DaemonError> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let aborts = QueuedAborts::start(tx.clone())
+            .inspect_err(|e| {
+                tracing::info!(
+                    "no inotify for queued jobs' ABORT ({e}); the tick reads their markers"
+                )
+            })
+            .ok();
         let mut watcher = InboxWatcher {
             watcher: None,
             tx,
             layout: layout.clone(),
             watching: (0, 0),
-            run_dirs: HashSet::new(),
+            aborts,
         };
         watcher.restart()?;
         Ok((watcher, rx))
     }
 
     /// Drop the current watch and watch the folder now at `inbox/` (after
-    /// it was deleted and recreated, or replaced), with the queued jobs'
-    /// run folders. Signals keep arriving on the same channel.
+    /// it was deleted and recreated, or replaced). Signals keep arriving on
+    /// the same channel; the queued jobs' watches are not touched.
     pub fn restart(&mut self) -> Result<(), DaemonError> {
         self.watcher = None;
         let inbox = self.layout.inbox();
@@ -102,9 +115,6 @@ impl InboxWatcher {
         watcher
             .watch(&inbox, RecursiveMode::Recursive)
             .map_err(watch_err)?;
-        for dir in &self.run_dirs {
-            let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
-        }
         // Best effort: without it the daemon's tick still reads the markers.
         let control = self.layout.control();
         if let Err(e) = watcher.watch(&control, RecursiveMode::Recursive) {
@@ -134,23 +144,16 @@ impl InboxWatcher {
 
     /// Also watch a queued job's run folder, so its ABORT is seen at once.
     /// Best effort: without a watch the daemon's tick still finds the marker.
-    pub fn watch_run_dir(&mut self, dir: &Path) {
-        self.run_dirs.insert(dir.to_path_buf());
-        let Some(watcher) = self.watcher.as_mut() else {
-            return;
-        };
-        if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
-            tracing::debug!(
-                "not watching {}: {e}; its ABORT is checked on the tick",
-                dir.display()
-            );
+    pub fn watch_queued(&mut self, id: &JobId) {
+        if let Some(aborts) = &self.aborts {
+            aborts.watch(id, &self.layout.run_dir(id));
         }
     }
 
-    pub fn unwatch_run_dir(&mut self, dir: &Path) {
-        self.run_dirs.remove(dir);
-        if let Some(watcher) = self.watcher.as_mut() {
-            let _ = watcher.unwatch(dir);
+    /// Stop watching a job's run folder: it started or left the queue.
+    pub fn unwatch_queued(&mut self, id: &JobId) {
+        if let Some(aborts) = &self.aborts {
+            aborts.unwatch(id);
         }
     }
 }
@@ -203,6 +206,10 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
     }
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => vec![Signal::Folder(path.clone())],
+        // A claim's own rename (`x.prompt.md` → `x.running.md`): nothing to
+        // claim. A burst of thousands of claims would otherwise queue as
+        // many signals while the daemon makes them.
+        _ if is_claimed_name(path) => Vec::new(),
         _ => vec![Signal::Complete(path.clone())],
     }
 }
@@ -233,6 +240,12 @@ fn warn_symlinked_folder(path: &Path) {
             path.display()
         );
     }
+}
+
+fn is_claimed_name(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(RUNNING_SUFFIX))
 }
 
 fn is_symlink(p: &Path) -> bool {
@@ -301,6 +314,24 @@ pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
 #[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claims_own_rename_is_not_signalled_and_a_drop_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layout = Layout::new(dir.path().to_path_buf());
+        let renamed = |to: &str| {
+            let from = layout.inbox().join("p/a.prompt.md");
+            let event = Event::new(EventKind::Modify(ModifyKind::Name(RenameMode::Both)))
+                .add_path(from)
+                .add_path(layout.inbox().join(to));
+            translate(&layout, Ok(event))
+        };
+        assert!(renamed("p/a.running.md").is_empty());
+        assert!(matches!(
+            renamed("p/b.prompt.md").as_slice(),
+            [Signal::Complete(p)] if p.ends_with("p/b.prompt.md")
+        ));
+    }
 
     #[test]
     fn scan_finds_prompts_at_any_depth_and_skips_hidden_and_symlinked_dirs() {

@@ -408,7 +408,8 @@ impl Layout {
     }
 }
 
-const ABORT_FILE: &str = "ABORT";
+/// The name of a job's abort marker in its run folder.
+pub const ABORT_FILE: &str = "ABORT";
 const PROMPT_COPY_FILE: &str = "prompt.md";
 const BODY_FILE: &str = "body.md";
 const EVENTS_FILE: &str = "events.jsonl";

@@ -288,7 +288,7 @@ impl Daemon {
 
     fn enqueue_job(&mut self, job: QueuedJob) {
         if let Some(w) = self.watcher.as_mut() {
-            w.watch_run_dir(&self.layout.run_dir(&job.id));
+            w.watch_queued(&job.id);
         }
         self.sched.queue.push(job);
         self.backlog_seen |= self.sched.queue.len() > super::BACKLOG;
@@ -337,12 +337,12 @@ impl Daemon {
     /// its place and the next tick retries.
     fn start(&mut self, job: QueuedJob) -> bool {
         if let Some(w) = self.watcher.as_mut() {
-            w.unwatch_run_dir(&self.layout.run_dir(&job.id));
+            w.unwatch_queued(&job.id);
         }
         if let Err(e) = self.spawn_monitor(&job.id) {
             tracing::error!(job = %job.id, "could not start its monitor, retrying on the next tick: {e}");
             if let Some(w) = self.watcher.as_mut() {
-                w.watch_run_dir(&self.layout.run_dir(&job.id));
+                w.watch_queued(&job.id);
             }
             self.sched.queue.put_back(job);
             return false;
@@ -397,7 +397,7 @@ impl Daemon {
             None => self.queued_job_of(id, 0),
         };
         if let Some(w) = self.watcher.as_mut() {
-            w.watch_run_dir(&self.layout.run_dir(id));
+            w.watch_queued(id);
         }
         let mut job = job;
         job.woken_by = None;
@@ -411,7 +411,7 @@ impl Daemon {
             return false;
         };
         if let Some(w) = self.watcher.as_mut() {
-            w.unwatch_run_dir(&self.layout.run_dir(id));
+            w.unwatch_queued(id);
         }
         if let Some(by) = job.woken_by {
             self.wake(&by);

@@ -2,13 +2,16 @@
 //! safe path component whatever their origin.
 
 use std::fmt;
+use std::sync::Arc;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A job's id; always safe to use as a single path component.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct JobId(String);
+/// A job's id; always safe to use as a single path component. Shared, not
+/// copied, when cloned: the daemon keeps several handles on each waiting
+/// job's id (its queue, its claim, its watch), thousands of them in a
+/// burst.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(Arc<str>);
 
 const MAX_LEN: usize = 64;
 
@@ -16,7 +19,7 @@ impl JobId {
     /// A new time-ordered id. Two ids minted in the same millisecond still
     /// differ: UUIDv7 carries random bits after the timestamp.
     pub fn generate() -> Self {
-        JobId(uuid::Uuid::now_v7().hyphenated().to_string())
+        JobId(uuid::Uuid::now_v7().hyphenated().to_string().into())
     }
 
     /// Accept an id from outside (a CLI argument, a directory name, front
@@ -31,7 +34,7 @@ impl JobId {
                 "job id {s:?} may hold only ASCII letters, digits, '-' and '_', starting with a letter or digit"
             ));
         }
-        Ok(JobId(s.to_owned()))
+        Ok(JobId(s.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -53,6 +56,12 @@ impl JobId {
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl Serialize for JobId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
     }
 }
 

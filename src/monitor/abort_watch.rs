@@ -41,7 +41,7 @@ thread_local! {
 }
 
 /// `AsyncFd` wants `AsRawFd`; nix's `Inotify` offers `AsFd`.
-struct InotifyFd(Inotify);
+pub(crate) struct InotifyFd(pub Inotify);
 
 impl AsRawFd for InotifyFd {
     fn as_raw_fd(&self) -> RawFd {
@@ -114,14 +114,19 @@ fn instance() -> std::io::Result<Rc<AsyncFd<InotifyFd>>> {
     if let Some(fd) = INSTANCE.with_borrow(Option::clone) {
         return Ok(fd);
     }
+    let fd = Rc::new(async_inotify()?);
+    INSTANCE.set(Some(fd.clone()));
+    Ok(fd)
+}
+
+/// A new non-blocking inotify instance, registered with the runtime (call
+/// within it).
+pub(crate) fn async_inotify() -> std::io::Result<AsyncFd<InotifyFd>> {
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
     // SAFETY: the Inotify owns its descriptor, which stays open and the same
     // for as long as the AsyncFd owns the Inotify.
-    let fd = unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)?;
-    let fd = Rc::new(fd);
-    INSTANCE.set(Some(fd.clone()));
-    Ok(fd)
+    unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
+        .map_err(|e| e.into_parts().1)
 }
 
 /// Wait for events until one names `name` (or the fd fails: then return and

@@ -228,6 +228,42 @@ fn abort_while_queued_never_starts_the_job() {
 }
 
 #[test]
+fn a_queued_job_s_marker_written_by_hand_is_seen_at_once_not_at_the_tick() {
+    let sb = Sandbox::new();
+    let script = sb.script("block", BLOCKER);
+    // The tick, which reads every queued job's marker, is a minute away:
+    // only the watch of the queued job's run folder can see it in time.
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script, "{name}"])
+            .global("max_jobs", "1")
+            .global("heartbeat_interval", "\"60s\""),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "first", "occupies the only slot\n");
+    sb.wait_state("proj", "first", "running", secs(15));
+    let mut queued = Vec::new();
+    for name in ["second", "third"] {
+        sb.drop_prompt("proj", name, "waits for the slot\n");
+        queued.push(sb.wait_state("proj", name, "queued", secs(10)));
+    }
+    // Moved in, as an editor or `mv` would: the watch sees renames too.
+    let staged = sb.out().join("ABORT.staged");
+    fs::write(&staged, "by hand\n").expect("stage ABORT");
+    fs::rename(&staged, queued[1].dir.join("ABORT")).expect("move ABORT in");
+    let third = sb.wait_id(&queued[1].id, "third to be cancelled", secs(3), |j| {
+        j.is_terminal()
+    });
+    assert_eq!(third.state(), "cancelled", "{:#}", third.record);
+    fs::write(queued[0].dir.join("ABORT"), "by hand\n").expect("write ABORT");
+    let second = sb.wait_id(&queued[0].id, "second to be cancelled", secs(3), |j| {
+        j.is_terminal()
+    });
+    assert_eq!(second.state(), "cancelled", "{:#}", second.record);
+    fs::write(sb.out().join("release"), "").expect("release");
+    assert_eq!(sb.wait_done("proj", "first", secs(10)).state(), "succeeded");
+}
+
+#[test]
 fn timeout_marks_the_job_timed_out() {
     let sb = Sandbox::new();
     let script = sb.script("slow", "echo slow; sleep 1000");

@@ -111,7 +111,9 @@ struct Entry {
 pub struct Queue {
     next_seq: u64,
     starts: u64,
-    jobs: HashMap<JobId, Entry>,
+    /// Boxed: a table sized for a burst of thousands holds a pointer per
+    /// slot, not the whole entry (about 250 bytes).
+    jobs: HashMap<JobId, Box<Entry>>,
     ready: BTreeMap<Reverse<i32>, Level>,
     parked: HashMap<Blocker, BTreeMap<Key, JobId>>,
     projects: HashMap<String, Project>,
@@ -171,7 +173,7 @@ impl Queue {
         }
         pq.jobs.insert(job.seq, job.id.clone());
         self.jobs
-            .insert(job.id.clone(), Entry { job, parked: None });
+            .insert(job.id.clone(), Box::new(Entry { job, parked: None }));
     }
 
     /// The next ready job in order, if any.
