@@ -46,7 +46,8 @@
 //! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
-//! - [`inbox`] — notify → channel bridge and inbox scans.
+//! - [`inbox`] — notify → channel bridge and inbox scans; `inbox/queued_aborts.rs`
+//!   (queued jobs' run folders watched for their ABORT on an inotify instance of its own).
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
@@ -73,8 +74,9 @@
 //!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
 //!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
-//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker),
-//!   `handover.rs` (the daemon's pipe: the next job's id in, `ended <id>` out),
+//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
+//!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
+//!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
