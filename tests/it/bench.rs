@@ -95,3 +95,30 @@ fn the_stamp_helper_writes_the_monotonic_clock_and_runs_as_jobwarden() {
         .expect("as jobwarden");
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("jobwarden "));
 }
+
+#[test]
+fn the_startup_scenario_runs_through_daemon_restarts_with_monitors_kept_between_jobs() {
+    // Each round starts a daemon, waits for its job, stops it and waits
+    // for the job's monitor to leave (an idle monitor waits for its next
+    // job until its daemon is gone): it must finish, with every figure.
+    let sb = Sandbox::new();
+    let out = Command::new(BENCH)
+        .args(["startup", "--history", "20", "--json"])
+        .env("TMPDIR", sb.out())
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let figures = report["figures"].as_array().expect("figures");
+    let figure = |name: &str| {
+        figures
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {report}"))
+    };
+    assert_eq!(figure("finished jobs on disk")["value"], 20.0, "{report}");
+    assert!(
+        figure("start → job, long history (median)")["value"].is_number(),
+        "{report}"
+    );
+}

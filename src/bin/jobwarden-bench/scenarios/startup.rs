@@ -101,18 +101,21 @@ fn start_to_job(rig: &mut Rig, round: usize) -> anyhow::Result<f64> {
         read_stamp(&stamp)
     })?;
     rig.wait_ready(pid)?;
-    // Its monitor gone too, so that the next start finds nothing live.
+    let monitor = wait_for(Duration::from_secs(60), "the job to end", || {
+        let rec = record(rig, &id).ok()?;
+        rec.finished_at.and(rec.monitor_pid)
+    })?;
+    rig.stop()?;
+    // Its monitor gone too (an idle monitor leaves when its daemon does),
+    // so that the next start finds nothing live.
     wait_for(
         Duration::from_secs(60),
-        "the job and its monitor to end",
+        "the job's monitor to leave",
         || {
-            let rec = record(rig, &id).ok()?;
-            let monitor = nix::unistd::Pid::from_raw(rec.monitor_pid?);
-            let gone = nix::sys::signal::kill(monitor, None).is_err();
-            (rec.finished_at.is_some() && gone).then_some(())
+            let monitor = nix::unistd::Pid::from_raw(monitor);
+            nix::sys::signal::kill(monitor, None).is_err().then_some(())
         },
     )?;
-    rig.stop()?;
     Ok(started.saturating_sub(t0) as f64 / MS)
 }
 
