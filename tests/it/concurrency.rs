@@ -174,15 +174,7 @@ exit 0"#,
             .profile("max_attempts", "2")
             .profile("cooldown", "\"50ms\""),
     );
-    let release = sb.out().join("release-monitors");
-    let release_env = release.display().to_string();
-    let d = Daemon::start_with_env(
-        &sb,
-        &[
-            ("JOBWARDEN_TEST_PAUSE", "monitor-exit"),
-            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
-        ],
-    );
+    let held = Paused::start(&sb, "monitor-exit", "release-monitors");
     sb.drop_prompt("proj", "twice", "x\n");
 
     // The second attempt runs while the first one's monitor, its job
@@ -200,10 +192,10 @@ exit 0"#,
         .into_iter()
         .find(|j| j.int_field("attempt") == Some(1))
         .expect("the first attempt");
-    fs::write(&release, "").expect("release the monitors");
+    held.release();
     wait_until("the first monitor's end to be settled", secs(10), || {
         let reported = format!("its monitor reported its end job={}", first.id);
-        d.stderr().contains(&reported).then_some(())
+        held.daemon.stderr().contains(&reported).then_some(())
     });
     wait_monitor_released(&sb, &first.id, secs(10));
     fs::write(&go, "").expect("let the second attempt finish");

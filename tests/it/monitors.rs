@@ -275,30 +275,19 @@ fn a_monitor_whose_daemon_is_gone_indexes_its_running_job_itself() {
     let sb = Sandbox::new();
     let script = sb.script("gated", GATED);
     sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
-    let release_index = sb.out().join("release-index");
-    let release_env = release_index.display().to_string();
-    let mut d = Daemon::start_with_env(
-        &sb,
-        &[
-            ("JOBWARDEN_TEST_PAUSE", "monitor-index"),
-            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
-        ],
-    );
+    let mut held = Paused::start(&sb, "monitor-index", "release-index");
     wait_check_done(&sb);
     sb.drop_prompt("proj", "a", "x\n");
-    let reached = sb.out().join("release-index.reached");
-    wait_until("the monitor held before its report", secs(15), || {
-        reached.exists().then_some(())
-    });
+    held.wait_reached("the monitor held before its report", secs(15));
     let id = sb.jobs().into_iter().next().expect("the job").id;
     assert_eq!(
         indexed_state(&sb, &id).as_deref(),
         Some("queued"),
         "not told yet"
     );
-    kill(Pid::from_raw(d.pid), Signal::SIGKILL).expect("kill the daemon");
-    d.wait_exit(secs(5));
-    fs::write(&release_index, "").expect("release the monitor");
+    kill(Pid::from_raw(held.daemon.pid), Signal::SIGKILL).expect("kill the daemon");
+    held.daemon.wait_exit(secs(5));
+    held.release();
     wait_until("the monitor to index a itself", secs(10), || {
         (indexed_state(&sb, &id).as_deref() == Some("running")).then_some(())
     });
@@ -350,20 +339,9 @@ fn a_monitor_whose_daemon_died_before_its_report_finishes_the_end_alone() {
     let sb = Sandbox::new();
     let script = sb.script("talks", TALKS);
     sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
-    let release = sb.out().join("release-monitor");
-    let release_env = release.display().to_string();
-    let mut d = Daemon::start_with_env(
-        &sb,
-        &[
-            ("JOBWARDEN_TEST_PAUSE", "monitor-exit"),
-            ("JOBWARDEN_TEST_PAUSE_UNTIL", &release_env),
-        ],
-    );
+    let mut held = Paused::start(&sb, "monitor-exit", "release-monitor");
     sb.drop_prompt("proj", "a", "x\n");
-    let reached = sb.out().join("release-monitor.reached");
-    wait_until("the monitor held before its report", secs(15), || {
-        reached.exists().then_some(())
-    });
+    held.wait_reached("the monitor held before its report", secs(15));
     // Only its record is written: the row and the move were to be handed over.
     let a = sb.jobs().into_iter().next().expect("the job");
     assert_eq!(a.state(), "succeeded", "{:#}", a.record);
@@ -371,9 +349,9 @@ fn a_monitor_whose_daemon_died_before_its_report_finishes_the_end_alone() {
     assert!(running.is_file(), "the prompt is still claimed");
     assert_ne!(sb.run(&["history", "show", &a.id, "--json"]).code(), 0);
 
-    kill(Pid::from_raw(d.pid), Signal::SIGKILL).expect("kill the daemon");
-    d.wait_exit(secs(5));
-    fs::write(&release, "").expect("release the monitor");
+    kill(Pid::from_raw(held.daemon.pid), Signal::SIGKILL).expect("kill the daemon");
+    held.daemon.wait_exit(secs(5));
+    held.release();
     let monitor = a.int_field("monitor_pid").expect("monitor_pid") as i32;
     wait_until("the monitor to finish and leave", secs(10), || {
         (!pid_alive(monitor)).then_some(())

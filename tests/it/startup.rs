@@ -5,7 +5,6 @@
 //! what was found without it and what only it finds.
 
 use std::fs;
-use std::path::PathBuf;
 
 use crate::support::*;
 
@@ -16,33 +15,11 @@ while [ ! -e "$OUT/release-$1" ] && [ ! -e "$OUT/release-all" ]; do sleep 0.05; 
 echo done"#;
 
 /// A daemon whose start-up check holds at its pause point until
-/// [`Held::release`]; returned once it is held there.
-struct Held {
-    daemon: Daemon,
-    until: PathBuf,
-}
-
-impl Held {
-    fn start(sb: &Sandbox) -> Held {
-        let until = sb.out().join("check-may-go");
-        let until_env = until.to_string_lossy().into_owned();
-        let daemon = Daemon::start_with_env(
-            sb,
-            &[
-                ("JOBWARDEN_TEST_PAUSE", "startup-check"),
-                ("JOBWARDEN_TEST_PAUSE_UNTIL", &until_env),
-            ],
-        );
-        let reached = sb.out().join("check-may-go.reached");
-        wait_until("the start-up check to be held", secs(10), || {
-            reached.exists().then_some(())
-        });
-        Held { daemon, until }
-    }
-
-    fn release(&self) {
-        fs::write(&self.until, "").expect("release the start-up check");
-    }
+/// [`Paused::release`]; returned once it is held there.
+fn held(sb: &Sandbox) -> Paused {
+    let held = Paused::start(sb, "startup-check", "check-may-go");
+    held.wait_reached("the start-up check to be held", secs(10));
+    held
 }
 
 /// Run `sql` on the sandbox's ledger (an index row lost or stale).
@@ -83,7 +60,7 @@ fn a_prompt_waiting_at_start_runs_before_the_startup_check_is_done() {
     first.wait_exit(secs(10));
     sb.drop_prompt("proj", "waiting", "run me now\n");
 
-    let held = Held::start(&sb);
+    let held = held(&sb);
     let job = sb.wait_done("proj", "waiting", secs(15));
     assert_eq!(job.state(), "succeeded", "{:#}", job.record);
     assert_eq!(
@@ -133,7 +110,7 @@ fn a_running_job_whose_index_row_is_missing_is_found_by_the_startup_check() {
     });
     ledger_sql(&sb, "DELETE FROM jobs WHERE id = ?1", &lost.id);
 
-    let held = Held::start(&sb);
+    let held = held(&sb);
     // Start-up read the index only: nothing knows the job yet.
     assert_never(
         "the unindexed job to be judged before the check",
@@ -170,7 +147,7 @@ fn a_queued_job_whose_index_row_says_it_ended_still_runs_once() {
         &stale.id,
     );
 
-    let held = Held::start(&sb);
+    let held = held(&sb);
     fs::write(sb.out().join("release-all"), "").expect("release");
     let first = sb.wait_id(&first.id, "the adopted job to end", secs(15), |j| {
         j.is_terminal()
@@ -195,7 +172,7 @@ fn a_queued_job_whose_index_row_says_it_ended_still_runs_once() {
 fn a_daemon_stopped_while_its_startup_check_runs_stops_at_once() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["cat"]));
-    let mut held = Held::start(&sb);
+    let mut held = held(&sb);
     held.daemon.sigterm();
     // The check is held for up to a minute: the daemon does not wait for it.
     let status = held.daemon.wait_exit(secs(5));

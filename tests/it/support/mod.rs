@@ -1110,6 +1110,43 @@ pub fn op_index(ops: &[String], op: &str) -> Option<usize> {
     ops.iter().position(|o| o == op)
 }
 
+/// A daemon whose processes (it, or its monitors) stop at a fault-injection
+/// pause point (`src/fault.rs`) until released.
+pub struct Paused {
+    pub daemon: Daemon,
+    until: PathBuf,
+}
+
+impl Paused {
+    /// Start a daemon whose processes wait at `point` until
+    /// [`Paused::release`]; `name` names the release file.
+    pub fn start(sb: &Sandbox, point: &str, name: &str) -> Paused {
+        let until = sb.out().join(name);
+        let until_env = until.to_string_lossy().into_owned();
+        let daemon = Daemon::start_with_env(
+            sb,
+            &[
+                ("JOBWARDEN_TEST_PAUSE", point),
+                ("JOBWARDEN_TEST_PAUSE_UNTIL", &until_env),
+            ],
+        );
+        Paused { daemon, until }
+    }
+
+    /// Waits until a process is held at the point.
+    pub fn wait_reached(&self, what: &str, deadline: Duration) {
+        let mut reached = self.until.clone().into_os_string();
+        reached.push(".reached");
+        let reached = PathBuf::from(reached);
+        wait_until(what, deadline, || reached.exists().then_some(()));
+    }
+
+    /// Let every process held at the point, and any that reaches it later, go on.
+    pub fn release(&self) {
+        fs::write(&self.until, "").expect("release the pause point");
+    }
+}
+
 /// `daemon.json`'s `startup_check`.
 pub fn startup_check(sb: &Sandbox) -> Option<String> {
     let v: serde_json::Value =
