@@ -74,16 +74,20 @@ impl Daemon {
     }
 
     /// Tell the job index what job `id`'s record says, now that its
-    /// monitor reports it running. Fail-soft: the index is refreshed at
-    /// the next start.
+    /// monitor reports it running. A record already terminal is left to
+    /// the end's own report: the index may say a job ended only once its
+    /// ledger row is written. Fail-soft: the index is refreshed at the
+    /// next start.
     fn index_running(&mut self, id: &JobId) {
         self.refresh_ledger();
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
-        let written = JobRecord::load_job(&self.layout, id)
-            .map_err(|e| e.to_string())
-            .and_then(|rec| ledger.index_job(&rec).map_err(|e| e.to_string()));
+        let written = match JobRecord::load_job(&self.layout, id) {
+            Ok(rec) if rec.state.is_terminal() => Ok(()),
+            Ok(rec) => ledger.index_job(&rec).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
         if let Err(e) = written {
             tracing::warn!(job = %id, "{e}; the job index is refreshed at the next start");
         }
