@@ -2,6 +2,9 @@
 //! instance of the daemon's own, with one small table entry per job (its
 //! watch and its id).
 //!
+//! A marker is taken when it is moved in or closed after writing, so that
+//! the reason written in it is read whole.
+//!
 //! Through `notify` each watch cost about 600 bytes of the daemon's memory
 //! (its path twice in the crate's tables, and once in ours), which a burst
 //! of 10,000 waiting prompts multiplied into megabytes. A marker no event
@@ -48,7 +51,9 @@ impl QueuedAborts {
     /// Watch job `id`'s run folder. Best effort: without a watch the tick
     /// finds the marker.
     pub fn watch(&self, id: &JobId, run_dir: &Path) {
-        let flags = AddWatchFlags::IN_CREATE
+        // A marker is complete when moved in or closed after writing (its
+        // reason is in it); one merely created may still be being written.
+        let flags = AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_MOVED_TO
             | AddWatchFlags::IN_ONLYDIR
             | AddWatchFlags::IN_DONT_FOLLOW;
