@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::error::DaemonError;
 use crate::fsio;
 use crate::job::JobId;
-use crate::layout::{Layout, PROMPT_SUFFIX, RUNNING_SUFFIX};
+use crate::layout::{Layout, PROMPT_SUFFIX};
 
 mod queued_aborts;
 
@@ -209,7 +209,7 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
         // A claim's own rename (`x.prompt.md` → `x.running.md`): nothing to
         // claim. A burst of thousands of claims would otherwise queue as
         // many signals while the daemon makes them.
-        _ if is_claimed_name(path) => Vec::new(),
+        _ if crate::layout::is_claimed_name(path) => Vec::new(),
         _ => vec![Signal::Complete(path.clone())],
     }
 }
@@ -240,12 +240,6 @@ fn warn_symlinked_folder(path: &Path) {
             path.display()
         );
     }
-}
-
-fn is_claimed_name(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(RUNNING_SUFFIX))
 }
 
 fn is_symlink(p: &Path) -> bool {

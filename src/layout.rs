@@ -459,6 +459,12 @@ pub fn sqlite_sidecars(db: &Path) -> [PathBuf; 2] {
     })
 }
 
+/// Does `path` name a claimed prompt (`<name>.running.md`)?
+pub fn is_claimed_name(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.as_encoded_bytes().ends_with(RUNNING_SUFFIX.as_bytes()))
+}
+
 /// Classify an absolute path under `inbox`.
 pub fn classify_inbox_path(inbox: &Path, path: &Path) -> InboxEntry {
     let Ok(rel) = path.strip_prefix(inbox) else {

@@ -27,6 +27,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::{Deserialize, Serialize};
 
 /// One process for good: its pid and its start time.
@@ -515,44 +516,28 @@ pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
     ))
 }
 
+/// A descriptor limit: soft, hard.
+pub type FdLimit = (libc::rlim_t, libc::rlim_t);
+
 /// Raise this process's soft limit on open descriptors to its hard limit
 /// (a daemon holds two pipes per monitor, and a group commit some more);
 /// the limit it started with, to give its children back (see
 /// [`restore_fd_limit`]). `None` if the limits could not be read.
-pub fn raise_fd_limit() -> Option<libc::rlimit> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return None;
-    }
-    let raised = libc::rlimit {
-        rlim_cur: limit.rlim_max,
-        rlim_max: limit.rlim_max,
-    };
-    // SAFETY: setrlimit reads the struct we own.
-    if limit.rlim_cur < limit.rlim_max
-        && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0
+pub fn raise_fd_limit() -> Option<FdLimit> {
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
     {
-        tracing::debug!(
-            "raising the descriptor limit: {}",
-            std::io::Error::last_os_error()
-        );
+        tracing::debug!("raising the descriptor limit: {e}");
     }
-    Some(limit)
+    Some((soft, hard))
 }
 
 /// Put the descriptor limit back to `limit` (from [`raise_fd_limit`]), in
 /// a child between fork and exec: its programs get the limit the service
 /// was given, not the raised one. Async-signal-safe.
-pub fn restore_fd_limit(limit: &libc::rlimit) -> std::io::Result<()> {
-    // SAFETY: setrlimit reads the struct we own.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+pub fn restore_fd_limit((soft, hard): FdLimit) -> std::io::Result<()> {
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).map_err(std::io::Error::from)
 }
 
 /// Let this process's threads share two heaps instead of one each (the

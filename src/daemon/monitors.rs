@@ -42,7 +42,8 @@ use super::notify;
 
 /// The descriptor limit the daemon started with, before it raised its own
 /// (set by [`raise_fd_limit`]); monitors, and so jobs, get this one.
-static FD_LIMIT_AT_START: std::sync::OnceLock<Option<libc::rlimit>> = std::sync::OnceLock::new();
+static FD_LIMIT_AT_START: std::sync::OnceLock<Option<crate::procfs::FdLimit>> =
+    std::sync::OnceLock::new();
 
 /// Raise the daemon's descriptor limit (see [`crate::procfs::raise_fd_limit`]),
 /// once, remembering the one its monitors are given.
@@ -338,7 +339,7 @@ fn monitor_command(layout: &Layout) -> Command {
     // memory of ours.
     unsafe {
         cmd.pre_exec(move || {
-            if let Some(limit) = &limit {
+            if let Some(limit) = limit {
                 crate::procfs::restore_fd_limit(limit)?;
             }
             nix::unistd::setsid()
