@@ -174,8 +174,11 @@ impl EventLog {
         obj.insert("seq".into(), json!(self.next_seq));
         obj.insert("op".into(), json!(op.as_str()));
         obj.insert("ts".into(), json!(Timestamp::now().to_string()));
+        // A field never replaces the event's own seq, op or time.
         if let Value::Object(extra) = fields {
-            obj.extend(extra);
+            for (key, value) in extra {
+                obj.entry(key).or_insert(value);
+            }
         }
         let mut line = Value::Object(obj).to_string();
         line.push('\n');
@@ -275,6 +278,23 @@ pub fn read_counted(root: &Path, path: &Path) -> Result<ReadEvents, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_never_replaces_the_event_s_own_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut log = EventLog::open(dir.path(), &p, true);
+        log.append(
+            Op::Claimed,
+            json!({"op": null, "seq": 9, "ts": 0, "why": "x"}),
+        );
+        let events = read_all(dir.path(), &p).expect("read");
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0]["op"], "claimed");
+        assert_eq!(events[0]["seq"], 1);
+        assert!(events[0]["ts"].is_string(), "{}", events[0]);
+        assert_eq!(events[0]["why"], "x");
+    }
 
     #[test]
     fn seq_continues_after_reopen_and_skips_torn_lines() {

@@ -21,7 +21,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat2};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag, openat, openat2, renameat2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
 
 use super::{DIR_MODE, FILE_MODE, Renamed};
@@ -120,6 +122,10 @@ pub fn read_capped_from(
 /// not a folder.
 pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
     let (mut cur, parts) = walk_start(root, dir)?;
+    // Most often the folder is there already: one open says so.
+    if let Some(Ok(_)) = open_resolved(cur.as_fd(), &parts, Expect::Dir, OFlag::O_RDONLY, dir) {
+        return Ok(());
+    }
     for (i, part) in parts.iter().enumerate() {
         let at = component_path(root, &parts[..=i]);
         cur = match open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at) {
@@ -234,9 +240,15 @@ fn split_parent(path: &Path) -> Result<(&Path, &OsStr), IoError> {
     }
 }
 
-/// Open the last component of `path` as `expect`, walking from `root`.
+/// Open the last component of `path` as `expect` below `root`: in one
+/// `openat2` that refuses every symlink, and, when that finds something
+/// wrong on the way, by walking from `root` one component at a time, which
+/// names what is wrong and where.
 fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<OwnedFd, IoError> {
     let (mut cur, parts) = walk_start(root, path)?;
+    if let Some(opened) = open_resolved(cur.as_fd(), &parts, expect, flags, path) {
+        return opened;
+    }
     let Some((last, dirs)) = parts.split_last() else {
         return if expect == Expect::Dir {
             Ok(cur)
@@ -253,6 +265,68 @@ fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<O
         cur = open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, path, &at)?;
     }
     open_at(cur.as_fd(), last, expect, flags, path, path)
+}
+
+/// Is `openat2` known to be missing (a kernel before 5.6, or a sandbox
+/// that refuses it)? Then every open walks.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
+
+/// `parts` below `dir` opened in one `openat2` that follows no symlink
+/// (`RESOLVE_NO_SYMLINKS`) and leaves no folder (`RESOLVE_BENEATH`), then
+/// checked with `fstat`. `None` when the walk must tell what is wrong: a
+/// symlink, something not a folder, a FIFO or device on the way, or no
+/// `openat2` at all (or one a sandbox refuses).
+fn open_resolved(
+    dir: BorrowedFd<'_>,
+    parts: &[&OsStr],
+    expect: Expect,
+    flags: OFlag,
+    full: &Path,
+) -> Option<Result<OwnedFd, IoError>> {
+    if parts.is_empty() || NO_OPENAT2.load(Ordering::Relaxed) {
+        return None;
+    }
+    let rel: std::path::PathBuf = parts.iter().collect();
+    let mut how = OpenHow::new()
+        .flags(leaf_flags(flags, expect))
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_BENEATH);
+    if flags.contains(OFlag::O_CREAT) {
+        // The mode must be zero unless the open may create.
+        how = how.mode(Mode::from_bits_truncate(FILE_MODE));
+    }
+    let fd = match openat2(dir, rel.as_path(), how) {
+        Ok(fd) => fd,
+        Err(Errno::ENOSYS | Errno::E2BIG) => {
+            NO_OPENAT2.store(true, Ordering::Relaxed);
+            return None;
+        }
+        Err(
+            Errno::ELOOP
+            | Errno::ENOTDIR
+            | Errno::ENXIO
+            | Errno::EWOULDBLOCK
+            | Errno::EXDEV
+            | Errno::EINVAL
+            | Errno::EPERM,
+        ) => return None,
+        Err(e) => return Some(Err(IoError::new("opening", full, e.into()))),
+    };
+    Some(match fstat(&fd) {
+        Ok(st) if expect.matches(&st) => Ok(fd),
+        Ok(st) => Err(refused_stat(full, full, &st, expect)),
+        Err(e) => Err(IoError::new("inspecting", full, e.into())),
+    })
+}
+
+/// The flags every open under the root adds to the caller's: no link
+/// followed, no descriptor leaked to a job, no wait on a FIFO, no
+/// terminal taken.
+fn leaf_flags(flags: OFlag, expect: Expect) -> OFlag {
+    let flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    match expect {
+        Expect::Dir => flags | OFlag::O_DIRECTORY,
+        Expect::File => flags | OFlag::O_NOCTTY,
+    }
 }
 
 /// The root's handle and the plain components of `path` below it.
@@ -297,12 +371,7 @@ fn open_at(
     full: &Path,
     at: &Path,
 ) -> Result<OwnedFd, IoError> {
-    let mut flags = flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-    if expect == Expect::Dir {
-        flags |= OFlag::O_DIRECTORY;
-    } else {
-        flags |= OFlag::O_NOCTTY;
-    }
+    let flags = leaf_flags(flags, expect);
     let fd = match openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE)) {
         Ok(fd) => fd,
         // ELOOP: a symlink (O_NOFOLLOW); ENOTDIR: not a folder; ENXIO: a

@@ -19,6 +19,7 @@ pub(crate) mod abort_watch;
 mod contain;
 pub mod handover;
 mod output;
+mod process;
 mod restore;
 pub mod spawn;
 mod stages;
@@ -337,15 +338,15 @@ impl Monitor<'_> {
     /// stage, each with its own `timeout`.
     async fn supervise(
         &mut self,
-        mut child: std::process::Child,
+        child: spawn::Started,
         timeout: Duration,
         tail_cap: usize,
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
     ) -> StageEnd {
         let began = Instant::now();
-        let pid = Pid::from_raw(child.id() as i32);
-        let pumps = output::pump_child(&mut child, sink, tail_cap);
+        let pid = child.pid;
+        let pumps = output::pump_child(child, sink, tail_cap);
         let (status, early) = self.watch(pid, timeout, sink, abort_watch).await;
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.

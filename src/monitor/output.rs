@@ -254,21 +254,14 @@ pub fn lock(sink: &SharedSink) -> MutexGuard<'_, LogSink> {
 
 /// Start copying the child's stdout and stderr into the sink.
 pub fn pump_child(
-    child: &mut std::process::Child,
+    child: super::spawn::Started,
     sink: &SharedSink,
     tail_cap: usize,
 ) -> [Option<JoinHandle<()>>; 2] {
-    let stdout = child
-        .stdout
-        .take()
-        .and_then(|s| tokio::process::ChildStdout::from_std(s).ok());
-    let stderr = child
-        .stderr
-        .take()
-        .and_then(|s| tokio::process::ChildStderr::from_std(s).ok());
+    let reader = |fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok();
     [
-        stdout.map(|s| pump(s, Stream::Stdout, sink.clone(), tail_cap)),
-        stderr.map(|s| pump(s, Stream::Stderr, sink.clone(), tail_cap)),
+        reader(child.stdout).map(|s| pump(s, Stream::Stdout, sink.clone(), tail_cap)),
+        reader(child.stderr).map(|s| pump(s, Stream::Stderr, sink.clone(), tail_cap)),
     ]
 }
 

@@ -12,19 +12,19 @@
 //! will not fix, are told apart from passing ones ([`NotStarted`]): the job
 //! ends `setup_failed`, not `failed`, and starts no cooldown.
 //!
-//! Between fork and exec the child confines itself ([`Confinement`]): it
-//! joins the job's cgroup if there is one and sets the profile's rlimits,
-//! with async-signal-safe calls only (`write`, `getrlimit`, `setrlimit`).
+//! The process itself is started by `process.rs`, without copying the
+//! monitor; before its `exec` it confines itself ([`Confinement`]): it
+//! joins the job's cgroup if there is one and sets the profile's rlimits.
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::RawFd;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 
-use crate::config::{Limits, Profile, PromptVia, Route, Vars};
+use super::process;
+pub use super::process::{CPU_HARD_GRACE_SECS, Confinement, Started};
+
+use crate::config::{Profile, PromptVia, Route, Vars};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 
@@ -33,74 +33,6 @@ const ENV_ALLOWLIST: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SHELL",
 ];
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// How long past its CPU time limit a process that handles SIGXCPU may go
-/// on before the kernel sends SIGKILL (the hard limit).
-pub const CPU_HARD_GRACE_SECS: u64 = 5;
-
-/// What the child applies to itself before it runs the program.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Confinement {
-    pub limits: Limits,
-    /// The job's cgroup's `cgroup.procs`, open for writing.
-    pub cgroup_procs: Option<RawFd>,
-}
-
-#[cfg(target_env = "gnu")]
-type Resource = libc::__rlimit_resource_t;
-#[cfg(not(target_env = "gnu"))]
-type Resource = libc::c_int;
-
-impl Confinement {
-    /// `(resource, soft, hard)` of each rlimit to set, computed before the
-    /// fork (the child must not allocate).
-    fn rlimits(&self) -> [Option<(Resource, u64, u64)>; 4] {
-        let l = &self.limits;
-        let cpu = l.cpu_time.map(|d| d.as_secs());
-        [
-            l.memory.map(|m| (libc::RLIMIT_DATA, m, m)),
-            cpu.map(|s| (libc::RLIMIT_CPU, s, s + CPU_HARD_GRACE_SECS)),
-            l.open_files.map(|n| (libc::RLIMIT_NOFILE, n, n)),
-            l.processes.map(|n| (libc::RLIMIT_NPROC, n, n)),
-        ]
-    }
-}
-
-/// In the child: join the cgroup, then lower each rlimit (never above the
-/// hard limit already in force, which only privilege could raise).
-///
-/// # Safety
-/// Called between fork and exec: only async-signal-safe system calls.
-unsafe fn confine(
-    cgroup_procs: Option<RawFd>,
-    rlimits: &[Option<(Resource, u64, u64)>; 4],
-) -> std::io::Result<()> {
-    if let Some(fd) = cgroup_procs {
-        // SAFETY: writes two bytes from a static buffer to an open fd.
-        if unsafe { libc::write(fd, b"0\n".as_ptr().cast(), 2) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    for &(resource, soft, hard) in rlimits.iter().flatten() {
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit and setrlimit read and write a local struct.
-        if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let max = hard.min(cur.rlim_max);
-        let new = libc::rlimit {
-            rlim_cur: soft.min(max),
-            rlim_max: max,
-        };
-        if unsafe { libc::setrlimit(resource, &new) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
 
 /// Why one of a job's commands could not start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -408,42 +340,23 @@ fn executable(path: &Path) -> Option<bool> {
 /// as `confinement` says.
 ///
 /// Must be called from the monitor's main thread: the parent-death signal
-/// fires when the *thread* that forked exits, and the monitor's runtime is
-/// single-threaded so that this thread lives as long as the monitor.
-pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Child, NotStarted> {
+/// fires when the *thread* that started the child exits, and the monitor's
+/// runtime is single-threaded so that this thread lives as long as the
+/// monitor.
+pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Started, NotStarted> {
     let stdin = match &plan.stdin {
         Some(p) => File::open(p)
-            .map(Stdio::from)
             .map_err(|e| NotStarted::Other(format!("opening the prompt {}: {e}", p.display())))?,
-        None => Stdio::null(),
+        None => File::open("/dev/null")
+            .map_err(|e| NotStarted::Other(format!("opening /dev/null: {e}")))?,
     };
-    let mut cmd = Command::new(&plan.program);
-    cmd.arg0(&plan.argv[0])
-        .args(&plan.argv[1..])
-        .current_dir(&plan.cwd)
-        .env_clear()
-        .envs(plan.env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let monitor = std::process::id();
-    let rlimits = confinement.rlimits();
-    let cgroup_procs = confinement.cgroup_procs;
-    // SAFETY: only async-signal-safe calls (prctl, getppid, write,
-    // getrlimit, setrlimit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The monitor may have died before prctl took effect.
-            if libc::getppid() as u32 != monitor {
-                return Err(std::io::Error::other("monitor exited during spawn"));
-            }
-            confine(cgroup_procs, &rlimits)
-        });
-    }
-    cmd.spawn()
-        .map_err(|e| NotStarted::of_spawn(&plan.program, &e))
+    process::start(process::Command {
+        program: &plan.program,
+        argv: &plan.argv,
+        env: &plan.env,
+        cwd: &plan.cwd,
+        stdin: stdin.into(),
+        confinement: *confinement,
+    })
+    .map_err(|e| NotStarted::of_spawn(&plan.program, &e))
 }

@@ -20,7 +20,6 @@
 //!   ends (`[jobwarden: prepare: <argv>]` … `[jobwarden: prepare exited 0
 //!   after 1.2s]`); without, it holds the main command's output alone.
 
-use std::process::Child;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -30,7 +29,7 @@ use serde_json::json;
 
 use super::abort_watch::AbortWatch;
 use super::output::{self, SharedSink};
-use super::spawn::{self, NotStarted, Plan, Stage};
+use super::spawn::{self, NotStarted, Plan, Stage, Started};
 use super::{EarlyEnd, Monitor, exit_fields};
 use crate::clock::Timestamp;
 use crate::error::JobError;
@@ -160,7 +159,7 @@ impl Monitor<'_> {
         planned: Option<Plan>,
         timeout: Duration,
         sink: &SharedSink,
-    ) -> Result<Child, Stop> {
+    ) -> Result<Started, Stop> {
         // Between two stages: the watch of the one before has ended.
         if abort::requested(&self.layout, &self.rec.job_id) {
             // Before the first stage nothing has run: `cancelled`.
@@ -210,10 +209,10 @@ impl Monitor<'_> {
     /// Spawn `plan` and record the job in `stage`'s state, with the
     /// process's pid and deadline. A process that no record shows is never
     /// left running.
-    fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Child, Stop> {
+    fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Started, Stop> {
         let child = spawn::spawn(plan, &self.confinement())
             .map_err(|reason| self.start_failed(stage, reason))?;
-        let pid = child.id() as i32;
+        let pid = child.pid.as_raw();
         let to = state_of(stage);
         self.rec.pid = Some(pid);
         self.rec.pgid = Some(pid);

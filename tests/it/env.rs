@@ -82,6 +82,52 @@ fn job_environment_is_clean_but_carries_job_variables() {
 }
 
 #[test]
+fn a_job_starts_with_sigpipe_default_nothing_blocked_in_its_own_group_even_without_a_shebang() {
+    let sb = Sandbox::new();
+    // No `#!` line: the kernel refuses it and it runs under /bin/sh, as
+    // execvp runs it.
+    let program = sb.base.join("no-shebang");
+    install_program(
+        &program,
+        "grep -E '^Sig(Ign|Blk):' /proc/$$/status\necho \"pgrp=$(cut -d' ' -f5 /proc/$$/stat) pid=$$\"\n",
+    );
+    sb.configure(&ConfigToml::new(&[&program.to_string_lossy()]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "signals", "x\n");
+
+    let job = sb.wait_done("proj", "signals", secs(15));
+    assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    let log = job.log();
+    let mask = |name: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("no {name} line:\n{log}"))
+    };
+    // SIGPIPE, which the monitor ignores, is the default again (what the
+    // daemon was started ignoring stays ignored, as across any exec).
+    assert_eq!(
+        mask("SigIgn:") & (1 << (13 - 1)),
+        0,
+        "SIGPIPE ignored:\n{log}"
+    );
+    assert_eq!(mask("SigBlk:"), 0, "signals blocked:\n{log}");
+    let ids = log
+        .lines()
+        .find_map(|l| l.strip_prefix("pgrp="))
+        .and_then(|l| l.split_once(" pid="))
+        .unwrap_or_else(|| panic!("no pgrp line:\n{log}"));
+    assert_eq!(ids.0, ids.1, "the job leads its own process group:\n{log}");
+    assert_eq!(
+        job.record["pgid"]
+            .as_i64()
+            .map(|p| p.to_string())
+            .as_deref(),
+        Some(ids.1)
+    );
+}
+
+#[test]
 fn workdir_defaults_to_the_jobs_own_folder_inside_the_run_dir() {
     let sb = Sandbox::new();
     let script = sb.script("pwd", "pwd -P");

@@ -110,7 +110,7 @@ fn all_done(sb: &Sandbox, prompts: &[(&str, &str)]) {
 
 #[test]
 fn jobs_on_one_repository_checkout_never_overlap_but_other_checkouts_run_beside() {
-    let sb = timed("4", "0.6", &["api", "api/main", "web"], |sb, cfg| {
+    let sb = timed("4", "1", &["api", "api/main", "web"], |sb, cfg| {
         cfg.extra(&checkouts(sb, ""))
     });
     let _d = Daemon::start(&sb);
@@ -125,11 +125,15 @@ fn jobs_on_one_repository_checkout_never_overlap_but_other_checkouts_run_beside(
         "repository {} busy with job {short}",
         sb.base.join("repos/api").display()
     );
+    // Both views are read while the first job runs (it lasts a second):
+    // read one after the other, they could straddle its end.
     wait_until("jobs to say the repository is busy", secs(10), || {
-        (waiting_of(&sb, &waiting.id).as_deref() == Some(expected.as_str())).then_some(())
+        let json = waiting_of(&sb, &waiting.id);
+        let table = sb.run(&["jobs"]).stdout;
+        (json.as_deref() == Some(expected.as_str())
+            && table.contains(&format!("waits: {expected}")))
+        .then_some(())
     });
-    let table = sb.run(&["jobs"]).stdout;
-    assert!(table.contains(&format!("waits: {expected}")), "{table}");
 
     all_done(
         &sb,

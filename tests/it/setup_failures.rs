@@ -44,15 +44,6 @@ fn reason(job: &Job) -> String {
     job.str_field("state_reason").unwrap_or_default().to_owned()
 }
 
-/// Writes an executable file at `path` (a temporary name renamed in, so
-/// that no writer holds it open when it runs).
-fn install_program(path: &std::path::Path, body: &str) {
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, body).expect("write program");
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).expect("chmod");
-    fs::rename(&tmp, path).expect("install program");
-}
-
 #[test]
 fn a_program_not_found_ends_setup_failed_with_the_fix_and_no_cooldown() {
     let sb = Sandbox::new();

@@ -1196,6 +1196,15 @@ pub fn artifact_text<'a>(row: &'a serde_json::Value, kind: &str) -> Option<&'a s
         .as_str()
 }
 
+/// Writes an executable file at `path` (a temporary name renamed in, so
+/// that no writer holds it open when it runs: no ETXTBSY).
+pub fn install_program(path: &Path, body: &str) {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, body).expect("write program");
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::rename(&tmp, path).expect("install program");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

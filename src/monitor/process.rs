@@ -1,0 +1,351 @@
+//! Starting a job's process without copying the monitor.
+//!
+//! A `fork` copies the monitor's page tables and then faults in a private
+//! copy of every page either side writes before the child's `exec`: with
+//! job after job, most of what a monitor costs the machine. The child is
+//! started the way `posix_spawn` starts one instead, with
+//! `clone(CLONE_VM | CLONE_VFORK)`: it runs on a stack of its own in the
+//! monitor's memory while the monitor's thread waits, and the monitor
+//! goes on once the child has called `exec` (or given up).
+//!
+//! What the child does before `exec` ([`Setup`]) shares the monitor's
+//! memory, so it only makes async-signal-safe system calls on what was
+//! prepared before the `clone`, and allocates nothing:
+//!
+//! - every signal handler set to the default (a handler would run on the
+//!   monitor's memory), `SIGPIPE` to the default too (Rust ignores it);
+//! - `SIGKILL` when the monitor dies (`PR_SET_PDEATHSIG`), and a check
+//!   that it has not died already;
+//! - its own process group (pgid = pid);
+//! - the job's cgroup and rlimits ([`Confinement`]);
+//! - stdin, stdout and stderr; the working folder; no signal blocked;
+//! - `execvpe` (a script without `#!` runs under `/bin/sh`, as `execvp`
+//!   does).
+//!
+//! The monitor blocks every signal around the `clone`, so that none is
+//! handled in the child before its handlers are reset. An error of any
+//! step is left for the monitor in memory both share, and the child exits.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::sched::CloneFlags;
+use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+use nix::sys::wait::waitpid;
+use nix::unistd::{Pid, pipe2};
+
+use crate::config::Limits;
+
+/// How long past its CPU time limit a process that handles SIGXCPU may go
+/// on before the kernel sends SIGKILL (the hard limit).
+pub const CPU_HARD_GRACE_SECS: u64 = 5;
+
+/// The child's own stack, beyond one pointer per argument (a script
+/// without `#!` has its argv rebuilt on it). The child makes system calls
+/// and nothing else.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// What the child applies to itself before it runs the program.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Confinement {
+    pub limits: Limits,
+    /// The job's cgroup's `cgroup.procs`, open for writing.
+    pub cgroup_procs: Option<RawFd>,
+}
+
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+impl Confinement {
+    /// `(resource, soft, hard)` of each rlimit to set, computed before the
+    /// child starts (it must not allocate).
+    fn rlimits(&self) -> [Option<(Resource, u64, u64)>; 4] {
+        let l = &self.limits;
+        let cpu = l.cpu_time.map(|d| d.as_secs());
+        [
+            l.memory.map(|m| (libc::RLIMIT_DATA, m, m)),
+            cpu.map(|s| (libc::RLIMIT_CPU, s, s + CPU_HARD_GRACE_SECS)),
+            l.open_files.map(|n| (libc::RLIMIT_NOFILE, n, n)),
+            l.processes.map(|n| (libc::RLIMIT_NPROC, n, n)),
+        ]
+    }
+}
+
+/// A process to start.
+pub struct Command<'a> {
+    /// The program's path, already resolved.
+    pub program: &'a Path,
+    /// argv, argv[0] included.
+    pub argv: &'a [String],
+    /// The whole environment.
+    pub env: &'a [(String, OsString)],
+    pub cwd: &'a Path,
+    /// What the process reads on stdin.
+    pub stdin: OwnedFd,
+    pub confinement: Confinement,
+}
+
+/// A started process: the leader of its own process group, its output
+/// on two pipes.
+#[derive(Debug)]
+pub struct Started {
+    pub pid: Pid,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// Why the child gave up before `exec`: the step (one of `STEP_*`) and
+/// its errno, written by the child, read by the monitor once the child
+/// has left its memory.
+#[derive(Default)]
+struct Failure {
+    step: AtomicI32,
+    errno: AtomicI32,
+}
+
+const STEP_MONITOR_GONE: i32 = 1;
+const STEP_OTHER: i32 = 2;
+
+/// Start `cmd` (see the module docs). An error is what `exec` or the
+/// step before it said, as `std::process::Command::spawn` would.
+pub fn start(cmd: Command<'_>) -> io::Result<Started> {
+    let program = c_string(cmd.program.as_os_str())?;
+    let argv = cmd
+        .argv
+        .iter()
+        .map(|a| c_string(OsStr::new(a)))
+        .collect::<io::Result<Vec<_>>>()?;
+    let env = cmd
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = OsString::from(k);
+            kv.push("=");
+            kv.push(v);
+            c_string(&kv)
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let cwd = c_string(cmd.cwd.as_os_str())?;
+    let argv_ptrs = null_terminated(&argv);
+    let env_ptrs = null_terminated(&env);
+    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC)?;
+    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC)?;
+    // The child moves these onto 0, 1 and 2: none may be one of those
+    // already, or a move would close another before it is moved.
+    let stdio = [
+        above_stdio(cmd.stdin)?,
+        above_stdio(out_w)?,
+        above_stdio(err_w)?,
+    ];
+    let setup = Setup {
+        program: &program,
+        argv: argv_ptrs.as_ptr(),
+        env: env_ptrs.as_ptr(),
+        cwd: &cwd,
+        stdio: [
+            stdio[0].as_raw_fd(),
+            stdio[1].as_raw_fd(),
+            stdio[2].as_raw_fd(),
+        ],
+        monitor: nix::unistd::getpid().as_raw(),
+        last_signal: libc::SIGRTMAX(),
+        cgroup_procs: cmd.confinement.cgroup_procs,
+        rlimits: cmd.confinement.rlimits(),
+    };
+    let failure = Failure::default();
+    let mut stack = vec![0u8; CHILD_STACK + 8 * argv_ptrs.len()];
+    let blocked = block_all_signals()?;
+    // SAFETY: the child runs `Setup::run` on its own stack while this
+    // thread waits (`CLONE_VFORK`); it only reads what `setup` points to,
+    // which lives until after `clone` returns, and writes `failure`'s
+    // atomics. See the module docs.
+    let cloned = unsafe {
+        nix::sched::clone(
+            Box::new(|| setup.run(&failure)),
+            &mut stack,
+            CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
+            Some(libc::SIGCHLD),
+        )
+    };
+    let restored = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
+    let pid = cloned?;
+    restored?;
+    match failure.step.load(Ordering::Acquire) {
+        0 => Ok(Started {
+            pid,
+            stdout: out_r,
+            stderr: err_r,
+        }),
+        step => {
+            // The child has exited: reap it.
+            let _ = waitpid(pid, None);
+            if step == STEP_MONITOR_GONE {
+                return Err(io::Error::other("monitor exited during spawn"));
+            }
+            Err(io::Error::from_raw_os_error(
+                failure.errno.load(Ordering::Acquire),
+            ))
+        }
+    }
+}
+
+/// Block every signal on this thread; the mask it had.
+fn block_all_signals() -> io::Result<SigSet> {
+    let mut old = SigSet::empty();
+    pthread_sigmask(
+        SigmaskHow::SIG_SETMASK,
+        Some(&SigSet::all()),
+        Some(&mut old),
+    )?;
+    Ok(old)
+}
+
+fn c_string(s: &OsStr) -> io::Result<CString> {
+    CString::new(s.as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} holds a NUL byte", s.to_string_lossy()),
+        )
+    })
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// `fd`, or a copy of it numbered 3 or above (close-on-exec).
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let moved = fcntl(&fd, FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
+}
+
+/// Everything the child needs, prepared by the monitor.
+struct Setup<'a> {
+    program: &'a CString,
+    argv: *const *const libc::c_char,
+    env: *const *const libc::c_char,
+    cwd: &'a CString,
+    /// Moved onto stdin, stdout, stderr.
+    stdio: [RawFd; 3],
+    monitor: libc::pid_t,
+    /// The highest signal number, asked before (glibc reserves some).
+    last_signal: libc::c_int,
+    cgroup_procs: Option<RawFd>,
+    rlimits: [Option<(Resource, u64, u64)>; 4],
+}
+
+impl Setup<'_> {
+    /// In the child: set itself up and `exec`; returns (the child's exit
+    /// status) only if a step failed, which `failure` then says.
+    fn run(&self, failure: &Failure) -> isize {
+        // SAFETY: each call is an async-signal-safe system call on
+        // memory prepared by the monitor (see the module docs).
+        let step = unsafe { self.exec() };
+        failure.errno.store(errno(), Ordering::Release);
+        failure.step.store(step, Ordering::Release);
+        127
+    }
+
+    /// The steps before `exec`, then `exec`; the step that failed.
+    ///
+    /// # Safety
+    /// Only in the child of `start`'s `clone`.
+    unsafe fn exec(&self) -> i32 {
+        unsafe {
+            for sig in 1..=self.last_signal {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if sig == libc::SIGKILL
+                    || sig == libc::SIGSTOP
+                    || libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                {
+                    continue;
+                }
+                if sig == libc::SIGPIPE
+                    || (old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN)
+                {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return STEP_OTHER;
+            }
+            // The monitor may have died before prctl took effect.
+            if libc::getppid() != self.monitor {
+                return STEP_MONITOR_GONE;
+            }
+            if libc::setpgid(0, 0) != 0 || !confine(self.cgroup_procs, &self.rlimits) {
+                return STEP_OTHER;
+            }
+            for (target, &fd) in (0..).zip(self.stdio.iter()) {
+                if libc::dup2(fd, target) < 0 {
+                    return STEP_OTHER;
+                }
+            }
+            if libc::chdir(self.cwd.as_ptr()) != 0 {
+                return STEP_OTHER;
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            libc::execvpe(self.program.as_ptr(), self.argv, self.env);
+            STEP_OTHER
+        }
+    }
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+/// In the child: join the cgroup, then lower each rlimit (never above the
+/// hard limit already in force, which only privilege could raise).
+///
+/// # Safety
+/// Only async-signal-safe system calls, on the caller's memory.
+unsafe fn confine(
+    cgroup_procs: Option<RawFd>,
+    rlimits: &[Option<(Resource, u64, u64)>; 4],
+) -> bool {
+    if let Some(fd) = cgroup_procs {
+        // SAFETY: writes two bytes from a static buffer to an open fd.
+        if unsafe { libc::write(fd, b"0\n".as_ptr().cast(), 2) } < 0 {
+            return false;
+        }
+    }
+    for &(resource, soft, hard) in rlimits.iter().flatten() {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit and setrlimit read and write a local struct.
+        if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
+            return false;
+        }
+        let max = hard.min(cur.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: soft.min(max),
+            rlim_max: max,
+        };
+        if unsafe { libc::setrlimit(resource, &new) } != 0 {
+            return false;
+        }
+    }
+    true
+}
