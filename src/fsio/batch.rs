@@ -101,6 +101,10 @@ impl Drop for Batch {
 /// own (a burst's group of 256 claims owes about 800).
 const SYNC_THREADS: usize = 8;
 
+/// Fewer handles than this are synced on the committing thread: starting
+/// threads costs more than it saves.
+const THREADED_ABOVE: usize = 32;
+
 type Handle = (File, PathBuf, &'static str);
 
 fn sync_owed() -> Result<usize, IoError> {
@@ -115,7 +119,7 @@ fn sync_owed() -> Result<usize, IoError> {
 /// fsync every handle, from several threads when there are many; the
 /// first error.
 fn sync_all(handles: &[Handle]) -> Option<IoError> {
-    if handles.len() <= SYNC_THREADS {
+    if handles.len() <= THREADED_ABOVE {
         return sync_each(handles);
     }
     let per_thread = handles.len().div_ceil(SYNC_THREADS);
