@@ -73,8 +73,9 @@
 //! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
 //!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
 //!   against the ledger's executions.
-//! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, process group),
-//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
+//! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, the plan of a command),
+//!   `process.rs` (its start without copying the monitor: `clone(CLONE_VM | CLONE_VFORK)`,
+//!   process group, parent-death signal, cgroup and rlimits before `exec`), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
 //!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
 //!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),

@@ -273,11 +273,14 @@ pub fn pump<R: AsyncRead + Unpin + Send + 'static>(
     tail_cap: usize,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut buf = vec![0u8; CHUNK];
+        // Read into spare capacity, never zeroed: a job that prints little
+        // leaves most of the buffer untouched, and so not memory.
+        let mut buf = Vec::with_capacity(CHUNK);
         loop {
-            match stream.read(&mut buf).await {
+            buf.clear();
+            match stream.read_buf(&mut buf).await {
                 Ok(0) => return,
-                Ok(n) => lock(&sink).write(which, &buf[..n], tail_cap),
+                Ok(_) => lock(&sink).write(which, &buf, tail_cap),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!("reading job output: {e}");

@@ -28,13 +28,16 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
+use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sched::CloneFlags;
+use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
 use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, pipe2};
@@ -160,7 +163,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         rlimits: cmd.confinement.rlimits(),
     };
     let failure = Failure::default();
-    let mut stack = vec![0u8; CHILD_STACK + 8 * argv_ptrs.len()];
+    let mut stack = ChildStack::new(CHILD_STACK + 8 * argv_ptrs.len())?;
     let blocked = block_all_signals()?;
     // SAFETY: the child runs `Setup::run` on its own stack while this
     // thread waits (`CLONE_VFORK`); it only reads what `setup` points to,
@@ -169,7 +172,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
     let cloned = unsafe {
         nix::sched::clone(
             Box::new(|| setup.run(&failure)),
-            &mut stack,
+            stack.as_mut_slice(),
             CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
             Some(libc::SIGCHLD),
         )
@@ -193,6 +196,45 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
                 failure.errno.load(Ordering::Acquire),
             ))
         }
+    }
+}
+
+/// The child's stack: pages of its own, mapped and never touched by the
+/// monitor, so that only the few the child uses become memory (a zeroed
+/// buffer on the heap made all of them the monitor's, for good).
+struct ChildStack {
+    base: NonNull<libc::c_void>,
+    len: NonZeroUsize,
+}
+
+impl ChildStack {
+    fn new(len: usize) -> io::Result<ChildStack> {
+        let len = NonZeroUsize::new(len).unwrap_or(NonZeroUsize::MIN);
+        let flags = MapFlags::MAP_PRIVATE | MapFlags::MAP_STACK | MapFlags::MAP_NORESERVE;
+        // SAFETY: a new anonymous mapping, aliased by nothing.
+        let base = unsafe {
+            mmap_anonymous(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                flags,
+            )?
+        };
+        Ok(ChildStack { base, len })
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is `len` bytes, readable and writable, and
+        // zero-filled until written; it lives as long as `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().cast(), self.len.get()) }
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`, which no
+        // slice outlives.
+        let _ = unsafe { munmap(self.base, self.len.get()) };
     }
 }
 
