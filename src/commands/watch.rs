@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
 /// How often a follow of one job polls where no watch can be had.
 pub const POLL: Duration = Duration::from_millis(100);
@@ -57,6 +58,10 @@ impl Watch {
             let _ = match event {
                 // The kernel's queue overflowed: events were dropped.
                 Ok(event) if event.need_rescan() => tx.send(None),
+                // Reading is no change: `notify` reports every open, and
+                // the caller's own re-read of `job.json` would wake it
+                // again at once, for ever.
+                Ok(event) if !is_change(&event.kind) => Ok(()),
                 Ok(event) => event.paths.into_iter().try_for_each(|p| tx.send(Some(p))),
                 // Other trouble: something may have been missed.
                 Err(_) => tx.send(None),
@@ -188,6 +193,15 @@ impl Watch {
     }
 }
 
+/// Does an event say that something changed? Opens and reads do not; a
+/// file closed after writing does.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(access) => *access == AccessKind::Close(AccessMode::Write),
+        _ => true,
+    }
+}
+
 fn is_not_found(e: &notify::Error) -> bool {
     match &e.kind {
         notify::ErrorKind::PathNotFound => true,
@@ -260,6 +274,24 @@ mod tests {
         std::fs::write(later.join("job.json"), "{}").expect("write");
         let deadline = Instant::now() + Duration::from_secs(10);
         assert!(matches!(watch.wait(Some(deadline)), Woken::Changed(_)));
+    }
+
+    #[test]
+    fn reading_a_watched_file_wakes_nobody() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = dir.path().join("job.json");
+        std::fs::write(&record, "{}").expect("write");
+        let mut watch = Watch::new(Duration::from_secs(30), POLL);
+        watch.add(dir.path(), false);
+        if watch.inner.is_none() || watch.degraded {
+            return;
+        }
+        // What a waiting command does each time it wakes: read the record.
+        for _ in 0..3 {
+            std::fs::read(&record).expect("read");
+        }
+        let woken = watch.wait(Some(Instant::now() + Duration::from_millis(300)));
+        assert_eq!(woken, Woken::Deadline, "a read is no change");
     }
 
     #[test]

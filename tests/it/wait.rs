@@ -118,6 +118,36 @@ impl Drop for Running {
     }
 }
 
+/// User and system CPU time of `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // utime and stime: fields 14 and 15 of stat, 12 and 13 after the comm.
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+#[test]
+fn a_waiting_command_sleeps_while_the_job_runs() {
+    let sb = sandbox_with(|c| c);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "idle", "x\n");
+    let job = running(&sb, "idle");
+    let waiter = Running::start(&sb, &["wait", &job.id], "waiter");
+    waiter.said("running");
+    let before = cpu_ticks(waiter.child.id());
+    // A window of time to measure over, not a wait for something.
+    std::thread::sleep(secs(1));
+    let used = cpu_ticks(waiter.child.id()) - before;
+    // Its own reads of job.json once woke it again at once: a whole core.
+    assert!(
+        used <= 20,
+        "`wait` used {used} ticks of CPU in one second of waiting"
+    );
+    release(&sb, "idle");
+    assert_eq!(waiter.finish().code(), 0);
+}
+
 #[test]
 fn wait_exits_0_when_the_job_succeeded_and_prints_each_change() {
     let sb = sandbox_with(|c| c);
