@@ -192,6 +192,9 @@ impl<'a> Waiter<'a> {
             match self.watch.wait(wake_by) {
                 Woken::Changed(paths) => paths.iter().for_each(|p| self.on_path(p)),
                 Woken::Recheck => self.recheck(),
+                // A live line's tick: the line is redrawn from what is read
+                // now, so read the followed jobs again.
+                Woken::Deadline if tick.is_some() => self.recheck(),
                 Woken::Deadline => {}
             }
         }
