@@ -54,6 +54,10 @@ const TICK: Duration = Duration::from_secs(1);
 /// one scan, not one per file).
 const RESCAN_GAP: Duration = Duration::from_millis(200);
 
+/// How often a job that has ended is read again until the daemon has
+/// moved its prompt (no watch sees that move).
+const SETTLE_POLL: Duration = Duration::from_millis(20);
+
 pub fn run(global: &GlobalArgs, args: &WaitArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
     let scope = scope_of(args)?;
@@ -185,7 +189,11 @@ impl<'a> Waiter<'a> {
             }
             self.show_status();
             let tick = self.progress.is_live().then(|| Instant::now() + TICK);
-            let wake_by = [deadline, self.next_scan(), tick]
+            let settle = self
+                .tracker
+                .settling()
+                .then(|| Instant::now() + SETTLE_POLL);
+            let wake_by = [deadline, self.next_scan(), tick, settle]
                 .into_iter()
                 .flatten()
                 .min();
@@ -194,7 +202,7 @@ impl<'a> Waiter<'a> {
                 Woken::Recheck => self.recheck(),
                 // A live line's tick: the line is redrawn from what is read
                 // now, so read the followed jobs again.
-                Woken::Deadline if tick.is_some() => self.recheck(),
+                Woken::Deadline if tick.is_some() || settle.is_some() => self.recheck(),
                 Woken::Deadline => {}
             }
         }

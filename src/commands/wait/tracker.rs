@@ -110,6 +110,15 @@ impl<'a> Tracker<'a> {
         self.jobs.iter().filter(|j| j.pending()).map(|j| &j.id)
     }
 
+    /// Has a followed job ended whose prompt the daemon has yet to move?
+    /// That move happens outside the job's run folder, where no watch
+    /// sees it.
+    pub fn settling(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| j.pending() && j.rec.as_ref().is_some_and(|r| r.state.is_terminal()))
+    }
+
     pub fn all_done(&self) -> bool {
         self.pending().next().is_none()
     }
