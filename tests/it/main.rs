@@ -48,6 +48,7 @@ mod shutdown;
 mod startup;
 mod storage;
 mod submit;
+mod under_systemd;
 mod untrusted;
 mod vocabulary;
 mod wait;
