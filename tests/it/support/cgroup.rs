@@ -23,15 +23,7 @@ pub struct TestCgroup {
 impl TestCgroup {
     /// Create `<cgroup2 mount>/jw-it-<pid>-<n>/supervisor`, or say why not.
     pub fn new() -> Result<TestCgroup, String> {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
-        let mount = mountinfo
-            .lines()
-            .find_map(|l| {
-                let (left, right) = l.split_once(" - ")?;
-                (right.split_whitespace().next()? == "cgroup2")
-                    .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-            })
-            .ok_or("no cgroup2 file system is mounted")?;
+        let mount = cgroup2_mount()?;
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let base = mount.join(format!("jw-it-{}-{n}", std::process::id()));
         fs::create_dir(&base)
@@ -88,6 +80,20 @@ impl TestCgroup {
             .find_map(|l| l.strip_prefix("0::"))
             .map(str::to_owned)
     }
+}
+
+/// Where the machine's cgroup v2 tree is mounted (`/sys/fs/cgroup`, or
+/// `/sys/fs/cgroup/unified` on a hybrid host).
+pub fn cgroup2_mount() -> Result<PathBuf, String> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    mountinfo
+        .lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
+        })
+        .ok_or_else(|| "no cgroup2 file system is mounted".to_string())
 }
 
 impl Drop for TestCgroup {

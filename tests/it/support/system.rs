@@ -23,6 +23,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::cgroup::cgroup2_mount;
 use super::{secs, wait_until};
 
 static SERIAL: AtomicUsize = AtomicUsize::new(0);
@@ -91,6 +92,7 @@ impl System {
         .arg(&init)
         .arg(work.path())
         .arg(&name)
+        .args(kept_folders())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(
@@ -268,18 +270,17 @@ fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
     out.push(dir.to_path_buf());
 }
 
-/// The host's cgroup v2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified`
-/// on a hybrid host).
-fn cgroup2_mount() -> Result<PathBuf, String> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
-    mountinfo
-        .lines()
-        .find_map(|l| {
-            let (left, right) = l.split_once(" - ")?;
-            (right.split_whitespace().next()? == "cgroup2")
-                .then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-        })
-        .ok_or_else(|| "no cgroup2 file system is mounted".to_string())
+/// The checkout and the tested binary's folder: seen inside at the same
+/// paths, read-only, wherever they are (a checkout under /tmp too).
+fn kept_folders() -> Vec<PathBuf> {
+    let checkout = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut kept = vec![checkout.clone()];
+    if let Some(bin_dir) = Path::new(super::BIN).parent()
+        && !bin_dir.starts_with(&checkout)
+    {
+        kept.push(bin_dir.to_path_buf());
+    }
+    kept
 }
 
 /// The pid of `pid` in the innermost pid namespace it is in (`NSpid:`).

@@ -1,6 +1,7 @@
 #!/bin/bash
 # PID 1 of a throw-away system: run by `unshare --pid --fork --mount --uts
-# --cgroup --propagation private` with the instance's work folder. It makes
+# --cgroup --propagation private` with the instance's work folder, its
+# name, and the folders to keep visible at their own paths. It makes
 # a root of its own (the host's / seen through an overlay whose writes go
 # to a tmpfs), mounts what systemd needs, pivots into it and becomes
 # systemd, starting only a minimal target. Nothing it does is seen outside
@@ -39,6 +40,15 @@ mount -n --bind "$work/console.log" "$root/dev/console"
 
 mount -n -t tmpfs -o mode=0755,nosuid,nodev tmpfs "$root/run"
 mount -n -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/tmp"
+
+# The folders the tests need at their own paths (the checkout, the tested
+# binary's), read-only: under /tmp the tmpfs above would hide them.
+shift 2
+for keep in "$@"; do
+    mkdir -p "$root$keep"
+    mount -n --bind "$keep" "$root$keep"
+    mount -n -o remount,bind,ro "$root$keep"
+done
 
 # Only journald: none of the host's enabled services start inside.
 mkdir -p "$root/etc/systemd/system"
