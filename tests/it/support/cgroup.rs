@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{Daemon, Sandbox, secs, wait_until};
+use super::{Daemon, Sandbox, millis, poll_until, secs};
 
 static SERIAL: AtomicUsize = AtomicUsize::new(0);
 
@@ -98,18 +98,36 @@ pub fn cgroup2_mount() -> Result<PathBuf, String> {
 
 impl Drop for TestCgroup {
     fn drop(&mut self) {
-        let _ = fs::write(self.base.join("cgroup.kill"), "1");
-        let children: Vec<PathBuf> = fs::read_dir(&self.base)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.path())
-                    .filter(|p| p.is_dir())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let gone = |p: &Path| !p.exists() || fs::remove_dir(p).is_ok();
-        wait_until("the test cgroup to be removed", secs(10), || {
-            (children.iter().all(|c| gone(c)) && gone(&self.base)).then_some(())
-        });
+        assert!(
+            remove_tree(&self.base),
+            "the test cgroup {} was not removed within 10 s",
+            self.base.display()
+        );
     }
+}
+
+/// Kill what is left in the cgroup `base` and remove it, deepest first
+/// (an emptied cgroup stays busy for a moment after a kill); false if it
+/// is still there after 10 s.
+pub fn remove_tree(base: &Path) -> bool {
+    let _ = fs::write(base.join("cgroup.kill"), "1");
+    let mut dirs = Vec::new();
+    collect_dirs(base, &mut dirs);
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    poll_until(secs(10), millis(50), || {
+        dirs.retain(|d| d.exists() && fs::remove_dir(d).is_err());
+        dirs.is_empty().then_some(())
+    })
+    .is_some()
+}
+
+fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                collect_dirs(&e.path(), out);
+            }
+        }
+    }
+    out.push(dir.to_path_buf());
 }

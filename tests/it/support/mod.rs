@@ -80,15 +80,26 @@ pub fn wait_until_every<T>(
     what: &str,
     deadline: Duration,
     every: Duration,
-    mut cond: impl FnMut() -> Option<T>,
+    cond: impl FnMut() -> Option<T>,
 ) -> T {
+    poll_until(deadline, every, cond)
+        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
+}
+
+/// Polls `cond` every `every` until it returns `Some`; `None` once
+/// `deadline` has passed (for callers that report rather than panic).
+pub fn poll_until<T>(
+    deadline: Duration,
+    every: Duration,
+    mut cond: impl FnMut() -> Option<T>,
+) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(value) = cond() {
-            return value;
+            return Some(value);
         }
         if start.elapsed() >= deadline {
-            panic!("timed out after {deadline:?} waiting for {what}");
+            return None;
         }
         sleep(every);
     }

@@ -23,8 +23,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::cgroup::cgroup2_mount;
-use super::{secs, wait_until};
+use super::cgroup::{cgroup2_mount, remove_tree};
+use super::{millis, poll_until, secs, wait_until};
 
 static SERIAL: AtomicUsize = AtomicUsize::new(0);
 
@@ -62,11 +62,11 @@ impl System {
         let cgroup = mount.join(&name);
         fs::create_dir(&cgroup)
             .map_err(|e| format!("cannot create a cgroup under {}: {e}", mount.display()))?;
+        let cleanup = Cleanup(cgroup.clone());
         let work = tempfile::Builder::new()
             .prefix(&format!("{name}-"))
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let cleanup = Cleanup(cgroup.clone());
         for leaf in ["payload", "supervisor"] {
             fs::create_dir(cgroup.join(leaf)).map_err(|e| format!("cgroup {leaf}: {e}"))?;
         }
@@ -124,7 +124,7 @@ impl System {
         // namespace is 1; once it is there, `unshare` leaves `payload` to it.
         let upid = sys.unshare.id();
         let procs = sys.cgroup.join("payload/cgroup.procs");
-        let found = poll(secs(10), || {
+        let found = poll_until(secs(10), millis(50), || {
             let listed = fs::read_to_string(&procs).ok()?;
             listed
                 .split_whitespace()
@@ -134,7 +134,7 @@ impl System {
         sys.pid1 = found.ok_or_else(|| format!("no PID 1 appeared: {}", sys.init_log()))?;
         fs::write(sys.cgroup.join("supervisor/cgroup.procs"), upid.to_string())
             .map_err(|e| format!("moving unshare to supervisor: {e}"))?;
-        let state = poll(secs(30), || {
+        let state = poll_until(secs(30), millis(50), || {
             let out = sys.run(&["systemctl", "is-system-running"]);
             let state = String::from_utf8_lossy(&out.stdout).trim().to_string();
             matches!(state.as_str(), "running" | "degraded").then_some(state)
@@ -221,7 +221,7 @@ impl Drop for System {
                 .status();
         }
         let upid = self.unshare.id();
-        let ended = poll(secs(10), || {
+        let ended = poll_until(secs(10), millis(50), || {
             matches!(self.unshare.try_wait(), Ok(Some(_))).then_some(())
         });
         if ended.is_none() {
@@ -233,7 +233,7 @@ impl Drop for System {
             );
             let _ = self.unshare.wait();
         }
-        remove_cgroup_tree(&self.cgroup);
+        remove_tree(&self.cgroup);
     }
 }
 
@@ -242,32 +242,8 @@ struct Cleanup(PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        remove_cgroup_tree(&self.0);
+        remove_tree(&self.0);
     }
-}
-
-/// Kill what is left in `base` and remove it, deepest first; an emptied
-/// cgroup is busy for a moment after a kill.
-fn remove_cgroup_tree(base: &Path) {
-    let _ = fs::write(base.join("cgroup.kill"), "1");
-    let mut dirs = Vec::new();
-    collect_dirs(base, &mut dirs);
-    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-    let _ = poll(secs(10), || {
-        dirs.retain(|d| d.exists() && fs::remove_dir(d).is_err());
-        dirs.is_empty().then_some(())
-    });
-}
-
-fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                collect_dirs(&e.path(), out);
-            }
-        }
-    }
-    out.push(dir.to_path_buf());
 }
 
 /// The checkout and the tested binary's folder: seen inside at the same
@@ -293,20 +269,6 @@ fn innermost_pid(pid: i32) -> Option<i32> {
         .last()?
         .parse()
         .ok()
-}
-
-/// `f` until it gives something, every 50 ms, for at most `timeout`.
-fn poll<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if std::time::Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// A booted system, or `None` after saying why the test is skipped. In
