@@ -144,9 +144,15 @@ impl InboxWatcher {
 
     /// Also watch a queued job's run folder, so its ABORT is seen at once.
     /// Best effort: without a watch the daemon's tick still finds the marker.
+    /// A marker put there before the watch began (the job's record said
+    /// `queued` before the daemon queued it) is told at once as well.
     pub fn watch_queued(&mut self, id: &JobId) {
         if let Some(aborts) = &self.aborts {
             aborts.watch(id, &self.layout.run_dir(id));
+        }
+        if crate::abort::requested(&self.layout, id) {
+            // The receiver lives as long as the daemon's loop.
+            let _ = self.tx.send(Signal::Abort(id.clone()));
         }
     }
 

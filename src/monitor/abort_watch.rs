@@ -77,7 +77,7 @@ impl AbortWatch {
     /// Wait until the marker exists.
     pub async fn fired(&mut self) {
         loop {
-            if self.marker.exists() {
+            if std::fs::symlink_metadata(&self.marker).is_ok() {
                 return;
             }
             match &mut self.source {
