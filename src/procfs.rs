@@ -397,6 +397,12 @@ pub fn flock_holder(path: &std::path::Path) -> std::io::Result<Option<i32>> {
 
 /// Every pid `/proc/locks` lists as holding an `flock` on `path`'s device
 /// and inode.
+///
+/// On overlayfs (a container's root, a throw-away system's), `/proc/locks`
+/// names the device of the layer the file lives in, which `stat` through
+/// the overlay never shows: there the inode number alone is matched. A
+/// lock on another file system's file with the same number is then taken
+/// for one on `path`; callers prove the pids they act on.
 pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
     use std::os::unix::fs::MetadataExt;
     let meta = match std::fs::metadata(path) {
@@ -405,43 +411,69 @@ pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
         Err(e) => return Err(e),
     };
     let dev = meta.dev();
-    let id = format!(
-        "{:02x}:{:02x}:{}",
-        nix::sys::stat::major(dev),
-        nix::sys::stat::minor(dev),
-        meta.ino()
-    );
+    let file = LockedFile {
+        dev: format!(
+            "{:02x}:{:02x}",
+            nix::sys::stat::major(dev),
+            nix::sys::stat::minor(dev)
+        ),
+        ino: meta.ino().to_string(),
+        any_device: on_overlayfs(path),
+    };
     // The kernel hands `/proc/locks` out a page per read, walking its list
     // of locks afresh by position each time: a lock released between two
     // reads shifts the rest, and the entry after it is never shown. With
     // many locks on the machine (hundreds of jobs, other daemons) a held
     // lock can so look free. Absent from one reading is read again.
     for _ in 0..LOCKS_READINGS - 1 {
-        let holders = parse_flock_holders(&std::fs::read_to_string("/proc/locks")?, &id);
+        let holders = parse_flock_holders(&std::fs::read_to_string("/proc/locks")?, &file);
         if !holders.is_empty() {
             return Ok(holders);
         }
     }
     Ok(parse_flock_holders(
         &std::fs::read_to_string("/proc/locks")?,
-        &id,
+        &file,
     ))
+}
+
+/// A file as `/proc/locks` names it: `MAJ:MIN` (hex) and inode.
+struct LockedFile {
+    dev: String,
+    ino: String,
+    /// Match the inode on any device (overlayfs: see [`flock_holders`]).
+    any_device: bool,
+}
+
+impl LockedFile {
+    fn is(&self, named: &str) -> bool {
+        let Some((dev, ino)) = named.rsplit_once(':') else {
+            return false;
+        };
+        ino == self.ino && (self.any_device || dev == self.dev)
+    }
+}
+
+fn on_overlayfs(path: &std::path::Path) -> bool {
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::OVERLAYFS_SUPER_MAGIC)
 }
 
 /// How often `/proc/locks` is read before a lock is taken for free (see
 /// [`flock_holders`]).
 const LOCKS_READINGS: usize = 4;
 
-/// In `/proc/locks` text, the pids of the granted FLOCKs on `dev_ino`
-/// (`MAJ:MIN:INODE`, device numbers in hex). Waiters (`->`) do not count.
-fn parse_flock_holders(locks: &str, dev_ino: &str) -> Vec<i32> {
+/// In `/proc/locks` text, the pids of the granted FLOCKs on `file`
+/// (named `MAJ:MIN:INODE`, device numbers in hex). Waiters (`->`) do not
+/// count.
+fn parse_flock_holders(locks: &str, file: &LockedFile) -> Vec<i32> {
     locks
         .lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
             // `1: FLOCK ADVISORY WRITE 1234 00:2c:56789 0 EOF`
             match f.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] if *id == dev_ino => pid.parse().ok(),
+                [_, "FLOCK", _, _, pid, id, ..] if file.is(id) => pid.parse().ok(),
                 _ => None,
             }
         })
@@ -589,8 +621,23 @@ mod tests {
         let locks = "1: POSIX  ADVISORY  WRITE 10 00:2c:99 0 EOF\n\
                      2: FLOCK  ADVISORY  WRITE 4321 00:2c:99 0 EOF\n\
                      2: -> FLOCK  ADVISORY  WRITE 77 00:2c:99 0 EOF\n";
-        assert_eq!(parse_flock_holders(locks, "00:2c:99"), vec![4321]);
-        assert!(parse_flock_holders(locks, "00:2c:98").is_empty());
+        let file = |dev: &str, ino: &str, any_device| LockedFile {
+            dev: dev.into(),
+            ino: ino.into(),
+            any_device,
+        };
+        assert_eq!(
+            parse_flock_holders(locks, &file("00:2c", "99", false)),
+            vec![4321]
+        );
+        assert!(parse_flock_holders(locks, &file("00:2c", "98", false)).is_empty());
+        // Through overlayfs, stat shows another device than the layer's.
+        assert!(parse_flock_holders(locks, &file("00:2d", "99", false)).is_empty());
+        assert_eq!(
+            parse_flock_holders(locks, &file("00:2d", "99", true)),
+            vec![4321]
+        );
+        assert!(parse_flock_holders(locks, &file("00:2d", "9", true)).is_empty());
     }
 
     #[test]

@@ -1,12 +1,192 @@
 //! The service under a real systemd (`support/system.rs` boots one per
 //! test, throw-away, as PID 1 of fresh namespaces): `install.sh` as the
 //! README gives it, then `systemctl`, as an operator would.
+//!
+//! [`Service`] is a booted system with jobwarden installed, configured to
+//! run `job.sh` below for every prompt, and started with `systemctl enable
+//! --now`. A job says it ran by adding a line to `ran-<name>`, and waits
+//! for `release-<name>` (the test's go) before it ends, all in [`JW`]
+//! (`/var/tmp` stays writable to the service, and is not hidden when
+//! starting the service mounts a fresh `/tmp`).
+
+use std::time::Duration;
+
+use serde_json::Value;
 
 use crate::support::system::{System, boot_or_skip};
 use crate::support::*;
 
+mod install;
+mod restart;
+
+/// The tests' own folder inside a booted system.
+const JW: &str = "/var/tmp/jw";
+
+/// Every job runs this with its prompt's name.
+const JOB: &str = r#"#!/bin/sh
+echo "start $1 $$"
+echo $$ >> /var/tmp/jw/ran-$1
+while [ ! -e /var/tmp/jw/release-$1 ]; do sleep 0.05; done
+echo "done $1"
+"#;
+
+/// A booted system running the installed service.
+pub struct Service {
+    pub sys: System,
+}
+
+impl Service {
+    /// Boot, install, configure (`globals`: extra top-level TOML lines) and
+    /// `systemctl enable --now`; `None` where no systemd can be booted.
+    pub fn up(globals: &str) -> Option<Service> {
+        let sys = boot_or_skip()?;
+        install(&sys);
+        sys.ok(&format!(
+            "mkdir -p -m 1777 {JW} && cat > {JW}/job.sh <<'EOF'\n{JOB}EOF"
+        ));
+        let svc = Service { sys };
+        svc.configure(globals);
+        svc.sys.ok("systemctl enable --now jobwarden");
+        Some(svc)
+    }
+
+    /// Replace the config (its owner and mode stay those `install.sh` set).
+    pub fn configure(&self, globals: &str) {
+        self.sys.ok(&format!(
+            "cat > /etc/jobwarden/config.toml <<'EOF'\n{}EOF",
+            config(globals)
+        ));
+    }
+
+    /// `jobwarden submit` as root, with the umask the README asks of
+    /// operators; the new job's id.
+    pub fn submit(&self, project: &str, name: &str) -> String {
+        let out = self.sys.ok(&format!(
+            "umask 007 && echo 'prompt {name}' | jobwarden submit - --project {project} --name {name}"
+        ));
+        out.trim().to_string()
+    }
+
+    /// Let job `name` end.
+    pub fn release(&self, name: &str) {
+        self.sys.ok(&format!("touch {JW}/release-{name}"));
+    }
+
+    /// How many times a job for prompt `name` started.
+    pub fn runs(&self, name: &str) -> usize {
+        let out = self
+            .sys
+            .ok(&format!("cat {JW}/ran-{name} 2>/dev/null || true"));
+        out.lines().count()
+    }
+
+    /// Job `id`'s `job.json`, as `jobwarden show <id> --json` gives it;
+    /// null while no job of that id is known (a prompt not yet claimed).
+    pub fn show(&self, id: &str) -> Value {
+        let out = self.sys.sh(&format!("jobwarden show {id} --json"));
+        if !out.status.success() {
+            return Value::Null;
+        }
+        let shown: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "show {id} --json: {e}\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        shown["job"].clone()
+    }
+
+    /// Wait until job `id`'s record satisfies `cond`; the record.
+    pub fn wait_job(
+        &self,
+        id: &str,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let mut last = Value::Null;
+        let found = poll_until(timeout, millis(100), || {
+            last = self.show(id);
+            cond(&last).then(|| last.clone())
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "{what}: not within {timeout:?}\nlast record: {last:#}\njournal:\n{}",
+                self.journal()
+            )
+        })
+    }
+
+    /// Wait until job `id` is in `state`.
+    pub fn wait_state(&self, id: &str, state: &str, timeout: Duration) -> Value {
+        self.wait_job(id, &format!("job {id} {state}"), timeout, |r| {
+            state_of(r) == state
+        })
+    }
+
+    /// The ledger's executions, newest first (`history list --json`).
+    pub fn executions(&self) -> Vec<Value> {
+        let out = self.sys.sh("jobwarden history list --json");
+        serde_json::from_slice(&out.stdout).unwrap_or_default()
+    }
+
+    /// The ledger's rows for prompt `project/name`.
+    pub fn executions_of(&self, project: &str, name: &str) -> Vec<Value> {
+        self.executions()
+            .into_iter()
+            .filter(|r| r["project"] == project && r["name"] == name)
+            .collect()
+    }
+
+    /// `systemctl show -p <prop> --value jobwarden`.
+    pub fn property(&self, prop: &str) -> String {
+        self.sys
+            .ok(&format!("systemctl show -p {prop} --value jobwarden"))
+            .trim()
+            .to_string()
+    }
+
+    /// The daemon's pid as systemd knows it (0: none).
+    pub fn main_pid(&self) -> i64 {
+        self.property("MainPID").parse().unwrap_or(0)
+    }
+
+    /// Is process `pid` (of the booted system) alive, and not a zombie?
+    pub fn alive(&self, pid: i64) -> bool {
+        self.sys
+            .sh(&format!(
+                "s=$(cut -d' ' -f3 /proc/{pid}/stat 2>/dev/null) && [ -n \"$s\" ] && [ \"$s\" != Z ]"
+            ))
+            .status
+            .success()
+    }
+
+    /// The unit's journal so far (its last 200 lines).
+    pub fn journal(&self) -> String {
+        let out = self
+            .sys
+            .sh("journalctl -u jobwarden --no-pager -o cat 2>&1 | tail -n 200");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+/// The config every test starts from, with `globals` added.
+fn config(globals: &str) -> String {
+    format!(
+        r#"root = "/var/lib/jobwarden"
+heartbeat_interval = "1s"
+settle = "100ms"
+abort_grace = "1s"
+{globals}
+[profiles.default]
+command = ["/bin/sh", "{JW}/job.sh", "{{name}}"]
+cooldown = "0s"
+"#
+    )
+}
+
 /// `install.sh --binary <the tested binary>`, run inside from the checkout.
-fn install(sys: &System) -> String {
+pub fn install(sys: &System) -> String {
     sys.ok(&format!(
         "cd {} && ./install.sh --binary {}",
         env!("CARGO_MANIFEST_DIR"),
@@ -14,57 +194,7 @@ fn install(sys: &System) -> String {
     ))
 }
 
-/// Owner, group, mode and inode of everything `install.sh` made, one line
-/// each, then the files' contents' digests (the daemon's own writes into
-/// the root change only its folders' times, which are left out).
-fn installed(sys: &System) -> String {
-    sys.ok(
-        "stat -c '%n %U %G %a %i' /usr/local/bin/jobwarden /etc/systemd/system/jobwarden.service \
-         /etc/jobwarden /etc/jobwarden/config.toml /var/lib/jobwarden /var/lib/jobwarden/inbox \
-         /var/lib/jobwarden/runs /var/lib/jobwarden/archive && \
-         sha256sum /usr/local/bin/jobwarden /etc/systemd/system/jobwarden.service /etc/jobwarden/config.toml",
-    )
-}
-
-#[test]
-fn install_then_enable_now_gives_a_ready_service_and_a_second_install_changes_nothing() {
-    let Some(sys) = boot_or_skip() else { return };
-    install(&sys);
-    sys.ok("systemctl enable --now jobwarden");
-
-    // Type=notify: `enable --now` returned once the daemon said READY=1,
-    // and what it says with STATUS= is shown.
-    let show =
-        sys.ok("systemctl show -p Type,ActiveState,SubState,StatusText,NotifyAccess jobwarden");
-    assert!(show.contains("Type=notify"), "{show}");
-    assert!(show.contains("ActiveState=active"), "{show}");
-    assert!(show.contains("SubState=running"), "{show}");
-    assert!(show.contains("NotifyAccess=main"), "{show}");
-    let status = show
-        .lines()
-        .find_map(|l| l.strip_prefix("StatusText="))
-        .unwrap_or_default();
-    assert!(!status.is_empty(), "the daemon reports its counts: {show}");
-    let text = sys.ok("systemctl status jobwarden --no-pager || true");
-    assert!(text.contains(status), "status shows STATUS=: {text}");
-
-    // The dedicated user and group, and the root with the documented modes.
-    let user = sys.ok("getent passwd jobwarden");
-    assert!(user.starts_with("jobwarden:"), "{user}");
-    sys.ok("getent group jobwarden");
-    let files = installed(&sys);
-    let root = files
-        .lines()
-        .find(|l| l.starts_with("/var/lib/jobwarden "))
-        .unwrap_or_default();
-    assert!(root.contains(" jobwarden jobwarden 2770 "), "{files}");
-    let pid = sys.ok("systemctl show -p MainPID --value jobwarden");
-    let owner = sys.ok(&format!("ps -o user= -p {}", pid.trim()));
-    assert_eq!(owner.trim(), "jobwarden", "the daemon runs as its user");
-
-    // A second run changes nothing, and the service goes on as it was.
-    let again = install(&sys);
-    assert_eq!(installed(&sys), files, "second install.sh run:\n{again}");
-    let pid_after = sys.ok("systemctl show -p MainPID --value jobwarden");
-    assert_eq!(pid_after, pid, "the service was not restarted");
+/// A record's `state`.
+pub fn state_of(record: &Value) -> &str {
+    record["state"].as_str().unwrap_or("")
 }

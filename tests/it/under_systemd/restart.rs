@@ -1,0 +1,132 @@
+//! Jobs through `systemctl restart`, `stop` and `start`, in each shutdown
+//! mode, as the unit's comments describe them: `detach` (the default)
+//! leaves running jobs to their monitors and the next daemon re-adopts
+//! them; `drain` makes `systemctl stop` wait for them; `abort` ends them.
+//! Every prompt runs and is recorded exactly once.
+
+use std::process::Stdio;
+
+use super::{Service, state_of};
+use crate::support::*;
+
+/// The processes left in the unit's cgroup (pids, one per line).
+fn unit_processes(svc: &Service) -> String {
+    svc.sys
+        .ok("cat /sys/fs/cgroup/system.slice/jobwarden.service/cgroup.procs 2>/dev/null || true")
+}
+
+#[test]
+fn detach_jobs_outlive_restart_and_stop_and_the_next_daemon_adopts_and_records_them_once() {
+    let Some(svc) = Service::up("") else { return };
+    let a = svc.submit("p", "a");
+    let b = svc.submit("p", "b");
+    let monitors: Vec<i64> = [&a, &b]
+        .iter()
+        .map(|id| {
+            let rec = svc.wait_state(id, "running", secs(20));
+            rec["monitor_pid"]
+                .as_i64()
+                .expect("a running job names its monitor")
+        })
+        .collect();
+    let first = svc.main_pid();
+
+    svc.sys.ok("systemctl restart jobwarden");
+    let second = svc.main_pid();
+    assert!(
+        second > 0 && second != first,
+        "a new daemon: {first} → {second}"
+    );
+    assert_eq!(svc.property("ActiveState"), "active");
+    for pid in &monitors {
+        assert!(svc.alive(*pid), "monitor {pid} lives through the restart");
+    }
+    let journal = svc.journal();
+    for id in [&a, &b] {
+        assert!(
+            journal.contains(&format!("re-adopted a running job job={id}")),
+            "{journal}"
+        );
+        assert_eq!(state_of(&svc.show(id)), "running");
+    }
+    // The documented, expected note about the monitors left running.
+    let system_journal = svc.sys.ok(
+        "journalctl --no-pager -o cat -u jobwarden | grep -c 'Found left-over process' || true",
+    );
+    assert!(
+        system_journal.trim().parse::<u32>().unwrap_or(0) >= 2,
+        "systemd names the left-over monitors and jobs: {journal}"
+    );
+
+    // Stopped: the jobs go on, nothing new is claimed.
+    svc.sys.ok("systemctl stop jobwarden");
+    assert_eq!(svc.property("ActiveState"), "inactive");
+    for pid in &monitors {
+        assert!(svc.alive(*pid), "monitor {pid} lives through the stop");
+    }
+    let c = svc.submit("p", "c");
+    svc.release("a");
+    svc.wait_state(&a, "succeeded", secs(20));
+    let waiting = svc.sys.ok("jobwarden jobs --json");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&waiting).expect("jobs --json");
+    let row = rows.iter().find(|r| r["label"] == "p/c");
+    assert_eq!(
+        row.map(state_of),
+        Some("waiting"),
+        "not claimed while stopped: {waiting}"
+    );
+
+    svc.sys.ok("systemctl start jobwarden");
+    svc.release("b");
+    svc.release("c");
+    svc.wait_state(&c, "succeeded", secs(20));
+    svc.wait_state(&b, "succeeded", secs(20));
+    for name in ["a", "b", "c"] {
+        assert_eq!(svc.runs(name), 1, "{name} ran once");
+        let rows = svc.executions_of("p", name);
+        assert_eq!(rows.len(), 1, "{name} recorded once: {rows:?}");
+        assert_eq!(rows[0]["outcome"], "success", "{rows:?}");
+    }
+}
+
+#[test]
+fn drain_makes_stop_wait_for_running_jobs_and_abort_ends_them() {
+    let Some(svc) = Service::up("shutdown = \"drain\"") else {
+        return;
+    };
+    let d = svc.submit("p", "d");
+    svc.wait_state(&d, "running", secs(20));
+    let mut stop = svc
+        .sys
+        .command(&["systemctl", "stop", "jobwarden"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("systemctl stop");
+    wait_until("the daemon to drain", secs(10), || {
+        (svc.property("ActiveState") == "deactivating").then_some(())
+    });
+    // Draining: the stop waits while the job runs.
+    assert!(matches!(stop.try_wait(), Ok(None)), "stop returned early");
+    assert_eq!(state_of(&svc.show(&d)), "running");
+    svc.release("d");
+    let status = stop.wait().expect("systemctl stop");
+    assert!(status.success(), "systemctl stop: {status}");
+    let rec = svc.show(&d);
+    assert_eq!(state_of(&rec), "succeeded", "{rec:#}");
+    assert_eq!(svc.executions_of("p", "d").len(), 1);
+    assert_eq!(unit_processes(&svc).trim(), "", "nothing left running");
+
+    // abort: stopping ends the running job, recorded as aborted.
+    svc.configure("shutdown = \"abort\"");
+    svc.sys.ok("systemctl start jobwarden");
+    let e = svc.submit("p", "e");
+    svc.wait_state(&e, "running", secs(20));
+    svc.sys.ok("systemctl stop jobwarden");
+    let rec = svc.show(&e);
+    assert_eq!(state_of(&rec), "aborted", "{rec:#}");
+    let rows = svc.executions_of("p", "e");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(unit_processes(&svc).trim(), "", "nothing left running");
+    assert_eq!(svc.runs("e"), 1);
+}
