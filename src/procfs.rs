@@ -307,11 +307,26 @@ fn spare_job(pid: i32, root: &Path) -> Option<String> {
         let Some(id) = layout.job_of_monitor_lock(&target) else {
             continue;
         };
-        if flock_holders(&layout.monitor_lock(&id)).is_ok_and(|h| h.contains(&pid)) {
+        if holds_flock_by(pid, &fd.file_name())
+            || flock_holders(&layout.monitor_lock(&id)).is_ok_and(|h| h.contains(&pid))
+        {
             return Some(id.as_str().to_owned());
         }
     }
     None
+}
+
+/// Does descriptor `fd` of `pid` hold an `flock`? Its `fdinfo` lists the
+/// locks taken through it, whatever the file system says its device is.
+fn holds_flock_by(pid: i32, fd: &std::ffi::OsStr) -> bool {
+    let info = Path::new("/proc")
+        .join(pid.to_string())
+        .join("fdinfo")
+        .join(fd);
+    std::fs::read_to_string(info).is_ok_and(|text| {
+        text.lines()
+            .any(|l| l.starts_with("lock:") && l.contains(" FLOCK ") && !l.contains("->"))
+    })
 }
 
 fn same_path(a: &Path, b: &Path) -> bool {
@@ -654,6 +669,21 @@ mod tests {
         assert!(flock_holders(&path).expect("read").contains(&me));
         drop(held);
         assert!(!flock_holders(&path).expect("read").contains(&me));
+    }
+
+    #[test]
+    fn a_descriptor_s_own_flock_is_seen_in_its_fdinfo() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = std::fs::File::create(dir.path().join("x.lock")).expect("create");
+        let me = std::process::id() as i32;
+        let fd = file.as_raw_fd().to_string();
+        assert!(!holds_flock_by(me, std::ffi::OsStr::new(&fd)));
+        let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| e)
+            .expect("lock");
+        assert!(holds_flock_by(me, std::ffi::OsStr::new(&fd)));
+        drop(held);
     }
 
     #[test]

@@ -17,7 +17,9 @@ use crate::support::system::{System, boot_or_skip};
 use crate::support::*;
 
 mod install;
+mod operator;
 mod restart;
+mod upgrade;
 
 /// The tests' own folder inside a booted system.
 const JW: &str = "/var/tmp/jw";
@@ -187,10 +189,14 @@ cooldown = "0s"
 
 /// `install.sh --binary <the tested binary>`, run inside from the checkout.
 pub fn install(sys: &System) -> String {
+    install_binary(sys, BIN)
+}
+
+/// `install.sh --binary <binary>`, run inside from the checkout.
+pub fn install_binary(sys: &System, binary: &str) -> String {
     sys.ok(&format!(
-        "cd {} && ./install.sh --binary {}",
+        "cd {} && ./install.sh --binary {binary}",
         env!("CARGO_MANIFEST_DIR"),
-        BIN
     ))
 }
 
