@@ -442,6 +442,8 @@ install_unit() {
     render_unit >"$rendered"
     grep -qxF "ExecStart=$bin_path daemon" "$rendered" ||
         die "could not render $unit_template (no ExecStart line to rewrite)"
+    grep -qxF "ExecReload=$bin_path reload" "$rendered" ||
+        die "could not render $unit_template (no ExecReload line to rewrite)"
     install_file 0644 "$rendered" "$unit_file"
 }
 
@@ -449,6 +451,7 @@ install_unit() {
 render_unit() {
     local state_dir="" sed_args=(
         -e "s|^ExecStart=.*/jobwarden daemon\$|ExecStart=$bin_path daemon|"
+        -e "s|^ExecReload=.*/jobwarden reload\$|ExecReload=$bin_path reload|"
         -e "s|^Environment=JOBWARDEN_HOME=.*|Environment=JOBWARDEN_HOME=$root|"
         -e "s|^Environment=JOBWARDEN_CONFIG=.*|Environment=JOBWARDEN_CONFIG=$config_file|"
     )

@@ -672,6 +672,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_methods)] // a fixture
     fn a_descriptor_s_own_flock_is_seen_in_its_fdinfo() {
         use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().expect("tempdir");

@@ -68,7 +68,7 @@ struct NotNeeded {
 }
 
 pub fn run(global: &GlobalArgs, args: &AckArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load(global)?;
+    let (_, layout) = super::load_for_reading(global)?;
     let Some(mut ledger) = open_writable(&layout)? else {
         return Err(No(format!(
             "nothing needs attention: no ledger at {} (nothing ever ran)",

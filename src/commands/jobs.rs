@@ -50,7 +50,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         since_ms: window.since_ms,
         until_ms: window.until_ms,
     };
-    let (config, layout) = super::load(global)?;
+    let (config, layout) = super::load_for_reading(global)?;
     let ledger = super::open_ledger(&layout)?;
     let limit = args.limit as usize;
     let mut rows = Vec::new();

@@ -213,6 +213,27 @@ fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     Ok((config, Layout::new(root)))
 }
 
+/// The config and root for a command that reads the root or pulls a lever
+/// on it (`jobs`, `show`, `logs`, `events`, `wait`, `abort`, `pause`,
+/// `resume`, `ack`): an invalid config file must not leave the
+/// operator blind or without the brakes while the daemon runs on the
+/// config it loaded before. Its errors are said once on stderr, and the
+/// built-in defaults stand in for it (see [`load_lenient`]).
+fn load_for_reading(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
+    let loaded = load_lenient(global)?;
+    if let Some(first) = loaded.problems.first() {
+        let more = match loaded.problems.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        crate::logging::line(format!(
+            "jobwarden: warning: {first}{more}; going on with the built-in defaults \
+             for what the config would say (`jobwarden config check` lists every error)"
+        ));
+    }
+    Ok((loaded.config, loaded.layout))
+}
+
 /// The config and root for a command that must answer about a root even
 /// when its config file is invalid (`status`, `reload`): the config's
 /// errors are kept, the built-in defaults stand in, and the root comes

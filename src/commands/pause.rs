@@ -20,7 +20,7 @@ use super::output::{fmt_ago, print_json, print_line};
 use super::queue_view::daemon_alive;
 
 pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
+    let (config, layout) = super::load_for_reading(global)?;
     let scope = scope_of(&args.scope);
     check_profile(&config, &scope)?;
     let outcome = control::pause(&layout, &scope, args.reason.as_deref())?;
@@ -61,7 +61,7 @@ pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> 
 }
 
 pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load(global)?;
+    let (_, layout) = super::load_for_reading(global)?;
     let scopes = if args.all {
         control::read(&layout)
             .list()

@@ -37,7 +37,7 @@ const LOG_LINES: usize = 10;
 const LOG_TAIL_BYTES: u64 = 16 * 1024;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
+    let (config, layout) = super::load_for_reading(global)?;
     let ledger = super::open_ledger(&layout)?;
     let id = match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {
         Target::Job(id) => id,

@@ -760,16 +760,21 @@ fn installed_units_pass_systemd_analyze_verify() {
     let out = systemd_verify(&sc, &user_unit, true).expect("systemd-analyze");
     assert_verified(&out, &user_unit);
 
-    // The system unit as shipped, with ExecStart on a binary that exists
+    // The system unit as shipped, with ExecStart and ExecReload on a binary that exists
     // (verify checks it) and otherwise untouched: the installer only
     // rewrites paths and names. Root-only installs verify their own render.
     let template =
         fs::read_to_string(Path::new(SOURCE).join("systemd/jobwarden.service")).expect("unit");
     let system_unit = sc.base.join("jobwarden.service");
-    let rendered = template.replace(
-        "ExecStart=/usr/local/bin/jobwarden daemon",
-        &format!("ExecStart={BIN} daemon"),
-    );
+    let rendered = template
+        .replace(
+            "ExecStart=/usr/local/bin/jobwarden daemon",
+            &format!("ExecStart={BIN} daemon"),
+        )
+        .replace(
+            "ExecReload=/usr/local/bin/jobwarden reload",
+            &format!("ExecReload={BIN} reload"),
+        );
     assert_ne!(rendered, template, "the shipped unit's ExecStart changed");
     fs::write(&system_unit, rendered).expect("write unit copy");
     let out = systemd_verify(&sc, &system_unit, false).expect("systemd-analyze");

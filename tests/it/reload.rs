@@ -374,18 +374,58 @@ fn a_change_that_needs_a_restart_is_named_and_the_rest_applied() {
     assert!(text.contains("restart needed for watch"), "{text}");
 }
 
+/// `systemctl reload` waits for the daemon's answer and fails on a
+/// refusal (proven under a real systemd in `under_systemd/reload.rs`).
 #[test]
-fn the_units_reload_with_sighup() {
-    for unit in [
-        "systemd/jobwarden.service",
-        "systemd/jobwarden-user.service",
+fn the_units_reload_through_jobwarden_reload() {
+    for (unit, bin) in [
+        ("systemd/jobwarden.service", "/usr/local/bin/jobwarden"),
+        ("systemd/jobwarden-user.service", "%h/.local/bin/jobwarden"),
     ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(unit);
         let text = fs::read_to_string(&path).expect("read unit");
+        let want = format!("ExecReload={bin} reload");
+        assert!(text.lines().any(|l| l == want), "{unit} has no `{want}`");
+    }
+}
+
+/// With the config file broken mid-edit, the daemon runs on the one it
+/// loaded, and the operator still sees and stops its jobs: the commands
+/// that read the root or pull a lever say what is wrong with the file and
+/// go on; the ones that need the config's meaning refuse.
+#[test]
+fn a_broken_config_file_leaves_the_operator_able_to_see_and_stop_jobs() {
+    let sb = Sandbox::new();
+    let good = ConfigToml::new(&["sh", "-c", "echo started; sleep 600"]);
+    sb.configure(&good);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "long", "x\n");
+    let job = sb.wait_state("proj", "long", "running", secs(15));
+    sb.configure(&good.clone().global("max_jobs", "0"));
+
+    for args in [
+        vec!["jobs"],
+        vec!["show", job.id.as_str()],
+        vec!["logs", job.id.as_str()],
+        vec!["events", job.id.as_str()],
+        vec!["pause"],
+        vec!["resume"],
+    ] {
+        let out = sb.run(&args);
+        assert_eq!(out.code(), 0, "{args:?}: {out:?}");
         assert!(
-            text.lines()
-                .any(|l| l == "ExecReload=/bin/kill -HUP $MAINPID"),
-            "{unit} has no ExecReload sending SIGHUP"
+            out.stderr.contains("warning") && out.stderr.contains("max_jobs = 0"),
+            "{args:?} names the fault: {out:?}"
         );
     }
+    let submit = sb.run_with_stdin(&["submit", "-", "--project", "proj"], b"y\n");
+    assert_eq!(submit.code(), 2, "{submit:?}");
+    assert!(submit.stderr.contains("max_jobs = 0"), "{submit:?}");
+
+    let out = sb.run(&["abort", job.id.as_str(), "--wait"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let job = sb.wait_id(&job.id, "the job to be aborted", secs(15), |j| {
+        j.is_terminal()
+    });
+    assert_eq!(job.state(), "aborted", "{:#}", job.record);
 }

@@ -18,8 +18,10 @@ use crate::support::*;
 
 mod install;
 mod operator;
+mod reload;
 mod restart;
 mod upgrade;
+mod watchdog;
 
 /// The tests' own folder inside a booted system.
 const JW: &str = "/var/tmp/jw";
