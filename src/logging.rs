@@ -63,11 +63,44 @@ pub fn init(format: LogFormat) {
             let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let builder = builder.with_ansi(ansi);
             if journald {
-                builder.without_time().init();
+                let format = tracing_subscriber::fmt::format().without_time();
+                builder.event_format(Journald(format)).init();
             } else {
                 builder.init();
             }
         }
+    }
+}
+
+/// Text lines for journald: each starts with its syslog priority (`<4>`
+/// for a warning), which journald takes off and keeps as the entry's
+/// `PRIORITY`, so that `journalctl -p warning` finds warnings and errors.
+struct Journald<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Journald<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "<{}>", syslog_priority(*event.metadata().level()))?;
+        self.0.format_event(ctx, writer, event)
+    }
+}
+
+/// The syslog priority of a level (journald's `PRIORITY`).
+fn syslog_priority(level: tracing::Level) -> u8 {
+    match level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        tracing::Level::DEBUG | tracing::Level::TRACE => 7,
     }
 }
 

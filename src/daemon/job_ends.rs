@@ -173,7 +173,8 @@ impl Daemon {
                 }
             }
             Ok(mut rec) => {
-                tracing::info!(job = %id, state = %rec.state, "job ended");
+                // The monitor logged the end; this is the daemon's record of it.
+                tracing::debug!(job = %id, state = %rec.state, "end recorded");
                 // A monitor killed between its terminal record and the
                 // prompt's move leaves it claimed, and maybe its row unwritten:
                 // finish both, unless the claim is a newer job's (the prompt

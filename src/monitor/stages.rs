@@ -248,6 +248,7 @@ impl Monitor<'_> {
                 format!("could not record the job as {to} ({e}); its command was killed at once");
             return Err(self.start_failed(stage, NotStarted::Other(reason)));
         }
+        tracing::info!(job = %self.rec.job_id, state = %to, pid, "job {to}");
         // Told in `watch`, once the command has run a moment.
         self.index_owed = true;
         Ok(child)

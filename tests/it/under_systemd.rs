@@ -17,9 +17,11 @@ use crate::support::system::{System, boot_or_skip};
 use crate::support::*;
 
 mod install;
+mod logs;
 mod operator;
 mod reload;
 mod restart;
+mod sandbox;
 mod upgrade;
 mod watchdog;
 
