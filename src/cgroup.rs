@@ -4,14 +4,19 @@
 //! cgroup file system (the only paths outside the root jobwarden builds);
 //! the monitor decides when to use it.
 //!
-//! The layout it expects is the one systemd makes with `Delegate=yes` and
-//! `DelegateSubgroup=supervisor`: the daemon (and so every monitor, which
-//! inherits its cgroup) runs in a leaf named `supervisor` of the delegated
-//! cgroup, which itself holds no process. Jobs' cgroups are `supervisor`'s
+//! The layout it expects: the daemon (and so every monitor, which inherits
+//! its cgroup) runs in a leaf named `supervisor` of the delegated cgroup,
+//! which itself holds no process. Jobs' cgroups are `supervisor`'s
 //! siblings (`job-<job_id>`), so the "no internal processes" rule holds and
-//! controllers can be enabled for them. Anywhere else (no cgroup v2, not
-//! delegated, a daemon started by hand in a shared cgroup) nothing here is
-//! used and the monitor falls back to rlimits and its process tree.
+//! controllers can be enabled for them. systemd makes it with
+//! `Delegate=yes` and `DelegateSubgroup=supervisor` (systemd 254). With
+//! `Delegate=yes` alone, systemd starts the daemon in the delegated cgroup
+//! itself, and the daemon moves into the leaf at start
+//! ([`take_supervisor_leaf`]); the controllers are then left off, since
+//! systemd could not place the next daemon in a cgroup that has them on
+//! while jobs still run. Anywhere else (no cgroup v2, not delegated, a
+//! daemon started by hand in a shared cgroup) nothing here is used and the
+//! monitor falls back to rlimits and its process tree.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -54,7 +59,15 @@ impl JobCgroup {
     pub fn create(name: &str, limits: CgroupLimits) -> Result<JobCgroup, String> {
         let own = own_cgroup()?;
         let base = delegated_base(&own)?;
-        let not_enabled = enable_controllers(&base);
+        let not_enabled = match std::env::var_os(NO_CONTROLLERS_ENV) {
+            Some(_) => vec![format!(
+                "controllers are left off in {}: the daemon moved itself into its {SUPERVISOR_LEAF} \
+                 leaf (Delegate=yes without DelegateSubgroup={SUPERVISOR_LEAF}, which needs systemd 254), \
+                 and systemd could not start the next daemon in a cgroup with controllers on while jobs run",
+                base.display()
+            )],
+            None => enable_controllers(&base),
+        };
         let dir = base.join(format!("job-{name}"));
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
@@ -160,6 +173,80 @@ impl JobCgroup {
     }
 }
 
+/// Set for the monitors of a daemon that moved itself into its
+/// `supervisor` leaf: their jobs' cgroups get no controllers.
+pub const NO_CONTROLLERS_ENV: &str = "JOBWARDEN_CGROUP_NO_CONTROLLERS";
+
+/// Where the daemon found itself at start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Leaf {
+    /// In a `supervisor` leaf already (systemd's `DelegateSubgroup=`).
+    Placed(PathBuf),
+    /// In a delegated cgroup, and now in its `supervisor` leaf.
+    Moved(PathBuf),
+    /// Not in a delegated cgroup, or the move failed: why.
+    None(String),
+}
+
+/// At the daemon's start, before any monitor: a daemon systemd started in
+/// a delegated cgroup (`Delegate=yes`, marked with the `user.delegate` or
+/// `trusted.delegate` attribute) moves into that cgroup's `supervisor`
+/// leaf, made if missing, so that jobs get cgroups of their own beside it.
+/// Only a cgroup systemd marked delegated is touched: a daemon run by hand
+/// (root can write any cgroup) stays where it is.
+pub fn take_supervisor_leaf() -> Leaf {
+    let own = match find_own_cgroup() {
+        Ok(own) => own,
+        Err(why) => return Leaf::None(why),
+    };
+    if own.file_name().is_some_and(|n| n == SUPERVISOR_LEAF) {
+        return Leaf::Placed(own);
+    }
+    if !is_marked_delegated(&own) {
+        return Leaf::None(format!(
+            "this process's cgroup {} is not delegated to it (systemd: Delegate=yes)",
+            own.display()
+        ));
+    }
+    let leaf = own.join(SUPERVISOR_LEAF);
+    let moved = match std::fs::create_dir(&leaf) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => OpenOptions::new()
+            .write(true)
+            .open(leaf.join("cgroup.procs"))
+            .and_then(|mut f| f.write_all(b"0")),
+    };
+    match moved {
+        Ok(()) => Leaf::Moved(leaf),
+        Err(e) => Leaf::None(format!("moving into {}: {e}", leaf.display())),
+    }
+}
+
+/// Did systemd mark cgroup `dir` as delegated?
+fn is_marked_delegated(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    ["user.delegate", "trusted.delegate"].iter().any(|name| {
+        let Ok(name) = std::ffi::CString::new(*name) else {
+            return false;
+        };
+        let mut value = [0u8; 8];
+        // SAFETY: both names are NUL-terminated; the buffer's length is
+        // passed with it.
+        let n = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_mut_ptr().cast(),
+                value.len(),
+            )
+        };
+        n > 0 && value.get(..n as usize) == Some(b"1".as_slice())
+    })
+}
+
 /// This process's cgroup v2 folder, found once (see [`find_own_cgroup`]).
 /// A spare monitor finds it before its job arrives ([`warm`]).
 fn own_cgroup() -> Result<PathBuf, String> {
@@ -210,7 +297,7 @@ fn delegated_base(own: &Path) -> Result<PathBuf, String> {
         Some(base) if leaf == SUPERVISOR_LEAF => base,
         _ => {
             return Err(format!(
-                "this process's cgroup {} is not a {SUPERVISOR_LEAF:?} leaf of a delegated cgroup (systemd: Delegate=yes with DelegateSubgroup={SUPERVISOR_LEAF})",
+                "this process's cgroup {} is not a {SUPERVISOR_LEAF:?} leaf of a delegated cgroup (systemd: Delegate=yes)",
                 own.display()
             ));
         }
@@ -289,10 +376,17 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_systemd_did_not_mark_is_not_delegated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(!is_marked_delegated(dir.path()));
+        assert!(!is_marked_delegated(Path::new("/nonexistent/cgroup")));
+    }
+
+    #[test]
     fn only_a_supervisor_leaf_counts_as_delegated() {
         let err = delegated_base(Path::new("/sys/fs/cgroup/user.slice/session-1.scope"))
             .expect_err("not a supervisor leaf");
-        assert!(err.contains("DelegateSubgroup"), "{err}");
+        assert!(err.contains("Delegate=yes"), "{err}");
         assert!(delegated_base(Path::new("/")).is_err());
     }
 }

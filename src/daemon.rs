@@ -58,9 +58,22 @@ pub async fn run(
     prepare_root(&layout)?;
     monitors::raise_fd_limit();
     let _lock = lock::acquire(&layout)?;
+    // Before any monitor is started: they inherit the daemon's cgroup.
+    let leaf = crate::cgroup::take_supervisor_leaf();
     check_same_filesystem(&layout)?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
+    daemon.monitors.cgroup_controllers = !matches!(leaf, crate::cgroup::Leaf::Moved(_));
+    match &leaf {
+        crate::cgroup::Leaf::Placed(at) => {
+            tracing::info!(cgroup = %at.display(), "each job gets a cgroup of its own beside the daemon's")
+        }
+        crate::cgroup::Leaf::Moved(at) => tracing::info!(
+            cgroup = %at.display(),
+            "moved into the delegated cgroup's supervisor leaf: each job gets a cgroup of its own beside it, without controllers (DelegateSubgroup=supervisor, systemd 254, gives memory and pids limits too)"
+        ),
+        crate::cgroup::Leaf::None(why) => tracing::debug!("jobs get no cgroup of their own: {why}"),
+    }
     daemon.notifier = notifier;
     daemon.control.listen(reloads);
     // The ledger drives cooldowns and retries. A damaged one does not stop

@@ -108,6 +108,9 @@ pub(super) struct Pool {
     sender: mpsc::UnboundedSender<Report>,
     /// Each monitor's reader of its stdout and waiter of its exit.
     readers: JoinSet<()>,
+    /// May jobs' cgroups have controllers? Not when the daemon moved
+    /// itself into its cgroup leaf (see `cgroup.rs`).
+    pub(super) cgroup_controllers: bool,
 }
 
 impl Pool {
@@ -121,6 +124,7 @@ impl Pool {
             reports,
             sender,
             readers: JoinSet::new(),
+            cgroup_controllers: true,
         }
     }
 
@@ -148,7 +152,7 @@ impl Pool {
         layout: &Layout,
         config_text: &str,
     ) -> std::io::Result<MonitorKey> {
-        let mut child = monitor_command(layout).spawn()?;
+        let mut child = monitor_command(layout, self.cgroup_controllers).spawn()?;
         let stdin = child
             .stdin
             .take()
@@ -319,7 +323,7 @@ async fn read_reports(
 /// The command that starts a monitor that waits for its jobs on stdin. It
 /// runs this program in its own session, so that it and its job outlive
 /// the daemon, with the config handed over on its stdin.
-fn monitor_command(layout: &Layout) -> Command {
+fn monitor_command(layout: &Layout, cgroup_controllers: bool) -> Command {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("jobwarden")
         .arg("--log-format")
@@ -333,6 +337,11 @@ fn monitor_command(layout: &Layout) -> Command {
         .stderr(Stdio::inherit());
     for var in notify::PROTOCOL_ENV {
         cmd.env_remove(var);
+    }
+    if cgroup_controllers {
+        cmd.env_remove(crate::cgroup::NO_CONTROLLERS_ENV);
+    } else {
+        cmd.env(crate::cgroup::NO_CONTROLLERS_ENV, "1");
     }
     let limit = FD_LIMIT_AT_START.get().copied().flatten();
     // SAFETY: setsid and setrlimit are async-signal-safe and touch no

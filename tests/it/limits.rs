@@ -140,7 +140,7 @@ perl -e 'for (1..40) { open(my $f, "<", "/dev/null") or do { print "refused at $
 #[test]
 fn processes_limit_stops_a_fork_bomb_of_an_unprivileged_job() {
     if !nix::unistd::geteuid().is_root() || !on_path("setpriv") {
-        eprintln!("SKIPPED: needs root and setpriv to run the job as nobody");
+        say("SKIPPED: needs root and setpriv to run the job as nobody");
         return;
     }
     let sb = Sandbox::new();
@@ -178,7 +178,7 @@ fn cgroup_or_skip() -> Option<TestCgroup> {
     match TestCgroup::new() {
         Ok(cg) => Some(cg),
         Err(why) => {
-            eprintln!("SKIPPED: cgroup v2 is unavailable here: {why}");
+            say(&format!("SKIPPED: cgroup v2 is unavailable here: {why}"));
             None
         }
     }
@@ -291,12 +291,12 @@ fn controller_or_skip(cg: &TestCgroup, controller: &str) -> bool {
     if cg.has_controller(controller) {
         return true;
     }
-    eprintln!(
+    say(&format!(
         "SKIPPED: the {controller} controller is not available in cgroup v2 here ({} offers: {:?})",
         cg.base.display(),
         fs::read_to_string(cg.base.join("cgroup.controllers"))
             .unwrap_or_default()
             .trim()
-    );
+    ));
     false
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::support::system::{System, boot_or_skip};
 use crate::support::*;
 
+mod cgroups;
 mod install;
 mod logs;
 mod operator;

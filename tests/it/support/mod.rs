@@ -59,6 +59,14 @@ pub const STATES: &[&str] = &[
 const POLL: Duration = Duration::from_millis(10);
 
 /// Shorthand for a whole number of seconds.
+/// A line for whoever runs the tests, shown even when the test passes
+/// (`SKIPPED: …`, `NOT CHECKED: …`): libtest captures only the printing
+/// macros, not writes to the stderr handle.
+pub fn say(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
 pub fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
 }

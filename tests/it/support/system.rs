@@ -281,7 +281,7 @@ pub fn boot_or_skip() -> Option<System> {
             panic!("no real systemd could be booted in CI: {why}")
         }
         Err(why) => {
-            eprintln!("SKIPPED: no real systemd here: {why}");
+            super::say(&format!("SKIPPED: no real systemd here: {why}"));
             None
         }
     }
