@@ -20,6 +20,7 @@ mod cgroups;
 mod install;
 mod logs;
 mod operator;
+mod per_user;
 mod reload;
 mod restart;
 mod sandbox;

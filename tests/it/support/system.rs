@@ -57,6 +57,7 @@ impl System {
             return Err("the kernel has no overlayfs".into());
         }
         let mount = cgroup2_mount()?;
+        sweep_left_by_dead_runs(&mount);
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);
         let name = format!("jw-sys-{}-{n}", std::process::id());
         let cgroup = mount.join(&name);
@@ -82,6 +83,9 @@ impl System {
         cmd.args([
             "--pid",
             "--fork",
+            // Should `unshare` die, the namespace's PID 1 and with it
+            // every process of the system dies too.
+            "--kill-child=SIGKILL",
             "--mount",
             "--uts",
             "--cgroup",
@@ -100,11 +104,16 @@ impl System {
                 .map(Stdio::from)
                 .map_err(|e| e.to_string())?,
         );
-        // SAFETY: one write(2) between fork and exec: the namespace's
-        // cgroup root is `payload`.
+        // SAFETY: one write(2) and one prctl(2) between fork and exec: the
+        // namespace's cgroup root is `payload`, and `unshare` (so the
+        // whole system, see --kill-child) dies with the test's thread,
+        // should the test process be killed before its guard's drop.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -213,6 +222,15 @@ impl System {
 
 impl Drop for System {
     fn drop(&mut self) {
+        if self.pid1 > 0 && std::thread::panicking() {
+            // What the system said, for the failed test's report.
+            let journal = self.sh("journalctl --no-pager -n 80 -o short-monotonic");
+            super::say(&format!(
+                "== {}: the last of its journal\n{}",
+                self.name,
+                String::from_utf8_lossy(&journal.stdout)
+            ));
+        }
         if self.pid1 > 0 {
             let _ = self
                 .command(&["systemctl", "poweroff", "--no-block"])
@@ -235,6 +253,42 @@ impl Drop for System {
         }
         remove_tree(&self.cgroup);
     }
+}
+
+/// What a test process killed outright left (its systems died with it,
+/// see `--kill-child`): the cgroups and work folders named after a pid
+/// that no longer runs. Done once per test process.
+fn sweep_left_by_dead_runs(mount: &Path) {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let dead = |name: &str| {
+            let Some(pid) = name
+                .strip_prefix("jw-sys-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<i32>().ok())
+            else {
+                return false;
+            };
+            pid != std::process::id() as i32 && !Path::new(&format!("/proc/{pid}")).exists()
+        };
+        for folder in [mount.to_path_buf(), std::env::temp_dir()] {
+            let Ok(entries) = fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !dead(&name) {
+                    continue;
+                }
+                if folder == mount {
+                    let _ = fs::write(entry.path().join("payload/cgroup.kill"), "1");
+                    remove_tree(&entry.path());
+                } else {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+    });
 }
 
 /// Removes a half-made instance's cgroup if booting stops early.

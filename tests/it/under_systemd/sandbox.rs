@@ -1,7 +1,8 @@
 //! The unit's hardening as shipped lets a job work: it writes its own
-//! work folder, and a repository once the README's drop-in
+//! work folder, `/tmp`, and a repository once the README's drop-in
 //! (`ReadWritePaths=/srv/repos`) names it; `/usr` and `/etc` stay
-//! read-only to it even where their permissions would let it write.
+//! read-only to it even where their permissions would let it write, and
+//! `/home` is hidden.
 
 use super::{JW, Service, state_of};
 use crate::support::*;
@@ -9,9 +10,12 @@ use crate::support::*;
 /// Tries to write each place; one line per place into `try-<name>`:
 /// `ok <path>` or `no <path>: <error>`.
 const TRY: &str = r#"#!/bin/sh
-for t in "$PWD/by-job" /usr/local/jw-open/by-job /etc/jw-open/by-job /srv/repos/app/by-job-$1; do
+{
+for t in "$PWD/by-job" /tmp/by-job-$1 /usr/local/jw-open/by-job /etc/jw-open/by-job /srv/repos/app/by-job-$1; do
     if err=$( (echo x > "$t") 2>&1 ); then echo "ok $t"; else echo "no $t: $err"; fi
-done > /var/tmp/jw/try-$1
+done
+if [ -e /home/jw-seen ]; then echo "seen /home"; else echo "hidden /home"; fi
+} > /var/tmp/jw/try-$1
 "#;
 
 /// A profile running [`TRY`], routed for `sb/*` (its own work folder) and
@@ -53,7 +57,7 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
     };
     // Places whose permissions allow it: only the sandbox says no.
     svc.sys.ok(&format!(
-        "install -d -m 1777 /usr/local/jw-open /etc/jw-open && \
+        "install -d -m 1777 /usr/local/jw-open /etc/jw-open /home/jw-seen && \
          install -d -g jobwarden -m 2775 /srv/repos /srv/repos/app && \
          cat > {JW}/try.sh <<'EOF'\n{TRY}EOF"
     ));
@@ -61,10 +65,15 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
     let own = svc.submit("sb", "own");
     let report = tried(&svc, &own, "own");
     assert!(line(&report, "/work/by-job").starts_with("ok "), "{report}");
+    assert!(
+        line(&report, "/tmp/by-job-own").starts_with("ok "),
+        "{report}"
+    );
+    assert!(report.contains("hidden /home"), "{report}");
     for place in [
         "/usr/local/jw-open/by-job",
         "/etc/jw-open/by-job",
-        "/by-job-own",
+        "/srv/repos/app/by-job-own",
     ] {
         let l = line(&report, place);
         assert!(
@@ -85,7 +94,10 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
         line(&report, "/srv/repos/app/by-job").starts_with("ok "),
         "{report}"
     );
-    assert!(line(&report, "/by-job-edit").starts_with("ok "), "{report}");
+    assert!(
+        line(&report, "/srv/repos/app/by-job-edit").starts_with("ok "),
+        "{report}"
+    );
     for place in ["/usr/local/jw-open/by-job", "/etc/jw-open/by-job"] {
         let l = line(&report, place);
         assert!(
