@@ -130,3 +130,41 @@ fn drain_makes_stop_wait_for_running_jobs_and_abort_ends_them() {
     assert_eq!(unit_processes(&svc).trim(), "", "nothing left running");
     assert_eq!(svc.runs("e"), 1);
 }
+
+/// The unit's other two ways to end running jobs: `jobwarden abort --all
+/// --wait` ends them `aborted`; `systemctl kill --kill-whom=all` kills
+/// every process of the unit, the jobs count as `interrupted`, and the
+/// daemon systemd starts again runs their prompts once more.
+#[test]
+fn abort_all_ends_jobs_and_kill_whom_all_interrupts_them_for_a_requeue() {
+    let Some(svc) = Service::up("") else { return };
+    let first = svc.submit("k", "first");
+    svc.wait_state(&first, "running", secs(20));
+    let out = svc.sys.sh("jobwarden abort --all --wait");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(state_of(&svc.show(&first)), "aborted");
+
+    let second = svc.submit("k", "second");
+    svc.wait_state(&second, "running", secs(20));
+    let daemon = svc.main_pid();
+    svc.sys
+        .ok("systemctl kill --kill-whom=all -s KILL jobwarden");
+    let rec = svc.wait_job(&second, "the killed job to be interrupted", secs(30), |r| {
+        state_of(r) == "interrupted"
+    });
+    assert!(rec["finished_at"].is_string(), "{rec:#}");
+    let restarted = wait_until("systemd to start the daemon again", secs(30), || {
+        let pid = svc.main_pid();
+        (pid > 0 && pid != daemon).then_some(pid)
+    });
+    assert!(restarted > 0);
+    // The prompt runs once more, as a new job.
+    svc.release("second");
+    wait_until("the prompt to run again and succeed", secs(30), || {
+        let rows = svc.executions_of("k", "second");
+        rows.iter()
+            .any(|r| r["outcome"] == "success")
+            .then_some(rows)
+    });
+    assert_eq!(svc.runs("second"), 2, "killed once, run again once");
+}

@@ -2,7 +2,8 @@
 //! work folder, `/tmp`, and a repository once the README's drop-in
 //! (`ReadWritePaths=/srv/repos`) names it; `/usr` and `/etc` stay
 //! read-only to it even where their permissions would let it write, and
-//! `/home` is hidden.
+//! `/home` is hidden. An API key set in the same drop-in reaches a job
+//! whose profile passes it through.
 
 use super::{JW, Service, state_of};
 use crate::support::*;
@@ -15,6 +16,7 @@ for t in "$PWD/by-job" /tmp/by-job-$1 /usr/local/jw-open/by-job /etc/jw-open/by-
     if err=$( (echo x > "$t") 2>&1 ); then echo "ok $t"; else echo "no $t: $err"; fi
 done
 if [ -e /home/jw-seen ]; then echo "seen /home"; else echo "hidden /home"; fi
+echo "key=$JW_API_KEY"
 } > /var/tmp/jw/try-$1
 "#;
 
@@ -23,6 +25,7 @@ if [ -e /home/jw-seen ]; then echo "seen /home"; else echo "hidden /home"; fi
 const ROUTES: &str = r#"
 [profiles.try]
 command = ["/bin/sh", "/var/tmp/jw/try.sh", "{name}"]
+env_passthrough = ["JW_API_KEY"]
 
 [[route]]
 match = "repo/**"
@@ -82,10 +85,12 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
         );
     }
 
-    // The README's drop-in for repositories.
+    assert!(report.contains("key=\n"), "{report}");
+
+    // The README's drop-in for repositories and an agent's API key.
     svc.sys.ok(
         "mkdir -p /etc/systemd/system/jobwarden.service.d && \
-         printf '[Service]\\nReadWritePaths=/srv/repos\\n' > /etc/systemd/system/jobwarden.service.d/repos.conf && \
+         printf '[Service]\\nReadWritePaths=/srv/repos\\nEnvironment=JW_API_KEY=k-123\\n' > /etc/systemd/system/jobwarden.service.d/repos.conf && \
          systemctl daemon-reload && systemctl restart jobwarden",
     );
     let repo = svc.submit("repo", "edit");
@@ -106,4 +111,5 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
         );
     }
     svc.sys.ok("test -f /srv/repos/app/by-job-edit");
+    assert!(report.contains("key=k-123\n"), "{report}");
 }
