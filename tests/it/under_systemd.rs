@@ -169,6 +169,21 @@ impl Service {
             .success()
     }
 
+    /// Wait until the unit's journal (`journalctl` `args` added) has a
+    /// line holding `needle`: journald stores what the service wrote a
+    /// moment later, not at once.
+    pub fn wait_journal(&self, args: &str, needle: &str) -> String {
+        let mut last = String::new();
+        let found = poll_until(secs(15), millis(100), || {
+            let out = self.sys.sh(&format!(
+                "journalctl -u jobwarden --no-pager -o cat {args} 2>&1"
+            ));
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            last.contains(needle).then(|| last.clone())
+        });
+        found.unwrap_or_else(|| panic!("no {needle:?} in the journal within 15 s:\n{last}"))
+    }
+
     /// The unit's journal so far (its last 200 lines).
     pub fn journal(&self) -> String {
         let out = self

@@ -34,8 +34,7 @@ fn a_frozen_daemon_is_restarted_by_the_watchdog_a_killed_one_by_restart_and_noth
     svc.sys.ok(&format!("kill -STOP {frozen}"));
     let w2 = svc.submit("wd", "w2");
     let second = restarted(&svc, frozen);
-    let journal = svc.journal();
-    assert!(journal.contains("Watchdog timeout"), "{journal}");
+    svc.wait_journal("", "Watchdog timeout");
     assert!(svc.alive(monitor), "the job's monitor lives on");
     svc.sys.wait_for(
         "the new daemon to adopt w1",
