@@ -541,20 +541,23 @@ pub struct HistoryStatsArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryCheckArgs {
-    /// The prompt's project ("" for the top of the inbox).
+    /// The prompt's project ("" for the top of the inbox), or an absolute path (a script's
+    /// project folder), kept as its own key as given.
     pub project: String,
-    /// The prompt's name (without .prompt.md).
+    /// The prompt's name (without .prompt.md; for an absolute project, as the script names it).
     pub name: String,
-    /// Cooldown in seconds for failure, timeout and rate_limited (default: the default profile's).
+    /// Cooldown in seconds for failure, timeout and rate_limited (default: the cooldowns of the
+    /// profile its last run used, as the daemon decides).
     #[arg(long, value_name = "SECS")]
     pub cooldown: Option<u64>,
 }
 
 #[derive(Debug, Args)]
 pub struct HistoryRecordArgs {
-    /// The prompt's project ("" for the top of the inbox).
+    /// The prompt's project ("" for the top of the inbox), or an absolute path (a script's
+    /// project folder), kept as its own key as given.
     pub project: String,
-    /// The prompt's name (without .prompt.md).
+    /// The prompt's name (without .prompt.md; for an absolute project, as the script names it).
     pub name: String,
     /// success, failure, timeout, rate_limited, aborted, interrupted, rejected, cancelled or
     /// setup_failed.

@@ -569,9 +569,47 @@ pub fn validate_project(project: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Longest absolute project path `history check` and `history record`
+/// accept as a key.
+const MAX_EXTERNAL_PROJECT_BYTES: usize = 4096;
+
+/// Validate the project of a history key: a project folder of the inbox
+/// ([`validate_project`]), or, for runs jobwarden did not supervise, an
+/// absolute path such as a script's `${PROJECT_DIR}`, kept as its own key
+/// exactly as given (never resolved, never joined onto the root).
+pub fn validate_history_project(project: &str) -> Result<(), String> {
+    if !project.starts_with('/') {
+        return validate_project(project);
+    }
+    if project.len() > MAX_EXTERNAL_PROJECT_BYTES {
+        return Err(format!("is longer than {MAX_EXTERNAL_PROJECT_BYTES} bytes"));
+    }
+    if let Some(c) = project.chars().find(|c| c.is_control()) {
+        return Err(format!("contains the forbidden character {c:?}"));
+    }
+    Ok(())
+}
+
+/// Is `project` an absolute path kept as a history key (see
+/// [`validate_history_project`]) rather than an inbox folder?
+pub fn is_external_project(project: &str) -> bool {
+    project.starts_with('/')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absolute_project_paths_are_history_keys_as_given() {
+        for ok in ["/tmp/test-project", "/srv/repos/a b/", "proj/sub", ""] {
+            assert_eq!(validate_history_project(ok), Ok(()), "{ok}");
+        }
+        assert!(validate_history_project("/tmp/x\nrm").is_err());
+        assert!(validate_history_project(&format!("/{}", "a".repeat(5000))).is_err());
+        assert!(validate_history_project("../up").is_err());
+        assert!(is_external_project("/tmp/p") && !is_external_project("p"));
+    }
 
     fn classify(rel: &str) -> InboxEntry {
         classify_inbox_path(Path::new("/r/inbox"), &Path::new("/r/inbox").join(rel))

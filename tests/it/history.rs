@@ -599,3 +599,103 @@ fn who_touched_resolves_a_relative_path_against_the_current_folder() {
         "{text}"
     );
 }
+
+/// The original's own shell idiom (its cron helper and runner), with an
+/// absolute project folder as scripts pass it: `check` exits 0 in
+/// cooldown and 1 when eligible, `record` records; projects are apart.
+#[test]
+fn the_original_scripts_cooldown_idiom_works_with_absolute_project_paths() {
+    let sb = sandbox();
+    let project = sb.base.join("test-project");
+    fs::create_dir_all(&project).expect("project folder");
+    let bin_dir = Path::new(BIN).parent().expect("binary folder");
+    // `night-watch` was the original's command; the scripts call it so.
+    fs::create_dir_all(sb.base.join("bin")).expect("bin");
+    std::os::unix::fs::symlink(BIN, sb.base.join("bin/night-watch")).expect("symlink");
+    let script = r#"
+set -u
+max_runtime=7200
+find_eligible_prd() {
+  for prd_file in first.md second.md; do
+    if night-watch history check "${PROJECT_DIR}" "${prd_file}" --cooldown "${max_runtime}" 2>/dev/null; then
+      echo "SKIP-PRD: ${prd_file}"
+      continue
+    fi
+    echo "ELIGIBLE: ${prd_file}"
+    return 0
+  done
+  echo "NONE"
+}
+find_eligible_prd
+night-watch history record "${PROJECT_DIR}" "first.md" failure --exit-code 1 && echo "recorded"
+find_eligible_prd
+night-watch history record "${PROJECT_DIR}" "second.md" timeout --exit-code 124
+find_eligible_prd
+night-watch history record "${PROJECT_DIR}" "first.md" success --exit-code 0
+find_eligible_prd
+night-watch history check "${OTHER_DIR}" "second.md" --cooldown "${max_runtime}"; echo "other: $?"
+night-watch history check "${PROJECT_DIR}" "second.md"; echo "profile's cooldown: $?"
+night-watch history check "relative/../x" "second.md" 2>/dev/null; echo "bad: $?"
+"#;
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}:/usr/bin:/bin",
+                sb.base.join("bin").display(),
+                bin_dir.display()
+            ),
+        )
+        .env("PROJECT_DIR", &project)
+        .env("OTHER_DIR", sb.base.join("other-project"))
+        .env("JOBWARDEN_HOME", &sb.root)
+        .env("JOBWARDEN_CONFIG", &sb.config)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("bash");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "ELIGIBLE: first.md",
+            "recorded",
+            "SKIP-PRD: first.md",
+            "ELIGIBLE: second.md",
+            "SKIP-PRD: first.md",
+            "SKIP-PRD: second.md",
+            "NONE",
+            "ELIGIBLE: first.md",
+            "other: 1",
+            // The default profile's cooldown (2 h) holds it too.
+            "profile's cooldown: 0",
+            "bad: 2",
+        ],
+        "{said}"
+    );
+    // Kept under the path as given, and listed so.
+    let rows = json(
+        &sb,
+        &[
+            "history",
+            "list",
+            "--project",
+            project.to_str().expect("utf-8"),
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(array(&rows).len(), 3, "{rows:#}");
+    assert!(
+        array(&rows)
+            .iter()
+            .all(|r| r["project"] == project.to_str().expect("utf-8"))
+    );
+}

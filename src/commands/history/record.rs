@@ -1,6 +1,7 @@
 //! `jobwarden history record <project> <name> <outcome> [--exit-code N]
-//! [--attempt N]`: record a run jobwarden did not supervise. An unknown
-//! outcome exits 2 naming the valid ones.
+//! [--attempt N]`: record a run jobwarden did not supervise. `<project>`
+//! is an inbox project or an absolute path kept as its own key (see
+//! `check.rs`). An unknown outcome exits 2 naming the valid ones.
 
 use std::process::ExitCode;
 
@@ -12,7 +13,7 @@ use crate::ledger::{Execution, Outcome, Source};
 
 pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<ExitCode> {
     let outcome: Outcome = args.outcome.parse().map_err(anyhow::Error::msg)?;
-    layout::validate_project(&args.project)
+    layout::validate_history_project(&args.project)
         .map_err(|e| anyhow::anyhow!("project {:?}: {e}", args.project))?;
     layout::validate_segment(&args.name)
         .map_err(|e| anyhow::anyhow!("name {:?} {e}", args.name))?;
