@@ -35,6 +35,7 @@ mod lifecycle;
 mod limits;
 mod monitors;
 mod notify;
+mod originals;
 mod pause;
 mod phases;
 mod pipes;
