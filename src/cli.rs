@@ -342,9 +342,19 @@ pub struct EventsArgs {
     )]
     pub op: Vec<String>,
 
+    /// Only the event with this sequence number (exit 1, naming the numbers there are, if it
+    /// has none).
+    #[arg(long, value_name = "N", conflicts_with_all = ["from_seq", "last", "op", "inputs_only"])]
+    pub seq: Option<u64>,
+
     /// Only events from this sequence number on.
     #[arg(long, value_name = "N")]
-    pub seq: Option<u64>,
+    pub from_seq: Option<u64>,
+
+    /// Only what was done to the job from outside: the drop that was claimed, abort and cancel,
+    /// retry, acknowledgement, pause and resume.
+    #[arg(long)]
+    pub inputs_only: bool,
 
     /// Counts per op and the time span instead of the events.
     #[arg(long)]

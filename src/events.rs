@@ -66,7 +66,24 @@ ops! {
     Requeued => "requeued",
     ArchiveFailed => "archive_failed",
     Adopted => "adopted",
+    RetryRequested => "retry_requested",
+    Acknowledged => "acknowledged",
+    Paused => "paused",
+    Resumed => "resumed",
 }
+
+/// The ops that record what was done to a job from outside it (its
+/// inputs): the drop that was claimed, an abort or cancel, a retry, an
+/// acknowledgement, a pause holding it and its end. `events
+/// --inputs-only` shows these.
+pub const INPUT_OPS: &[Op] = &[
+    Op::Claimed,
+    Op::AbortRequested,
+    Op::RetryRequested,
+    Op::Acknowledged,
+    Op::Paused,
+    Op::Resumed,
+];
 
 impl std::str::FromStr for Op {
     type Err = String;

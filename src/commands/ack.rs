@@ -18,11 +18,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde::Serialize;
+use serde_json::json;
 
 use super::output::{fmt_ago, print_json, prompt_label, timestamp};
 use super::{EXIT_NO, No};
 use crate::cli::{AckArgs, GlobalArgs};
 use crate::clock::Timestamp;
+use crate::events::Op;
 use crate::job::JobId;
 use crate::layout::Layout;
 use crate::ledger::{Attention, Ledger, Standing, short_id};
@@ -68,7 +70,7 @@ struct NotNeeded {
 }
 
 pub fn run(global: &GlobalArgs, args: &AckArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_for_reading(global)?;
     let Some(mut ledger) = open_writable(&layout)? else {
         return Err(No(format!(
             "nothing needs attention: no ledger at {} (nothing ever ran)",
@@ -95,6 +97,11 @@ pub fn run(global: &GlobalArgs, args: &AckArgs) -> anyhow::Result<ExitCode> {
             .collect::<anyhow::Result<Vec<JobId>>>()?;
         acknowledge_each(&mut ledger, &ids, now, by.as_deref())?
     };
+    for acked in &report.acknowledged {
+        if let Ok(id) = JobId::parse(&acked.job_id) {
+            super::note_input(&layout, &config, &id, Op::Acknowledged, json!({}));
+        }
+    }
     say(&report, args.json)?;
     if report.acknowledged.is_empty() && report.already_acknowledged.is_empty() {
         return Ok(ExitCode::from(EXIT_NO));

@@ -1,8 +1,11 @@
-//! `jobwarden events <job> [--last N] [--op OP…] [--seq N] [--summary]
-//! [--json]`: a job's lifecycle events from `events.jsonl`.
+//! `jobwarden events <job> [--seq N | --last N] [--op OP…] [--from-seq N]
+//! [--inputs-only] [--summary] [--json]`: a job's lifecycle events from
+//! `events.jsonl`.
 //!
-//! Filters combine: `--op` and `--seq` select, then `--last` keeps the
-//! newest of what is left. `--summary` counts what the filters kept, per
+//! `--seq N` is exactly event N (exit 1 naming the numbers there are when
+//! it has none). Other filters combine: `--op`, `--from-seq` and
+//! `--inputs-only` select, then `--last` keeps the newest of what is left.
+//! A job whose events were off answers with none, says so, and exits 0. `--summary` counts what the filters kept, per
 //! op. `--op` takes only the ops of [`crate::events::Op`] (clap refuses
 //! another, listing them). Lines that cannot be read (a torn last line
 //! after a crash) are skipped and counted. Nothing matched: an empty
@@ -56,6 +59,10 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
     }
     let read = read_events(layout.root(), &layout.events(&id))?;
     let total = read.events.len();
+    let disabled = total == 0 && events_were_off(&layout, &config, &id);
+    if let Some(seq) = args.seq {
+        check_has(&read.events, seq, &id)?;
+    }
     let shown = select(read.events, args);
     let counts = Counts {
         total,
@@ -63,16 +70,20 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
         unreadable: read.unreadable,
     };
     let now = Timestamp::now().epoch_ms();
+    let note = disabled.then_some(DISABLED_NOTE);
     match (args.summary, args.json) {
         (false, false) => print_lines(&shown, now)?,
-        (false, true) => print_json(&EventsJson::new(&id, counts, &shown))?,
+        (false, true) => print_json(&EventsJson::new(&id, counts, &shown, note))?,
         (true, false) => print_summary(&Summary::of(&shown), now)?,
         (true, true) => print_json(&SummaryJson::new(&id, counts, Summary::of(&shown)))?,
     }
     if !args.json {
         crate::logging::line(counts.footer());
+        if let Some(note) = note {
+            crate::logging::line(format_args!("jobwarden: {note}"));
+        }
     }
-    Ok(if shown.is_empty() {
+    Ok(if shown.is_empty() && !disabled {
         ExitCode::from(EXIT_NO)
     } else {
         ExitCode::SUCCESS
@@ -103,15 +114,44 @@ fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result
     }
 }
 
-/// Apply the filters: `--op` and `--seq`, then `--last`.
+/// What a job whose events were off answers.
+const DISABLED_NOTE: &str = "events were off for this job (`events = false` in the config or its front matter): it has no history to show";
+
+/// Were the job's events off (its record says so, or the config does)?
+fn events_were_off(
+    layout: &crate::layout::Layout,
+    config: &crate::config::Config,
+    id: &JobId,
+) -> bool {
+    crate::job::JobRecord::load_job(layout, id).is_ok_and(|rec| !config.events_for(&rec))
+}
+
+/// `--seq N` names an event the file has; else a "no" naming those it has.
+fn check_has(events: &[Value], seq: u64, id: &JobId) -> anyhow::Result<()> {
+    let seqs = || events.iter().filter_map(|e| e["seq"].as_u64());
+    if seqs().any(|s| s == seq) {
+        return Ok(());
+    }
+    let range = match (seqs().min(), seqs().max()) {
+        (Some(lo), Some(hi)) => format!("its events are {lo} to {hi}"),
+        _ => "it has no events".to_owned(),
+    };
+    Err(No(format!("job {id} has no event {seq}: {range}")).into())
+}
+
+/// Apply the filters: `--seq`, `--op`, `--from-seq` and `--inputs-only`,
+/// then `--last`.
 fn select(events: Vec<Value>, args: &EventsArgs) -> Vec<Value> {
+    let inputs: Vec<&str> = events::INPUT_OPS.iter().map(|op| op.as_str()).collect();
     let mut kept: Vec<Value> = events
         .into_iter()
+        .filter(|e| args.seq.is_none_or(|n| e["seq"].as_u64() == Some(n)))
         .filter(|e| args.op.is_empty() || args.op.iter().any(|op| op == op_of(e)))
         .filter(|e| {
-            args.seq
+            args.from_seq
                 .is_none_or(|min| e["seq"].as_u64().is_some_and(|s| s >= min))
         })
+        .filter(|e| !args.inputs_only || inputs.contains(&op_of(e)))
         .collect();
     if let Some(last) = args.last {
         let keep = usize::try_from(last).unwrap_or(usize::MAX);
@@ -338,16 +378,20 @@ struct EventsJson<'a> {
     shown: usize,
     unreadable: usize,
     events: &'a [Value],
+    /// Set when the job's events were off: why it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
 }
 
 impl<'a> EventsJson<'a> {
-    fn new(id: &'a JobId, c: Counts, events: &'a [Value]) -> Self {
+    fn new(id: &'a JobId, c: Counts, events: &'a [Value], note: Option<&'static str>) -> Self {
         EventsJson {
             job_id: id,
             total: c.total,
             shown: c.shown,
             unreadable: c.unreadable,
             events,
+            note,
         }
     }
 }
@@ -395,12 +439,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn args(last: Option<u32>, op: &[&str], seq: Option<u64>) -> EventsArgs {
+    fn args(last: Option<u32>, op: &[&str], from_seq: Option<u64>) -> EventsArgs {
         EventsArgs {
             job: "x".into(),
             last,
             op: op.iter().map(|s| s.to_string()).collect(),
-            seq,
+            seq: None,
+            from_seq,
+            inputs_only: false,
             summary: false,
             json: false,
         }
@@ -427,6 +473,20 @@ mod tests {
         let picked = select(sample(), &args(Some(10), &[], Some(6)));
         assert_eq!(seqs(&picked), vec![6]);
         assert!(select(sample(), &args(None, &["nope"], None)).is_empty());
+        let exact = EventsArgs {
+            seq: Some(4),
+            ..args(None, &[], None)
+        };
+        assert_eq!(seqs(&select(sample(), &exact)), vec![4]);
+        let inputs = EventsArgs {
+            inputs_only: true,
+            ..args(None, &[], None)
+        };
+        assert_eq!(seqs(&select(sample(), &inputs)), vec![1]);
+        let range = check_has(&sample(), 9, &JobId::parse("j1").expect("id"))
+            .expect_err("no event 9")
+            .to_string();
+        assert!(range.contains("its events are 1 to 6"), "{range}");
     }
 
     #[test]

@@ -213,6 +213,40 @@ fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     Ok((config, Layout::new(root)))
 }
 
+/// Note in job `id`'s events what an operator did to it from outside (an
+/// input, see [`crate::events::INPUT_OPS`]), with who did it, if the
+/// job's events are on. Fail-soft, as every event is: a job whose record
+/// cannot be read, or whose events cannot be written, just gets no line.
+pub(crate) fn note_input(
+    layout: &Layout,
+    config: &Config,
+    id: &crate::job::JobId,
+    op: crate::events::Op,
+    mut fields: serde_json::Value,
+) {
+    let Ok(rec) = crate::job::JobRecord::load_job(layout, id) else {
+        return;
+    };
+    if let Some(map) = fields.as_object_mut() {
+        map.entry("by")
+            .or_insert_with(|| serde_json::json!(operator()));
+    }
+    crate::events::EventLog::open(layout.root(), &layout.events(id), config.events_for(&rec))
+        .append(op, fields);
+}
+
+/// Who runs this command: `alice (uid 1000)`.
+pub(crate) fn operator() -> String {
+    let uid = nix::unistd::getuid();
+    let name = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "?".into());
+    format!("{name} (uid {uid})")
+}
+
 /// The config and root for a command that reads the root or pulls a lever
 /// on it (`jobs`, `show`, `logs`, `events`, `wait`, `abort`, `pause`,
 /// `resume`, `ack`): an invalid config file must not leave the

@@ -9,12 +9,16 @@
 use std::process::ExitCode;
 
 use serde::Serialize;
+use serde_json::json;
 
 use crate::cli::{GlobalArgs, PauseArgs, PauseScopeArgs, ResumeArgs};
 use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::control::{self, Pause, Paused, Scope};
+use crate::events::Op;
+use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
+use crate::ledger::JobFilter;
 
 use super::output::{fmt_ago, print_json, print_line};
 use super::queue_view::daemon_alive;
@@ -29,6 +33,15 @@ pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> 
         Paused::Now(p) => (true, p),
         Paused::Already(p) => (false, p),
     };
+    if changed {
+        note_queued(
+            &layout,
+            &config,
+            &scope,
+            Op::Paused,
+            json!({"scope": what(&scope), "reason": args.reason}),
+        );
+    }
     if args.json {
         print_json(&PausedJson {
             scope: scope.kind(),
@@ -61,7 +74,7 @@ pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> 
 }
 
 pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_for_reading(global)?;
     let scopes = if args.all {
         control::read(&layout)
             .list()
@@ -74,6 +87,13 @@ pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode
     let mut resumed = Vec::new();
     for scope in scopes {
         if let Some(was) = control::resume(&layout, &scope)? {
+            note_queued(
+                &layout,
+                &config,
+                &scope,
+                Op::Resumed,
+                json!({"scope": what(&scope)}),
+            );
             resumed.push((scope, was));
         } else if !args.json && !args.all {
             print_line(format_args!("{} was not paused", what(&scope)))?;
@@ -114,6 +134,46 @@ pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// Note a pause, or its end, in the events of each job queued in its
+/// scope now (its inputs: see `events::INPUT_OPS`). Best effort, as
+/// events are: without a ledger to list them, none is noted.
+fn note_queued(layout: &Layout, config: &Config, scope: &Scope, op: Op, fields: serde_json::Value) {
+    let Ok(Some(ledger)) = super::open_ledger(layout) else {
+        return;
+    };
+    let filter = JobFilter {
+        states: vec!["queued".into()],
+        project: match scope {
+            Scope::Project(p) => Some(p.clone()),
+            _ => None,
+        },
+        ..JobFilter::default()
+    };
+    let Ok(queued) = ledger.list_jobs(&filter, NOTED_AT_MOST) else {
+        return;
+    };
+    for job in queued {
+        let Ok(id) = JobId::parse(&job.id) else {
+            continue;
+        };
+        if let Scope::Profile(profile) = scope {
+            let held = JobRecord::load_job(layout, &id).is_ok_and(|r| {
+                r.profile
+                    .as_deref()
+                    .unwrap_or(crate::config::DEFAULT_PROFILE)
+                    == profile
+            });
+            if !held {
+                continue;
+            }
+        }
+        super::note_input(layout, config, &id, op, fields.clone());
+    }
+}
+
+/// The most queued jobs a pause is noted in.
+const NOTED_AT_MOST: usize = 10_000;
 
 fn scope_of(args: &PauseScopeArgs) -> Scope {
     match (&args.profile, &args.project) {

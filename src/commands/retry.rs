@@ -26,6 +26,9 @@ use super::No;
 use super::output::{print_line, prompt_label};
 use crate::cli::{GlobalArgs, RetryArgs};
 use crate::fsio;
+use serde_json::json;
+
+use crate::events::Op;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
@@ -49,7 +52,15 @@ pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
         check_not_retried(&layout, &rec, &label)?;
     }
     if args.now && std::fs::symlink_metadata(layout.waiting_prompt(&prompt)).is_ok() {
-        return hasten(&layout, ledger.as_ref(), &rec, &label);
+        let hastened = hasten(&layout, ledger.as_ref(), &rec, &label)?;
+        super::note_input(
+            &layout,
+            &config,
+            &id,
+            Op::RetryRequested,
+            json!({"now": true, "cooldown_lifted": true}),
+        );
+        return Ok(hastened);
     }
     check_retryable(&layout, &rec, &label)?;
     let archived = archived_prompt(&layout, &rec, config.max_prompt_bytes)?;
@@ -65,6 +76,13 @@ pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
         // until the prompt is claimed.
         crate::logging::line(format_args!("jobwarden: warning: {e}"));
     }
+    super::note_input(
+        &layout,
+        &config,
+        &id,
+        Op::RetryRequested,
+        json!({"now": args.now, "attempt": rec.attempt + 1}),
+    );
     let when = if args.now {
         "; it starts without waiting for a cooldown"
     } else {

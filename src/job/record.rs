@@ -314,6 +314,12 @@ impl JobRecord {
         let mut event = serde_json::json!({"from": self.state, "to": to});
         if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
             obj.extend(extra);
+            // The end says why, as `job.json`'s `state_reason` will.
+            if to.is_terminal()
+                && let Some(why) = reason.as_ref().or(self.state_reason.as_ref())
+            {
+                obj.entry("reason").or_insert(serde_json::json!(why));
+            }
         }
         events.append(Op::State, event);
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {

@@ -292,12 +292,21 @@ impl Monitor<'_> {
     /// the log when it delimits the stages.
     fn record_exit(&mut self, stage: Stage, end: &StageEnd, sink: &SharedSink) {
         let mut fields = exit_fields(&end.status);
+        // An event that took time says when it began and how long it took.
+        if let Some(map) = fields.as_object_mut() {
+            let took = end.took.as_millis() as u64;
+            let ended = Timestamp::now().epoch_ms();
+            map.insert(
+                "started_at".into(),
+                json!(Timestamp::from_epoch_ms(ended.saturating_sub(took)).to_string()),
+            );
+            map.insert("duration_ms".into(), json!(took));
+        }
         if stage == Stage::Run {
             self.events.append(Op::Exited, fields);
         } else {
             if let Some(map) = fields.as_object_mut() {
                 map.insert("phase".into(), json!(stage.as_str()));
-                map.insert("duration_ms".into(), json!(end.took.as_millis() as u64));
             }
             self.events.append(Op::PhaseExited, fields);
         }

@@ -327,9 +327,17 @@ fn events_filters_combine_and_summaries_count_what_they_keep() {
         .collect();
     assert_eq!(ops, vec!["claimed", "started"]);
 
-    let from3 = json(&sb.run(&["events", &job.id, "--seq", "3", "--json"]));
+    let from3 = json(&sb.run(&["events", &job.id, "--from-seq", "3", "--json"]));
     assert_eq!(seqs(&from3), (3..=total).collect::<Vec<_>>());
-    let combined = sb.run(&["events", &job.id, "--seq", "3", "--op", "claimed", "--json"]);
+    let combined = sb.run(&[
+        "events",
+        &job.id,
+        "--from-seq",
+        "3",
+        "--op",
+        "claimed",
+        "--json",
+    ]);
     assert_eq!(combined.code(), 1, "claimed is seq 1: nothing matches");
     assert_eq!(json(&combined)["shown"], 0);
     assert_eq!(json(&combined)["events"], Value::Array(Vec::new()));

@@ -147,7 +147,7 @@ fn retry_now_leaves_no_trace_of_the_old_cooldown_once_the_prompt_ran() {
 
     let out = sb.run(&["retry", "proj/x", "--now"]);
     assert_eq!(out.code(), 0, "{out:?}");
-    let retried = sb.wait_done_excluding("proj", "x", &[failed.id.clone()], secs(15));
+    let retried = sb.wait_done_excluding("proj", "x", std::slice::from_ref(&failed.id), secs(15));
     assert_eq!(retried.state(), "succeeded", "{:#}", retried.record);
     assert!(sb.inbox_files().is_empty(), "{:?}", sb.inbox_files());
     let status = json(&sb, &["status", "--json"], 0);
@@ -159,4 +159,142 @@ fn retry_now_leaves_no_trace_of_the_old_cooldown_once_the_prompt_ran() {
         1,
         "eligible after a success"
     );
+}
+
+/// `events` of one job (`jobwarden events <job> … --json`), with its exit.
+fn events_json(sb: &Sandbox, id: &str, extra: &[&str], code: i32) -> Value {
+    let mut args = vec!["events", id, "--json"];
+    args.extend_from_slice(extra);
+    json(sb, &args, code)
+}
+
+fn ops(listed: &Value) -> Vec<String> {
+    array(&listed["events"])
+        .iter()
+        .map(|e| e["op"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+/// Per-job history as the original specified it: `--seq N` is exactly
+/// event N, `--from-seq N` is from N on; the end says why; what took time
+/// says when it began and how long it took.
+#[test]
+fn events_seq_is_one_entry_from_seq_the_rest_and_the_end_carries_its_reason() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["/bin/sh", "-c", "sleep 0.2; exit 3"]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "fails", "x\n");
+    let job = sb.wait_done("proj", "fails", secs(15));
+    assert_eq!(job.state(), "failed");
+    let id = job.id.as_str();
+
+    let all = events_json(&sb, id, &[], 0);
+    let total = array(&all["events"]).len() as u64;
+    assert!(total >= 6, "{all:#}");
+    let one = events_json(&sb, id, &["--seq", "3"], 0);
+    assert_eq!(array(&one["events"]).len(), 1, "{one:#}");
+    assert_eq!(one["events"][0]["seq"], 3);
+    let out = sb.run(&["events", id, "--seq", "999"]);
+    assert_eq!(out.code(), 1, "{out:?}");
+    assert!(
+        out.stderr.contains("no event 999") && out.stderr.contains(&format!("1 to {total}")),
+        "names the range: {out:?}"
+    );
+    let rest = events_json(&sb, id, &["--from-seq", "3"], 0);
+    let seqs: Vec<u64> = array(&rest["events"])
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, (3..=total).collect::<Vec<u64>>());
+
+    let events = array(&all["events"]);
+    let end = events
+        .iter()
+        .find(|e| e["op"] == "state" && e["to"] == "failed")
+        .unwrap_or_else(|| panic!("no end: {all:#}"));
+    assert_eq!(end["reason"], "the command exited with code 3", "{end}");
+    let exited = events
+        .iter()
+        .find(|e| e["op"] == "exited")
+        .unwrap_or_else(|| panic!("no exit: {all:#}"));
+    let took = exited["duration_ms"].as_u64().expect("duration_ms");
+    assert!((150..5000).contains(&took), "{exited}");
+    assert!(exited["started_at"].is_string(), "{exited}");
+}
+
+/// `--inputs-only`: what was done to the job from outside, each with who
+/// did it: its drop, a pause holding it and its end, an abort; for a
+/// failed one, the acknowledgement and the retry.
+#[test]
+fn inputs_only_shows_what_was_done_to_the_job_from_outside() {
+    let sb = Sandbox::new();
+    let release = sb.out().join("release");
+    let script = sb.script(
+        "work",
+        &format!(
+            "case \"$1\" in bad) exit 3;; esac\nwhile [ ! -e {} ]; do sleep 0.05; done",
+            release.display()
+        ),
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]).global("max_jobs", "1"));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "bad", "x\n");
+    let bad = sb.wait_done("proj", "bad", secs(15));
+    sb.drop_prompt("proj", "first", "x\n");
+    sb.wait_state("proj", "first", "running", secs(15));
+    sb.drop_prompt("other", "second", "x\n");
+    let second = sb.wait_state("other", "second", "queued", secs(15));
+
+    for args in [
+        vec!["pause", "--project", "other", "--reason", "freeze"],
+        vec!["resume", "--project", "other"],
+        vec!["abort", second.id.as_str()],
+        vec!["ack", bad.id.as_str()],
+        vec!["retry", bad.id.as_str()],
+    ] {
+        let out = sb.run(&args);
+        assert_eq!(out.code(), 0, "{args:?}: {out:?}");
+    }
+    sb.wait_id(&second.id, "second to be cancelled", secs(15), |j| {
+        j.is_terminal()
+    });
+    let inputs = events_json(&sb, &second.id, &["--inputs-only"], 0);
+    assert_eq!(
+        ops(&inputs),
+        ["claimed", "paused", "resumed", "abort_requested"],
+        "{inputs:#}"
+    );
+    let paused = &inputs["events"][1];
+    assert_eq!(paused["reason"], "freeze", "{paused}");
+    assert!(
+        paused["by"].as_str().is_some_and(|b| b.contains("uid")),
+        "{paused}"
+    );
+    let inputs = events_json(&sb, &bad.id, &["--inputs-only"], 0);
+    assert_eq!(
+        ops(&inputs),
+        ["claimed", "acknowledged", "retry_requested"],
+        "{inputs:#}"
+    );
+    fs::write(&release, "").expect("release");
+}
+
+/// A job whose events were off answers with none, says why, and exits 0.
+#[test]
+fn a_job_without_events_answers_none_with_a_note_and_exit_0() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]).global("events", "false"));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "quiet", "x\n");
+    let job = sb.wait_done("proj", "quiet", secs(15));
+    let listed = events_json(&sb, &job.id, &[], 0);
+    assert_eq!(listed["total"], 0, "{listed:#}");
+    assert!(array(&listed["events"]).is_empty());
+    assert!(
+        listed["note"].as_str().is_some_and(|n| n.contains("off")),
+        "{listed:#}"
+    );
+    let out = sb.run(&["events", &job.id]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stderr.contains("events were off"), "{out:?}");
 }
