@@ -355,7 +355,9 @@ impl Monitor<'_> {
             match &end.status {
                 Ok(WaitStatus::Exited(_, code)) => self.rec.exit_code = Some(*code),
                 Ok(WaitStatus::Signaled(_, sig, _)) => {
-                    self.rec.signal = Some(sig.as_str().to_owned())
+                    self.rec.signal = Some(sig.as_str().to_owned());
+                    // As shells report it: 128 + the signal's number.
+                    self.rec.exit_code = Some(128 + *sig as i32);
                 }
                 _ => {}
             }

@@ -77,11 +77,7 @@ while :; do sleep 0.1; done"#,
         "{:#}",
         done.record
     );
-    assert!(
-        done.record["exit_code"].is_null(),
-        "killed: no exit code: {:#}",
-        done.record
-    );
+    assert_exit_by_signal(&done.record);
     assert!(
         done.record["abort_requested_at"].is_string(),
         "{:#}",
@@ -144,7 +140,7 @@ wait"#,
         "{:#}",
         done.record
     );
-    assert!(done.record["exit_code"].is_null(), "{:#}", done.record);
+    assert_exit_by_signal(&done.record);
     wait_until("the grandchild to be dead", secs(3), || {
         (!pid_alive(grandchild)).then_some(())
     });
@@ -190,7 +186,7 @@ fn abort_while_queued_never_starts_the_job() {
     );
     assert!(
         aborted.record["exit_code"].is_null(),
-        "{:#}",
+        "never ran: {:#}",
         aborted.record
     );
     let first_now = sb.job(&first.id).expect("first job");
@@ -278,8 +274,8 @@ fn timeout_marks_the_job_timed_out() {
         (900..8000).contains(&ran_ms),
         "ran about the 1s timeout, took {ran_ms} ms"
     );
-    assert!(job.record["exit_code"].is_null(), "{:#}", job.record);
     assert_eq!(job.str_field("signal"), Some("SIGTERM"), "{:#}", job.record);
+    assert_eq!(job.int_field("exit_code"), Some(143), "{:#}", job.record);
     let ops = check_events(&job);
     assert!(ops.iter().any(|o| o == "timeout"), "{ops:?}");
     let expected = format!("archive/timed_out/proj/slow.{}.md", job.id);

@@ -63,7 +63,8 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
     rows.extend(facts.time_line());
     rows.extend(facts.timeout_line(Some(rec.state)).map(|t| ("timeout", t)));
     match (rec.exit_code, rec.signal.as_deref()) {
-        (Some(code), _) => rows.push(("exit", format!("code {code}"))),
+        (Some(code), Some(sig)) => rows.push(("exit", format!("killed by {sig} (code {code})"))),
+        (Some(code), None) => rows.push(("exit", format!("code {code}"))),
         (None, Some(sig)) => rows.push(("exit", format!("killed by {sig}"))),
         _ => {}
     }

@@ -59,6 +59,22 @@ pub const STATES: &[&str] = &[
 const POLL: Duration = Duration::from_millis(10);
 
 /// Shorthand for a whole number of seconds.
+/// A record a signal ended: its `exit_code` is 128 + the signal's number,
+/// as shells report it, beside the signal's name.
+pub fn assert_exit_by_signal(record: &Value) {
+    let name = record["signal"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no signal: {record:#}"));
+    let signal: nix::sys::signal::Signal = name
+        .parse()
+        .unwrap_or_else(|e| panic!("signal {name}: {e}"));
+    assert_eq!(
+        record["exit_code"].as_i64(),
+        Some(128 + signal as i64),
+        "{record:#}"
+    );
+}
+
 /// A line for whoever runs the tests, shown even when the test passes
 /// (`SKIPPED: …`, `NOT CHECKED: …`): libtest captures only the printing
 /// macros, not writes to the stderr handle.
