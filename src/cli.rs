@@ -591,6 +591,14 @@ pub struct HistoryExportArgs {
 pub struct WhoTouchedArgs {
     /// A file or folder path (absolute, or relative to the current folder).
     pub path: std::path::PathBuf,
+    /// Only executions with this outcome (success, failure, timeout, rate_limited, aborted,
+    /// interrupted, rejected, cancelled, setup_failed).
+    #[arg(long)]
+    pub outcome: Option<String>,
+    /// Only executions that finished at or after WHEN: a duration ago (`12h`), a date
+    /// (`2026-11-25`, UTC) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
     /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,

@@ -298,3 +298,73 @@ fn a_job_without_events_answers_none_with_a_note_and_exit_0() {
     assert_eq!(out.code(), 0, "{out:?}");
     assert!(out.stderr.contains("events were off"), "{out:?}");
 }
+
+/// "Has a failing run touched this file before?" in one command:
+/// `who-touched` with `--outcome` and `--since`.
+#[test]
+fn who_touched_answers_which_failing_runs_touched_a_file_and_since_when() {
+    let sb = Sandbox::new();
+    let work = sb.base.join("work");
+    fs::create_dir_all(&work).expect("workdir");
+    let script = sb.script(
+        "job",
+        r#"printf 'src/a.txt\n' > "$JOBWARDEN_RUN_DIR/affected"; exit "$(cat)""#,
+    );
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script])
+            .profile("workdir", &q(&work.to_string_lossy()))
+            .profile("cooldown", "\"0s\""),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "breaks", "3");
+    let failed = sb.wait_done("proj", "breaks", secs(15));
+    sb.drop_prompt("proj", "mends", "0");
+    let fine = sb.wait_done("proj", "mends", secs(15));
+    let file = work.join("src/a.txt");
+    let file = file.to_str().expect("utf-8");
+    let ids = |listed: &Value| -> Vec<String> {
+        array(listed)
+            .iter()
+            .filter_map(|e| e["id"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let all = wait_until("both rows", secs(10), || {
+        let out = sb.run(&["history", "who-touched", file, "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).ok()?;
+        (array(&v).len() == 2).then_some(v)
+    });
+    assert_eq!(ids(&all), [fine.id.clone(), failed.id.clone()]);
+    let failing = json(
+        &sb,
+        &[
+            "history",
+            "who-touched",
+            file,
+            "--outcome",
+            "failure",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(ids(&failing), [failed.id.clone()]);
+    let recent = json(
+        &sb,
+        &[
+            "history",
+            "who-touched",
+            file,
+            "--outcome",
+            "failure",
+            "--since",
+            "1h",
+            "--json",
+        ],
+        0,
+    );
+    assert_eq!(ids(&recent), [failed.id.clone()]);
+    let future = sb.run(&["history", "who-touched", file, "--since", "2099-01-01"]);
+    assert_eq!(future.code(), 1, "none since then: {future:?}");
+    let bad = sb.run(&["history", "who-touched", file, "--outcome", "oops"]);
+    assert_eq!(bad.code(), 2, "{bad:?}");
+    assert!(bad.stderr.contains("--outcome"), "{bad:?}");
+}

@@ -1,6 +1,9 @@
-//! `jobwarden history who-touched <path> [--json]`: executions that ran on
-//! (`executed_on`) or changed (`affected`) a file, or anything under a
-//! folder, newest first, each with the matching paths and their relation.
+//! `jobwarden history who-touched <path> [--outcome O] [--since WHEN]
+//! [--json]`: executions that ran on (`executed_on`) or changed
+//! (`affected`) a file, or anything under a folder, newest first, each
+//! with the matching paths and their relation; `--outcome` and `--since`
+//! keep those that ended so, since then ("has a failing run touched this
+//! file in the last week?").
 //! A relative argument is made absolute against the current folder; it
 //! need not exist (it may have been deleted since). Exit 1 when none did.
 
@@ -11,15 +14,21 @@ use std::process::ExitCode;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::list::{COLUMNS, ExecutionJson, Table, cells, found, print_json, print_line};
+use super::list::{COLUMNS, ExecutionJson, Table, Window, cells, found, print_json, print_line};
 use crate::cli::{GlobalArgs, WhoTouchedArgs};
 use crate::clock::Timestamp;
 use crate::ledger::history::{StoredPath, Touch};
 
 pub fn run(global: &GlobalArgs, args: &WhoTouchedArgs) -> anyhow::Result<ExitCode> {
     let path = query_path(&args.path)?;
+    let outcome = super::list::parse_outcome(args.outcome.as_deref())?;
+    let since = Window::parse(args.since.as_deref(), None)?.since_ms;
     let (_, _, ledger) = super::open(global)?;
-    let touches = ledger.touching(&path)?;
+    let mut touches = ledger.touching(&path)?;
+    touches.retain(|t| {
+        outcome.is_none_or(|o| t.execution.outcome == o)
+            && since.is_none_or(|s| t.execution.finished_at >= s)
+    });
     if args.json {
         let view: Vec<TouchJson<'_>> = touches.iter().map(TouchJson::from).collect();
         print_json(&view)?;
