@@ -346,7 +346,7 @@ fn who_touched_answers_which_failing_runs_touched_a_file_and_since_when() {
         ],
         0,
     );
-    assert_eq!(ids(&failing), [failed.id.clone()]);
+    assert_eq!(ids(&failing), std::slice::from_ref(&failed.id));
     let recent = json(
         &sb,
         &[
@@ -361,7 +361,7 @@ fn who_touched_answers_which_failing_runs_touched_a_file_and_since_when() {
         ],
         0,
     );
-    assert_eq!(ids(&recent), [failed.id.clone()]);
+    assert_eq!(ids(&recent), std::slice::from_ref(&failed.id));
     let future = sb.run(&["history", "who-touched", file, "--since", "2099-01-01"]);
     assert_eq!(future.code(), 1, "none since then: {future:?}");
     let bad = sb.run(&["history", "who-touched", file, "--outcome", "oops"]);
