@@ -135,6 +135,17 @@ pub fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
     }
 }
 
+/// How long ago, never rounded to "just now": `4.6s ago` under a minute,
+/// else as [`fmt_ago`]. For an age that is the point (a stale heartbeat).
+pub fn fmt_ago_exact(then_ms: u64, now_ms: u64) -> String {
+    let ms = now_ms.saturating_sub(then_ms);
+    if ms < 60_000 {
+        format!("{:.1}s ago", ms as f64 / 1000.0)
+    } else {
+        fmt_ago(then_ms, now_ms)
+    }
+}
+
 /// `512 B`, `8.0 MiB`, `228.5 GiB`.
 pub fn fmt_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -260,6 +271,13 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn an_exact_age_is_never_just_now() {
+        assert_eq!(fmt_ago(1_000, 5_600), "just now");
+        assert_eq!(fmt_ago_exact(1_000, 5_600), "4.6s ago");
+        assert_eq!(fmt_ago_exact(0, 125_000), "2m ago");
+    }
 
     #[test]
     fn sizes_read_in_binary_units() {

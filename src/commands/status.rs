@@ -31,8 +31,8 @@ use crate::storage::{self, Condition};
 use super::exit::Exit;
 use super::jobs::JobJson;
 use super::output::{
-    alarm, fit, fit_pad, fmt_ago, fmt_bytes, fmt_duration, fmt_in, print_json, prompt_label,
-    timestamp, wrap,
+    alarm, fit, fit_pad, fmt_ago, fmt_ago_exact, fmt_bytes, fmt_duration, fmt_in, print_json,
+    prompt_label, timestamp, wrap,
 };
 use super::queue_view::{QueueView, pause_lines};
 use super::reload::ConfigView;
@@ -49,6 +49,14 @@ pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     // An invalid config on disk is part of the answer (`config.errors`).
     let loaded = super::load_lenient(global)?;
     let (config, layout) = (loaded.config, loaded.layout);
+    // A mistyped root must not read as "not running, storage ok".
+    if let Err(e) = std::fs::metadata(layout.root()) {
+        anyhow::bail!(
+            "no jobwarden root at {} ({e}): check --root, JOBWARDEN_HOME or the config's root; \
+             `jobwarden daemon` creates it at its first start",
+            layout.root().display()
+        );
+    }
     // A damaged ledger is an answer too: `ledger` says what is wrong.
     let (ledger, damage) = match super::open_ledger(&layout) {
         Ok(ledger) => (ledger, None),
@@ -450,10 +458,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         } else {
             String::new()
         };
-        format!(
-            "running ({pid}heartbeat {}{stale}{phase})",
-            ago(d.heartbeat_at)
-        )
+        let age = match d.heartbeat_at {
+            Some(t) if d.heartbeat_stale => fmt_ago_exact(t.epoch_ms(), now),
+            other => ago(other),
+        };
+        format!("running ({pid}heartbeat {age}{stale}{phase})")
     } else if d.heartbeat_at.is_some() {
         format!("not running (last heartbeat {})", ago(d.heartbeat_at))
     } else {
@@ -543,7 +552,7 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     for (i, r) in s.running.iter().enumerate() {
         let heartbeat = match r.heartbeat_at {
             Some(t) if r.heartbeat_stale => {
-                format!("hb {} {}", fmt_ago(t.epoch_ms(), now), alarm("STALE"))
+                format!("hb {} {}", fmt_ago_exact(t.epoch_ms(), now), alarm("STALE"))
             }
             Some(t) => format!("hb {}", fmt_ago(t.epoch_ms(), now)),
             None => format!("no heartbeat {}", alarm("STALE")),

@@ -368,3 +368,48 @@ fn who_touched_answers_which_failing_runs_touched_a_file_and_since_when() {
     assert_eq!(bad.code(), 2, "{bad:?}");
     assert!(bad.stderr.contains("--outcome"), "{bad:?}");
 }
+
+/// `status` on a root that does not exist is an error naming it, not "not
+/// running, storage ok"; a stale heartbeat shows its real age, never "just
+/// now".
+#[test]
+fn status_refuses_a_missing_root_and_shows_a_stale_heartbeat_s_age() {
+    let sb = Sandbox::new();
+    let missing = sb.base.join("no-such-root");
+    let out = std::process::Command::new(BIN)
+        .arg("--root")
+        .arg(&missing)
+        .arg("status")
+        .env_remove("JOBWARDEN_HOME")
+        .env_remove("JOBWARDEN_CONFIG")
+        .env("XDG_CONFIG_HOME", sb.base.join("xdg-config"))
+        .output()
+        .expect("status");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        stderr.contains("no jobwarden root at") && stderr.contains("no-such-root"),
+        "{stderr}"
+    );
+
+    let script = sb.script("slow", "sleep 600");
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "frozen", "x\n");
+    let job = sb.wait_state("proj", "frozen", "running", secs(15));
+    let monitor = job.int_field("monitor_pid").expect("monitor pid") as i32;
+    let pid = nix::unistd::Pid::from_raw(monitor);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).expect("stop the monitor");
+    let line = wait_until("the heartbeat to go stale", secs(15), || {
+        let out = sb.run(&["status"]);
+        out.stdout
+            .lines()
+            .find(|l| l.contains("STALE") && l.contains(&job.id[job.id.len() - 8..]))
+            .map(str::to_owned)
+    });
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+    assert!(!line.contains("just now"), "{line}");
+    assert!(line.contains("s ago"), "{line}");
+    sb.run(&["abort", &job.id]);
+}
