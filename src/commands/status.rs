@@ -12,6 +12,8 @@
 //! none does (`exit.rs`), in both cases after printing the whole answer
 //! (`--json` too); 2 only when the question could not be answered.
 
+mod batch;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -119,6 +121,8 @@ pub struct Status {
     needs_attention: Vec<AttentionView>,
     /// Prompts whose last run went wrong that `jobwarden ack` cleared.
     acknowledged: u64,
+    /// Once nothing runs or waits: the last batch of work, summed up.
+    completion_summary: Option<batch::CompletionSummary>,
 }
 
 /// A job holding a slot.
@@ -257,6 +261,7 @@ impl Status {
             live: live.cloned(),
             config: ConfigView::gather(None, None, Vec::new()),
             needs_attention: Vec::new(),
+            completion_summary: None,
             acknowledged: 0,
         };
         if let Some(ledger) = ledger {
@@ -361,6 +366,15 @@ impl Status {
             .iter()
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
             .sum();
+        if active == 0 {
+            let ended = ledger.recently_finished(batch::SCANNED)?;
+            let attention: Vec<&str> = self
+                .needs_attention
+                .iter()
+                .map(|a| a.job_id.as_str())
+                .collect();
+            self.completion_summary = batch::CompletionSummary::of(&ended, &attention);
+        }
         self.overall_state = if active > 0 {
             "active"
         } else if !self.needs_attention.is_empty() {
@@ -547,6 +561,11 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     if !ended.is_empty() {
         line("ended", &ended.join(", "))?;
     }
+    if let Some(b) = &s.completion_summary {
+        for (i, part) in super::output::wrap(&batch_line(b), 70).iter().enumerate() {
+            line(if i == 0 { "batch" } else { "" }, part)?;
+        }
+    }
     let now = Timestamp::now().epoch_ms();
     let short = short_id;
     for (i, r) in s.running.iter().enumerate() {
@@ -652,4 +671,32 @@ fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<stat
         })
         .cloned()
         .collect()
+}
+
+/// `4 jobs in 12m00s: 2 succeeded, 1 failed, 1 cancelled; longest p/a
+/// (10m00s); 1 needs attention`.
+fn batch_line(b: &batch::CompletionSummary) -> String {
+    let states: Vec<String> = b
+        .by_state
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    let mut text = format!(
+        "last: {} job{} in {}: {}",
+        b.jobs,
+        if b.jobs == 1 { "" } else { "s" },
+        fmt_duration(b.elapsed_ms),
+        states.join(", ")
+    );
+    if let Some(l) = &b.longest {
+        text.push_str(&format!(
+            "; longest {} ({})",
+            prompt_label(&l.project, &l.name),
+            fmt_duration(l.duration_ms)
+        ));
+    }
+    if !b.needs_attention.is_empty() {
+        text.push_str(&format!("; {} need attention", b.needs_attention.len()));
+    }
+    text
 }

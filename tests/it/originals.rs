@@ -413,3 +413,66 @@ fn status_refuses_a_missing_root_and_shows_a_stale_heartbeat_s_age() {
     assert!(line.contains("s ago"), "{line}");
     sb.run(&["abort", &job.id]);
 }
+
+/// "Everything is done", with a summary: once the queue drains, `status`
+/// sums up the last batch (counts by state, first claim to last end, the
+/// longest job, what needs attention), in `--json` as
+/// `completion_summary`; none while work runs.
+#[test]
+fn a_drained_queue_gets_a_completion_summary_of_its_batch() {
+    let sb = Sandbox::new();
+    let release = sb.out().join("release");
+    let script = sb.script(
+        "work",
+        &format!(
+            "case \"$1\" in bad) exit 3;; slow) while [ ! -e {} ]; do sleep 0.05; done;; esac",
+            release.display()
+        ),
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("batch", "slow", "x\n");
+    sb.wait_state("batch", "slow", "running", secs(15));
+    let busy = json(&sb, &["status", "--json"], 0);
+    assert!(busy["completion_summary"].is_null(), "{busy:#}");
+    sb.drop_prompt("batch", "bad", "x\n");
+    sb.drop_prompt("batch", "fine", "x\n");
+    let bad = sb.wait_done("batch", "bad", secs(15));
+    sb.wait_done("batch", "fine", secs(15));
+    fs::write(&release, "").expect("release");
+    let slow = sb.wait_done("batch", "slow", secs(15));
+
+    let status = wait_until("the drained status", secs(10), || {
+        let v = json(&sb, &["status", "--json"], 0);
+        (!v["completion_summary"].is_null()).then_some(v)
+    });
+    let summary = &status["completion_summary"];
+    assert_eq!(summary["jobs"], 3, "{summary:#}");
+    assert_eq!(summary["by_state"]["succeeded"], 2, "{summary:#}");
+    assert_eq!(summary["by_state"]["failed"], 1, "{summary:#}");
+    assert_eq!(summary["longest"]["id"], slow.id.as_str(), "{summary:#}");
+    assert_eq!(
+        summary["needs_attention"],
+        serde_json::json!([bad.id]),
+        "{summary:#}"
+    );
+    let elapsed = summary["elapsed_ms"].as_u64().expect("elapsed_ms");
+    assert!(
+        elapsed
+            >= summary["longest"]["duration_ms"]
+                .as_u64()
+                .unwrap_or(u64::MAX)
+    );
+    let human = sb.run(&["status"]);
+    let line = human
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("batch"))
+        .unwrap_or_else(|| panic!("{}", human.stdout));
+    assert!(line.contains("3 jobs in"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("longest batch/slow"),
+        "{}",
+        human.stdout
+    );
+}
