@@ -492,6 +492,10 @@ pub enum HistoryCommand {
     Export(HistoryExportArgs),
     /// Executions that ran on or changed a path.
     WhoTouched(WhoTouchedArgs),
+    /// Compiler and linter diagnostics of executions: which produced a code and which later run
+    /// got rid of it (--code), which files carry the most (--files), one execution's (--job);
+    /// without these, the codes and files seen most.
+    Diagnostics(HistoryDiagnosticsArgs),
     /// Backfill missing rows from runs/*/job.json (idempotent).
     Repair(RepairArgs),
 }
@@ -519,6 +523,30 @@ pub struct HistoryListArgs {
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
     /// Print a JSON array (shape in docs/history-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryDiagnosticsArgs {
+    /// The executions whose output held this code (E0425, TS2304, no-unused-vars), newest first,
+    /// each with the first later run of the same prompt whose output no longer did.
+    #[arg(long, value_name = "CODE", conflicts_with_all = ["files", "job"])]
+    pub code: Option<String>,
+    /// The files diagnostics named most.
+    #[arg(long, conflicts_with = "job")]
+    pub files: bool,
+    /// The diagnostics of one execution.
+    #[arg(long, value_name = "JOB")]
+    pub job: Option<String>,
+    /// Only executions that finished at or after WHEN: a duration ago (`7d`), a date or an RFC
+    /// 3339 time.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// At most this many rows.
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// Print JSON (shapes in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -91,7 +91,9 @@
 //!   `health.rs` (what a damaged file is; the condition `status` shows),
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
 //!   `outcome.rs` (outcome names and their mapping to job states),
-//!   `attention.rs` (what needs the operator's attention; `ack`).
+//!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`
+//!   (each execution's compiler and linter diagnostics, and the questions asked of them).
+//! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`control`] — pause markers under `control/` (write, read, lift).
@@ -115,6 +117,7 @@ pub mod commands;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod diagnostics;
 pub mod error;
 pub mod events;
 pub mod fault;

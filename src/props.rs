@@ -1,7 +1,8 @@
 //! Property tests for every parser of outside input (test builds only):
 //! prompt front matter, `job.json`, `events.jsonl` lines, ABORT and pause markers,
 //! the config file with its durations and sizes, and the config handover
-//! on a monitor's stdin. Whatever the input, no parser panics; what one
+//! on a monitor's stdin, compiler and linter diagnostics in a job's output.
+//! Whatever the input, no parser panics; what one
 //! accepts round-trips through what jobwarden writes.
 
 // Fixtures are written with plain std writes; the persistence rules
@@ -631,5 +632,38 @@ proptest! {
     fn when_reads_a_duration_back_from_now(secs in 0u64..1_000_000_000) {
         let now = 2_000_000_000_000;
         prop_assert_eq!(crate::clock::parse_when(&format!("{secs}s"), now), Ok(now - secs * 1000));
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(64))]
+    #[test]
+    fn diagnostics_any_text_parses_without_panic_and_within_bounds(text in "\\PC{0,400}") {
+        let found = crate::diagnostics::parse(&text);
+        prop_assert!(found.len() <= crate::diagnostics::MAX_DIAGNOSTICS);
+        for d in found {
+            prop_assert!(d.message.len() <= crate::diagnostics::MAX_MESSAGE);
+            prop_assert!(d.severity == "error" || d.severity == "warning");
+        }
+    }
+
+    #[test]
+    fn diagnostics_a_printed_diagnostic_is_read_back(
+        file in "[a-z]{1,8}/[a-z]{1,8}\\.rs",
+        line in 1u32..100_000,
+        col in 1u32..500,
+        code in "E[0-9]{4}",
+        msg in "[a-zA-Z`' ]{1,60}",
+    ) {
+        let msg = msg.trim().to_owned();
+        prop_assume!(!msg.is_empty());
+        let text = format!("error[{code}]: {msg}\n  --> {file}:{line}:{col}\n");
+        let found = crate::diagnostics::parse(&text);
+        prop_assert_eq!(found.len(), 1);
+        prop_assert_eq!(found[0].code.as_deref(), Some(code.as_str()));
+        prop_assert_eq!(found[0].file.as_deref(), Some(file.as_str()));
+        prop_assert_eq!(found[0].line, Some(line));
+        prop_assert_eq!(found[0].column, Some(col));
+        prop_assert_eq!(&found[0].message, &msg);
     }
 }

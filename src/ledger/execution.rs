@@ -255,5 +255,6 @@ fn insert(
             params![e.id, relation.as_str(), path],
         )?;
     }
+    super::diagnostics::store(tx, e, artifacts)?;
     Ok(true)
 }

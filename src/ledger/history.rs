@@ -150,7 +150,7 @@ pub struct Stats {
 
 impl Ledger {
     /// Run `f` on the connection, its error naming the ledger file.
-    fn read<T>(
+    pub(super) fn read<T>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> Result<T, LedgerError> {
@@ -589,7 +589,7 @@ fn under_range(path: &str) -> (String, String) {
 }
 
 /// [`COLUMNS`] with each name qualified by table alias `alias`.
-fn prefixed_columns(alias: &str) -> String {
+pub(super) fn prefixed_columns(alias: &str) -> String {
     COLUMNS
         .split(", ")
         .map(|c| format!("{alias}.{}", c.trim()))

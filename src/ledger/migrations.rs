@@ -315,8 +315,29 @@ CREATE TABLE acknowledgements (
 ) WITHOUT ROWID;
 "#;
 
+/// Migration 7: the compiler and linter diagnostics found in each
+/// execution's output (`diagnostics.rs`).
+const V7: &str = r#"
+-- One row per diagnostic an execution's output held, in the order printed
+-- (at most 200 an execution). Written with the execution, never changed.
+CREATE TABLE execution_diagnostics (
+    execution_id TEXT NOT NULL REFERENCES executions (id),
+    seq INTEGER NOT NULL CHECK (seq >= 1),  -- order in the output
+    severity TEXT NOT NULL CHECK (severity IN ('error', 'warning')),
+    code TEXT,                             -- the tool's code (E0425, TS2304), if any
+    file TEXT,                             -- the file as the tool printed it
+    path TEXT,                             -- that file made absolute against the workdir
+    line INTEGER CHECK (line IS NULL OR line >= 0),
+    col INTEGER CHECK (col IS NULL OR col >= 0),
+    message TEXT NOT NULL,
+    PRIMARY KEY (execution_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX execution_diagnostics_by_code ON execution_diagnostics (code);
+CREATE INDEX execution_diagnostics_by_path ON execution_diagnostics (path);
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -15,6 +15,7 @@
 
 mod attention;
 pub mod backfill;
+mod diagnostics;
 mod execution;
 pub mod health;
 pub mod history;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use attention::{Attention, Standing};
+pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
 pub use execution::{Artifact, Execution, PathRelation, Source};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;

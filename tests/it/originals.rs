@@ -476,3 +476,96 @@ fn a_drained_queue_gets_a_completion_summary_of_its_batch() {
         human.stdout
     );
 }
+
+/// Execution memory that answers the originals' questions: the compiler
+/// and linter diagnostics in a job's output are kept per execution, and
+/// `history diagnostics` says which runs produced a code, which later run
+/// of the same prompt got rid of it, and which files carry the most.
+#[test]
+fn diagnostics_in_a_job_s_output_are_kept_and_answer_which_run_fixed_them() {
+    let sb = Sandbox::new();
+    let work = sb.base.join("work");
+    fs::create_dir_all(&work).expect("workdir");
+    let script = sb.script(
+        "build",
+        r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then
+  echo 'error[E0425]: cannot find value `x` in this scope' >&2
+  echo ' --> src/main.rs:2:13' >&2
+  echo '{"reason":"compiler-message","message":{"message":"mismatched types","code":{"code":"E0308"},"level":"error","spans":[{"file_name":"src/main.rs","line_start":4,"column_start":1,"is_primary":true}]}}'
+  echo 'lib/util.c:9:3: warning: unused variable [-Wunused-variable]'
+  exit 101
+fi
+echo fixed"#,
+    );
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script])
+            .profile("workdir", &q(&work.to_string_lossy()))
+            .profile("max_attempts", "2")
+            .profile("cooldown", "\"0s\""),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "build", "make it compile\n");
+    let mut both = wait_until("both attempts to end", secs(15), || {
+        let jobs = sb.jobs_for("proj", "build");
+        (jobs.len() == 2 && jobs.iter().all(|j| j.is_terminal())).then_some(jobs)
+    });
+    both.sort_by_key(|j| j.int_field("attempt"));
+    let (first, second) = (&both[0], &both[1]);
+    assert_eq!(first.state(), "failed");
+    assert_eq!(second.state(), "succeeded");
+    wait_until("both rows", secs(10), || {
+        let out = sb.run(&["history", "list", "--json"]);
+        let v: Value = serde_json::from_str(&out.stdout).ok()?;
+        (array(&v).len() == 2).then_some(())
+    });
+
+    let of_first = json(
+        &sb,
+        &["history", "diagnostics", "--job", &first.id, "--json"],
+        0,
+    );
+    let by_code = |code: &str| {
+        array(&of_first)
+            .iter()
+            .find(|d| d["code"] == code)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {code}: {of_first:#}"))
+    };
+    assert_eq!(array(&of_first).len(), 3, "{of_first:#}");
+    let main_rs = work.join("src/main.rs");
+    let e0425 = by_code("E0425");
+    assert_eq!(e0425["path"], main_rs.to_str().expect("utf-8"), "{e0425}");
+    assert_eq!(e0425["line"], 2);
+    assert_eq!(by_code("E0308")["line"], 4);
+    assert_eq!(by_code("-Wunused-variable")["severity"], "warning");
+    let none = sb.run(&["history", "diagnostics", "--job", &second.id, "--json"]);
+    assert_eq!(none.code(), 1, "{none:?}");
+
+    let hits = json(
+        &sb,
+        &["history", "diagnostics", "--code", "E0425", "--json"],
+        0,
+    );
+    assert_eq!(array(&hits).len(), 1, "{hits:#}");
+    assert_eq!(hits[0]["id"], first.id.as_str());
+    assert_eq!(hits[0]["count"], 1);
+    assert_eq!(hits[0]["resolved_by"]["id"], second.id.as_str(), "{hits:#}");
+    let files = json(&sb, &["history", "diagnostics", "--files", "--json"], 0);
+    assert_eq!(
+        files[0]["path"],
+        main_rs.to_str().expect("utf-8"),
+        "{files:#}"
+    );
+    assert_eq!(files[0]["diagnostics"], 2);
+    assert_eq!(files[0]["errors"], 2);
+    let overview = sb.run(&["history", "diagnostics"]);
+    assert_eq!(overview.code(), 0, "{overview:?}");
+    assert!(overview.stdout.contains("E0425"), "{}", overview.stdout);
+    let human = sb.run(&["history", "diagnostics", "--code", "E0425"]);
+    assert!(human.stdout.contains("gone in"), "{}", human.stdout);
+    assert_eq!(
+        sb.run(&["history", "diagnostics", "--code", "E9999"])
+            .code(),
+        1
+    );
+}

@@ -3,6 +3,7 @@
 //! use the queries (`--json` on all).
 
 mod check;
+mod diagnostics;
 mod export;
 pub(super) mod list;
 mod record;
@@ -27,6 +28,7 @@ pub fn run(global: &GlobalArgs, cmd: &HistoryCommand) -> anyhow::Result<ExitCode
         HistoryCommand::Record(args) => record::run(global, args),
         HistoryCommand::Export(args) => export::run(global, args),
         HistoryCommand::WhoTouched(args) => who_touched::run(global, args),
+        HistoryCommand::Diagnostics(args) => diagnostics::run(global, args),
         HistoryCommand::Repair(args) => repair::run(global, args),
     }
 }
