@@ -145,6 +145,53 @@ fn split_offset(text: &str) -> Result<(&str, i64), String> {
     }
 }
 
+/// A step of the wall clock smaller than this between two looks is
+/// taken for the looks' own jitter, not a step.
+pub const STEP_AT_LEAST_MS: i64 = 2_000;
+
+/// Notices steps of the wall clock: between two looks, the wall clock
+/// moved more, or less, than the monotonic clock (an NTP correction, a
+/// manual `date`, a resume from suspend, which the monotonic clock does
+/// not count).
+#[derive(Debug)]
+pub struct StepWatch {
+    wall_ms: i64,
+    mono: std::time::Instant,
+}
+
+impl StepWatch {
+    pub fn new() -> Self {
+        StepWatch {
+            wall_ms: wall_ms(),
+            mono: std::time::Instant::now(),
+        }
+    }
+
+    /// How far the wall clock stepped since the last look (+ ahead,
+    /// - back), if it did by at least [`STEP_AT_LEAST_MS`].
+    pub fn look(&mut self) -> Option<i64> {
+        let (wall, mono) = (wall_ms(), std::time::Instant::now());
+        let moved = wall - self.wall_ms;
+        let elapsed = i64::try_from(mono.duration_since(self.mono).as_millis()).unwrap_or(i64::MAX);
+        self.wall_ms = wall;
+        self.mono = mono;
+        let step = moved.saturating_sub(elapsed);
+        (step.abs() >= STEP_AT_LEAST_MS).then_some(step)
+    }
+}
+
+impl Default for StepWatch {
+    fn default() -> Self {
+        StepWatch::new()
+    }
+}
+
+/// The wall clock in epoch ms (with the test suite's offset: see
+/// `fault.rs`).
+fn wall_ms() -> i64 {
+    i64::try_from(Timestamp::now().epoch_ms()).unwrap_or(i64::MAX) + crate::fault::clock_offset_ms()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +239,11 @@ mod tests {
         let back: Timestamp = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, t);
         assert_eq!(back.epoch_ms(), 1_767_225_845_678);
+    }
+
+    #[test]
+    fn a_look_without_a_step_sees_none() {
+        let mut watch = StepWatch::new();
+        assert_eq!(watch.look(), None);
     }
 }

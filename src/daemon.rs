@@ -247,6 +247,8 @@ struct Daemon {
     clearing_jobs: HashSet<JobId>,
     /// The full pass over `runs/` made after the first claims.
     startup: startup_check::StartupCheck,
+    /// Steps of the wall clock, looked for at each tick.
+    clock: crate::clock::StepWatch,
 }
 
 impl Daemon {
@@ -287,6 +289,7 @@ impl Daemon {
             unsettled: HashMap::new(),
             clearing_jobs: HashSet::new(),
             startup: startup_check::StartupCheck::default(),
+            clock: crate::clock::StepWatch::new(),
         }
     }
 
@@ -395,10 +398,28 @@ impl Daemon {
 
     // -- periodic ------------------------------------------------------------
 
+    /// Say, and keep in the ledger, a step of the wall clock: times in
+    /// records around it do not add up, and cooldowns and timeouts by the
+    /// wall clock moved with it.
+    fn watch_clock(&mut self) {
+        let Some(step) = self.clock.look() else {
+            return;
+        };
+        let how = if step > 0 { "ahead" } else { "back" };
+        let by = humantime::format_duration(std::time::Duration::from_millis(step.unsigned_abs()));
+        tracing::warn!(step_ms = step, "the wall clock stepped {how} by {by}");
+        if let Some(ledger) = self.ledger.as_ref()
+            && let Err(e) = ledger.record_clock_step(Timestamp::now().epoch_ms(), step, &self.host)
+        {
+            tracing::warn!("keeping the clock step in the ledger: {e}");
+        }
+    }
+
     /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
     /// jobs, and the liveness of adopted monitors.
     fn on_tick(&mut self) {
         crate::fault::point("daemon-tick");
+        self.watch_clock();
         self.poll_quick_check();
         self.monitors.retire_long_idle();
         self.retry_startup_found();

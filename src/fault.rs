@@ -21,7 +21,10 @@
 //!
 //! Knobs: `JOBWARDEN_TEST_LOG_QUEUE=<n>` holds the stderr queue to `n`
 //! lines (`logging/queue.rs`), so that a test can overflow it with the
-//! few lines a daemon logs.
+//! few lines a daemon logs. `JOBWARDEN_TEST_CLOCK_OFFSET=<file>`: the
+//! milliseconds written in that file are added to the wall clock the
+//! daemon's step watch reads (`clock::StepWatch`), so that a test can
+//! step it without touching the machine's clock.
 
 /// Panic here if the test suite asked for it (debug builds only).
 #[inline]
@@ -78,4 +81,19 @@ pub fn log_queue_capacity() -> Option<usize> {
     }
     #[cfg(not(debug_assertions))]
     None
+}
+
+/// Milliseconds the test suite adds to the wall clock the step watch reads
+/// (debug builds only; 0 otherwise or when unset).
+pub fn clock_offset_ms() -> i64 {
+    #[cfg(debug_assertions)]
+    {
+        if let Some(path) = std::env::var_os("JOBWARDEN_TEST_CLOCK_OFFSET") {
+            return std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    0
 }

@@ -196,7 +196,7 @@ mod tests {
             "p",
             "n",
             outcome,
-            at,
+            crate::ledger::T0 + at,
             "h",
             Source::Daemon,
         );

@@ -44,6 +44,13 @@ const STALE_HEARTBEATS: u32 = 3;
 
 /// How many finished jobs and prompts needing attention are listed.
 const RECENT: usize = 5;
+/// A step of the wall clock is shown this long after it was noticed.
+const CLOCK_STEP_SHOWN_MS: u64 = 24 * 3600 * 1000;
+
+fn now_ms() -> u64 {
+    Timestamp::now().epoch_ms()
+}
+
 /// How many running and queued jobs are listed (the counts are complete).
 const LISTED: usize = 20;
 
@@ -123,6 +130,17 @@ pub struct Status {
     acknowledged: u64,
     /// Once nothing runs or waits: the last batch of work, summed up.
     completion_summary: Option<batch::CompletionSummary>,
+    /// The latest step of the wall clock a daemon noticed, if any.
+    last_clock_step: Option<ClockStep>,
+}
+
+/// A step of the wall clock (`clock_steps` in the ledger).
+#[derive(Debug, Serialize)]
+struct ClockStep {
+    noticed_at: Timestamp,
+    /// + ahead, - back.
+    step_ms: i64,
+    host: String,
 }
 
 /// A job holding a slot.
@@ -262,6 +280,7 @@ impl Status {
             config: ConfigView::gather(None, None, Vec::new()),
             needs_attention: Vec::new(),
             completion_summary: None,
+            last_clock_step: None,
             acknowledged: 0,
         };
         if let Some(ledger) = ledger {
@@ -362,6 +381,13 @@ impl Status {
             .map(AttentionView::from)
             .collect();
         self.acknowledged = ledger.acknowledged_count()?;
+        self.last_clock_step = ledger
+            .last_clock_step()?
+            .map(|(at, step_ms, host)| ClockStep {
+                noticed_at: timestamp(at),
+                step_ms,
+                host,
+            });
         let active: u64 = ["queued", "preparing", "running", "publishing"]
             .iter()
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
@@ -560,6 +586,21 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
         .collect();
     if !ended.is_empty() {
         line("ended", &ended.join(", "))?;
+    }
+    if let Some(step) = &s.last_clock_step {
+        let age = now_ms().saturating_sub(step.noticed_at.epoch_ms());
+        if age < CLOCK_STEP_SHOWN_MS {
+            let how = if step.step_ms > 0 { "ahead" } else { "back" };
+            let text = format!(
+                "{} stepped {how} by {} {} (times around it do not add up)",
+                step.host,
+                fmt_duration(step.step_ms.unsigned_abs()),
+                fmt_ago(step.noticed_at.epoch_ms(), now_ms())
+            );
+            for (i, part) in super::output::wrap(&text, 70).iter().enumerate() {
+                line(if i == 0 { "clock" } else { "" }, part)?;
+            }
+        }
     }
     if let Some(b) = &s.completion_summary {
         for (i, part) in super::output::wrap(&batch_line(b), 70).iter().enumerate() {

@@ -214,7 +214,15 @@ mod tests {
     }
 
     fn record(ledger: &mut Ledger, id: &str, name: &str, outcome: Outcome, at: u64) {
-        let mut e = Execution::new(id.to_owned(), "p", name, outcome, at, "h", Source::Daemon);
+        let mut e = Execution::new(
+            id.to_owned(),
+            "p",
+            name,
+            outcome,
+            crate::ledger::T0 + at,
+            "h",
+            Source::Daemon,
+        );
         e.error_message = Some(format!("{outcome} of {id}"));
         ledger.record(&e, &[], &[]).expect("record");
     }

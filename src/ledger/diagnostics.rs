@@ -230,7 +230,15 @@ mod tests {
     use crate::ledger::{Outcome, Source};
 
     fn exec(id: &str, outcome: Outcome, at: u64, stderr: &str) -> (Execution, Vec<Artifact>) {
-        let mut e = Execution::new(id.into(), "p", "fix", outcome, at, "h", Source::Daemon);
+        let mut e = Execution::new(
+            id.into(),
+            "p",
+            "fix",
+            outcome,
+            crate::ledger::T0 + at,
+            "h",
+            Source::Daemon,
+        );
         e.workdir = Some("/srv/app".into());
         let tail = Artifact {
             kind: "stderr_tail",

@@ -341,6 +341,35 @@ impl Ledger {
             .map_err(|e| self.err(e))
     }
 
+    /// Keep a step of the wall clock a daemon noticed (`clock::StepWatch`).
+    pub fn record_clock_step(
+        &self,
+        noticed_at: u64,
+        step_ms: i64,
+        host: &str,
+    ) -> Result<(), LedgerError> {
+        self.conn
+            .execute(
+                "INSERT INTO clock_steps (noticed_at, step_ms, host) VALUES (?1, ?2, ?3)",
+                rusqlite::params![noticed_at as i64, step_ms, host],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// The latest step of the wall clock kept: `(noticed_at, step_ms, host)`.
+    pub fn last_clock_step(&self) -> Result<Option<(u64, i64, String)>, LedgerError> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row(
+                "SELECT noticed_at, step_ms, host FROM clock_steps ORDER BY noticed_at DESC, rowid DESC LIMIT 1",
+                [],
+                |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     /// Whether anything was ever recorded (a job indexed or an execution).
     pub fn ever_ran(&self) -> Result<bool, LedgerError> {
         self.conn

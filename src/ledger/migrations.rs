@@ -336,8 +336,35 @@ CREATE INDEX execution_diagnostics_by_code ON execution_diagnostics (code);
 CREATE INDEX execution_diagnostics_by_path ON execution_diagnostics (path);
 "#;
 
+/// Migration 8: times jobwarden can never have written are refused, and
+/// the steps of the wall clock that jobwarden noticed are kept.
+const V8: &str = r#"
+-- An execution's times are epoch ms from 2020 on, and at most a day ahead
+-- of the clock of whoever writes the row: a clock set back to 1970 (a
+-- dead RTC), a garbage job.json or a script's wrong units is refused here,
+-- whoever writes.
+CREATE TRIGGER executions_times_possible BEFORE INSERT ON executions
+WHEN NEW.finished_at < 1577836800000
+  OR NEW.finished_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) + 86400000
+  OR (NEW.started_at IS NOT NULL AND (NEW.started_at < 1577836800000
+      OR NEW.started_at > CAST(unixepoch('subsec') * 1000 AS INTEGER) + 86400000))
+BEGIN
+    SELECT RAISE(ABORT, 'executions: impossible time (before 2020, or more than a day ahead of this clock)');
+END;
+
+-- Each step of the wall clock a daemon noticed: between two of its ticks
+-- the wall clock moved more, or less, than the monotonic clock did (an
+-- NTP correction, a manual `date`, a resume from suspend).
+CREATE TABLE clock_steps (
+    noticed_at INTEGER NOT NULL,           -- epoch ms, by the wall clock after the step
+    step_ms INTEGER NOT NULL,              -- how far it jumped: + ahead, - back
+    host TEXT NOT NULL                     -- machine whose clock stepped
+);
+CREATE INDEX clock_steps_by_time ON clock_steps (noticed_at);
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

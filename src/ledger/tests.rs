@@ -17,7 +17,7 @@ fn execution(project: &str, name: &str, outcome: Outcome, finished_at: u64) -> E
     );
     rec.state = JobState::Failed;
     let mut e = Execution::from_record(&rec, outcome, Some("archived"), Source::Daemon);
-    e.finished_at = finished_at;
+    e.finished_at = T0 + finished_at;
     e
 }
 
@@ -108,29 +108,29 @@ fn cooldown_follows_the_last_outcome_per_prompt() {
     l.record(&execution("a", "n", Outcome::Failure, 1_000), &[], &[])
         .expect("record");
     assert_eq!(
-        l.cooldown_until("a", "n", c, 2_000).expect("q"),
-        Some(101_000)
+        l.cooldown_until("a", "n", c, T0 + 2_000).expect("q"),
+        Some(T0 + 101_000)
     );
     assert_eq!(
-        l.cooldown_until("a", "n", c, 101_000).expect("q"),
+        l.cooldown_until("a", "n", c, T0 + 101_000).expect("q"),
         None,
         "ends on time"
     );
     assert_eq!(
-        l.cooldown_until("b", "n", c, 2_000).expect("q"),
+        l.cooldown_until("b", "n", c, T0 + 2_000).expect("q"),
         None,
         "projects are isolated"
     );
     l.record(&execution("a", "n", Outcome::RateLimited, 5_000), &[], &[])
         .expect("record");
     assert_eq!(
-        l.cooldown_until("a", "n", c, 6_000).expect("q"),
-        Some(15_000)
+        l.cooldown_until("a", "n", c, T0 + 6_000).expect("q"),
+        Some(T0 + 15_000)
     );
     l.record(&execution("a", "n", Outcome::Success, 7_000), &[], &[])
         .expect("record");
     assert_eq!(
-        l.cooldown_until("a", "n", c, 7_001).expect("q"),
+        l.cooldown_until("a", "n", c, T0 + 7_001).expect("q"),
         None,
         "success clears it"
     );
@@ -149,7 +149,7 @@ fn a_cancel_is_an_outcome_without_cooldown_and_a_counted_state() {
     l.record(&execution("a", "n", Outcome::Cancelled, 2_000), &[], &[])
         .expect("a cancelled row");
     assert_eq!(
-        l.cooldown_until("a", "n", c, 3_000).expect("q"),
+        l.cooldown_until("a", "n", c, T0 + 3_000).expect("q"),
         None,
         "a cancel ends the cooldown a failure started"
     );
@@ -340,7 +340,7 @@ fn insert_rows(
             .execute(
                 "INSERT OR IGNORE INTO executions (id, project, name, attempt, finished_at, duration_ms, outcome, host)
                  VALUES (?1, ?2, 'n', 1, ?3, ?4, ?5, 'h')",
-                rusqlite::params![id, project, i as i64, ms, outcome],
+                rusqlite::params![id, project, T0 as i64 + i as i64, ms, outcome],
             )
             .expect("insert");
     }
@@ -669,4 +669,32 @@ fn quick_check_finds_a_corrupt_page_that_opening_does_not() {
     let e = l.quick_check().expect_err("quick_check finds it");
     assert!(e.is_damaged(), "{e}");
     assert!(e.to_string().contains("quick_check"), "{e}");
+}
+
+#[test]
+fn impossible_times_are_refused_by_the_schema_and_clock_steps_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    let now = crate::clock::Timestamp::now().epoch_ms();
+    let mut before_2020 = execution("p", "n", Outcome::Success, 0);
+    before_2020.finished_at = 1_000;
+    let mut far_ahead = execution("p", "n", Outcome::Success, 0);
+    far_ahead.finished_at = now + 2 * 86_400_000;
+    let mut started_wrong = execution("p", "n", Outcome::Success, 0);
+    started_wrong.started_at = Some(5);
+    for bad in [before_2020, far_ahead, started_wrong] {
+        let err = l.record(&bad, &[], &[]).expect_err("refused");
+        assert!(err.to_string().contains("impossible time"), "{err}");
+    }
+    let mut soon = execution("p", "n", Outcome::Success, 0);
+    soon.finished_at = now + 3_600_000;
+    assert!(l.record(&soon, &[], &[]).expect("an hour ahead is fine"));
+
+    assert_eq!(l.last_clock_step().expect("none"), None);
+    l.record_clock_step(now, -3_600_000, "h").expect("step");
+    l.record_clock_step(now + 10, 5_000, "h").expect("step");
+    assert_eq!(
+        l.last_clock_step().expect("last"),
+        Some((now + 10, 5_000, "h".to_owned()))
+    );
 }

@@ -569,3 +569,38 @@ echo fixed"#,
         1
     );
 }
+
+/// A step of the wall clock the daemon notices is said in its log, kept
+/// in the ledger and shown by `status`.
+#[test]
+fn a_step_of_the_wall_clock_is_logged_kept_and_shown() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let offset = sb.out().join("clock-offset");
+    fs::write(&offset, "0").expect("offset");
+    let offset_env = offset.to_string_lossy().into_owned();
+    let d = Daemon::start_with_env(&sb, &[("JOBWARDEN_TEST_CLOCK_OFFSET", offset_env.as_str())]);
+    // Something ran, so that there is a ledger to keep the step in.
+    sb.drop_prompt("proj", "x", "x\n");
+    sb.wait_done("proj", "x", secs(15));
+    fs::write(&offset, "-3600000").expect("step back an hour");
+    let status = wait_until("the step to be noticed", secs(15), || {
+        let v = json(&sb, &["status", "--json"], 0);
+        (!v["last_clock_step"].is_null()).then_some(v)
+    });
+    let step = status["last_clock_step"]["step_ms"]
+        .as_i64()
+        .expect("step_ms");
+    assert!((-3_610_000..=-3_590_000).contains(&step), "{status:#}");
+    let log = d.stderr();
+    assert!(log.contains("the wall clock stepped back by 1h"), "{log}");
+    let human = sb.run(&["status"]);
+    assert!(
+        human
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("clock") && l.contains("stepped back")),
+        "{}",
+        human.stdout
+    );
+}
