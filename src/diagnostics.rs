@@ -13,9 +13,10 @@
 //! - JSON diagnostics: cargo's `--message-format=json` lines
 //!   (`"reason":"compiler-message"`).
 //!
-//! Parsing is bounded: it reads what the ledger keeps of the output (the
-//! tails of stdout and stderr), lines longer than [`MAX_LINE`] are passed
-//! over, and at most [`MAX_DIAGNOSTICS`] are kept per execution. It runs
+//! Parsing is bounded: it reads the last [`MAX_PARSED_BYTES`] of what the
+//! ledger keeps of the output (the tails of stdout and stderr), lines
+//! longer than [`MAX_LINE`] are passed over, and at most
+//! [`MAX_DIAGNOSTICS`] are kept per execution. It runs
 //! when the execution is recorded, after the job ended: it never slows the
 //! job.
 
@@ -48,6 +49,23 @@ pub struct Diagnostic {
     pub line: Option<u32>,
     pub column: Option<u32>,
     pub message: String,
+}
+
+/// The most of one output read: its last this many bytes (a long tail's
+/// end holds what made the run fail).
+pub const MAX_PARSED_BYTES: usize = 256 * 1024;
+
+/// [`parse`] of `text`'s last [`MAX_PARSED_BYTES`], from a line's start.
+pub fn parse_tail(text: &str) -> Vec<Diagnostic> {
+    if text.len() <= MAX_PARSED_BYTES {
+        return parse(text);
+    }
+    let mut start = text.len() - MAX_PARSED_BYTES;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &text[start..];
+    parse(tail.split_once('\n').map_or("", |(_, rest)| rest))
 }
 
 /// The diagnostics in `text`, in the order printed, without repeats (the
@@ -251,6 +269,15 @@ mod tests {
         assert_eq!(found[0].file.as_deref(), Some("src/x.rs"));
         assert_eq!(found[0].line, Some(4));
         assert!(parse(r#"{"reason":"build-finished","success":false}"#).is_empty());
+    }
+
+    #[test]
+    fn only_the_end_of_a_long_output_is_read() {
+        let filler = "x\n".repeat(MAX_PARSED_BYTES);
+        let text = format!("a.c:1:1: error: early\n{filler}b.c:2:1: error: late\n");
+        let found = parse_tail(&text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].message, "late");
     }
 
     #[test]

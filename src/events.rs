@@ -142,14 +142,18 @@ impl EventLog {
         }
         match fsio::open_append(root, path) {
             Ok(mut f) => {
+                // Under the writers' lock: an append between reading the
+                // tail and the length would be counted in one, not the other.
+                let lock = FileLock::exclusive(&f);
                 let tail = read_tail(&mut f);
-                log.next_seq = last_seq(&tail).map_or(1, |s| s + 1);
+                log.next_seq = last_seq(&tail).map_or(1, |s| s.saturating_add(1));
                 // A torn last line (crash mid-write) is closed off so the
                 // next event starts on a line of its own.
                 if tail.last().is_some_and(|&b| b != b'\n') {
                     let _ = f.write_all(b"\n");
                 }
                 log.known_len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                drop(lock);
                 log.file = Some(f);
             }
             Err(e) => tracing::warn!("events disabled for this job: {e}"),
@@ -185,7 +189,8 @@ impl EventLog {
         if len != self.known_len {
             // Someone else appended: continue after their last seq.
             let tail = read_tail(file);
-            self.next_seq = last_seq(&tail).map_or(self.next_seq, |s| (s + 1).max(self.next_seq));
+            self.next_seq =
+                last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
         }
         let mut obj = Map::new();
         obj.insert("seq".into(), json!(self.next_seq));
@@ -202,7 +207,7 @@ impl EventLog {
         // One write(2) per line on an O_APPEND file: lines never interleave.
         match file.write_all(line.as_bytes()) {
             Ok(()) => {
-                self.next_seq += 1;
+                self.next_seq = self.next_seq.saturating_add(1);
                 self.known_len = len + line.len() as u64;
             }
             Err(e) => tracing::warn!(path = %self.path.display(), "writing event {op}: {e}"),
@@ -214,13 +219,26 @@ impl EventLog {
 /// if it cannot be taken the append goes ahead (events are fail-soft).
 struct FileLock(std::os::fd::RawFd);
 
+/// The longest an append waits for another writer's lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl FileLock {
+    /// Take it, waiting at most [`LOCK_WAIT`]: a job can hold a lock on
+    /// its own events file forever, and must not stop its monitor, the
+    /// daemon or a command by it. Without the lock the append goes ahead.
     fn exclusive(file: &File) -> Self {
         use std::os::fd::AsRawFd;
         let fd = file.as_raw_fd();
-        // SAFETY: flock on a descriptor we own for the lock's lifetime.
-        unsafe { libc::flock(fd, libc::LOCK_EX) };
-        FileLock(fd)
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a descriptor we own for the lock's lifetime.
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0
+                || std::time::Instant::now() >= deadline
+            {
+                return FileLock(fd);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
 
@@ -295,6 +313,7 @@ pub fn read_counted(root: &Path, path: &Path) -> Result<ReadEvents, IoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_field_never_replaces_the_event_s_own_keys() {
@@ -311,6 +330,26 @@ mod tests {
         assert_eq!(events[0]["seq"], 1);
         assert!(events[0]["ts"].is_string(), "{}", events[0]);
         assert_eq!(events[0]["why"], "x");
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a fixture
+    fn a_forged_last_seq_or_a_lock_held_forever_stops_no_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::write(&p, format!("{{\"seq\":{},\"op\":\"x\"}}\n", u64::MAX)).expect("forge");
+        // Another open of the file holds its lock, as a job could, for good.
+        let holder = std::fs::File::open(&p).expect("open");
+        // SAFETY: flock on a descriptor this test owns.
+        assert_eq!(unsafe { libc::flock(holder.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let started = std::time::Instant::now();
+        let mut log = EventLog::open(dir.path(), &p, true);
+        log.append(Op::Claimed, json!({}));
+        log.append(Op::Queued, json!({}));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let events = read_all(dir.path(), &p).expect("read");
+        assert_eq!(events.len(), 3, "{events:?}");
+        drop(holder);
     }
 
     #[test]

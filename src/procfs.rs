@@ -413,11 +413,9 @@ pub fn flock_holder(path: &std::path::Path) -> std::io::Result<Option<i32>> {
 /// Every pid `/proc/locks` lists as holding an `flock` on `path`'s device
 /// and inode.
 ///
-/// On overlayfs (a container's root, a throw-away system's), `/proc/locks`
-/// names the device of the layer the file lives in, which `stat` through
-/// the overlay never shows: there the inode number alone is matched. A
-/// lock on another file system's file with the same number is then taken
-/// for one on `path`; callers prove the pids they act on.
+/// On overlayfs (a container's root, a throw-away system's), `stat` of a
+/// file may give the device of the layer it lives in while `/proc/locks`
+/// names the overlay's own (its folders' device): there either matches.
 pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
     use std::os::unix::fs::MetadataExt;
     let meta = match std::fs::metadata(path) {
@@ -427,13 +425,12 @@ pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
     };
     let dev = meta.dev();
     let file = LockedFile {
-        dev: format!(
-            "{:02x}:{:02x}",
-            nix::sys::stat::major(dev),
-            nix::sys::stat::minor(dev)
-        ),
+        dev: hex_dev(dev),
         ino: meta.ino().to_string(),
-        any_device: on_overlayfs(path),
+        overlay_dev: on_overlayfs(path)
+            .then(|| path.parent().and_then(|dir| std::fs::metadata(dir).ok()))
+            .flatten()
+            .map(|dir| hex_dev(dir.dev())),
     };
     // The kernel hands `/proc/locks` out a page per read, walking its list
     // of locks afresh by position each time: a lock released between two
@@ -456,8 +453,9 @@ pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
 struct LockedFile {
     dev: String,
     ino: String,
-    /// Match the inode on any device (overlayfs: see [`flock_holders`]).
-    any_device: bool,
+    /// On overlayfs: the overlay's own device (its folders'), which
+    /// `/proc/locks` may name where `stat` of the file gives its layer's.
+    overlay_dev: Option<String>,
 }
 
 impl LockedFile {
@@ -465,8 +463,17 @@ impl LockedFile {
         let Some((dev, ino)) = named.rsplit_once(':') else {
             return false;
         };
-        ino == self.ino && (self.any_device || dev == self.dev)
+        ino == self.ino && (dev == self.dev || self.overlay_dev.as_deref() == Some(dev))
     }
+}
+
+/// A device number as `/proc/locks` writes it: `MAJ:MIN` in hex.
+fn hex_dev(dev: u64) -> String {
+    format!(
+        "{:02x}:{:02x}",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev)
+    )
 }
 
 fn on_overlayfs(path: &std::path::Path) -> bool {
@@ -636,23 +643,26 @@ mod tests {
         let locks = "1: POSIX  ADVISORY  WRITE 10 00:2c:99 0 EOF\n\
                      2: FLOCK  ADVISORY  WRITE 4321 00:2c:99 0 EOF\n\
                      2: -> FLOCK  ADVISORY  WRITE 77 00:2c:99 0 EOF\n";
-        let file = |dev: &str, ino: &str, any_device| LockedFile {
+        let file = |dev: &str, ino: &str, overlay: Option<&str>| LockedFile {
             dev: dev.into(),
             ino: ino.into(),
-            any_device,
+            overlay_dev: overlay.map(str::to_owned),
         };
         assert_eq!(
-            parse_flock_holders(locks, &file("00:2c", "99", false)),
+            parse_flock_holders(locks, &file("00:2c", "99", None)),
             vec![4321]
         );
-        assert!(parse_flock_holders(locks, &file("00:2c", "98", false)).is_empty());
-        // Through overlayfs, stat shows another device than the layer's.
-        assert!(parse_flock_holders(locks, &file("00:2d", "99", false)).is_empty());
+        assert!(parse_flock_holders(locks, &file("00:2c", "98", None)).is_empty());
+        // Through overlayfs the file's device is its layer's; the lock
+        // names the overlay's.
+        assert!(parse_flock_holders(locks, &file("00:2d", "99", None)).is_empty());
         assert_eq!(
-            parse_flock_holders(locks, &file("00:2d", "99", true)),
+            parse_flock_holders(locks, &file("00:2d", "99", Some("00:2c"))),
             vec![4321]
         );
-        assert!(parse_flock_holders(locks, &file("00:2d", "9", true)).is_empty());
+        assert!(parse_flock_holders(locks, &file("00:2d", "9", Some("00:2c"))).is_empty());
+        // A lock with the same inode on another file system is not it.
+        assert!(parse_flock_holders(locks, &file("00:2d", "99", Some("00:2e"))).is_empty());
     }
 
     #[test]

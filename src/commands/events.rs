@@ -60,7 +60,9 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
     let read = read_events(layout.root(), &layout.events(&id))?;
     let total = read.events.len();
     let disabled = total == 0 && events_were_off(&layout, &config, &id);
-    if let Some(seq) = args.seq {
+    if let Some(seq) = args.seq
+        && !disabled
+    {
         check_has(&read.events, seq, &id)?;
     }
     let shown = select(read.events, args);

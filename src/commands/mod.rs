@@ -255,8 +255,15 @@ pub(crate) fn operator() -> String {
 /// built-in defaults stand in for it (see [`load_lenient`]).
 fn load_for_reading(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     let loaded = load_lenient(global)?;
-    if let Some(first) = loaded.problems.first() {
-        let more = match loaded.problems.len() {
+    say_config_problems(&loaded.problems);
+    Ok((loaded.config, loaded.layout))
+}
+
+/// The warning of [`load_for_reading`]: the file's first error, how many
+/// more, and that the built-in defaults stand in.
+fn say_config_problems(problems: &[String]) {
+    if let Some(first) = problems.first() {
+        let more = match problems.len() {
             1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
@@ -265,7 +272,6 @@ fn load_for_reading(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, 
              for what the config would say (`jobwarden config check` lists every error)"
         ));
     }
-    Ok((loaded.config, loaded.layout))
 }
 
 /// The config and root for a command that must answer about a root even

@@ -63,10 +63,11 @@ pub fn final_state(rec: &JobRecord) -> String {
     match rec.failure_stage.as_deref() {
         Some(stage @ ("prepare" | "publish")) => line.push_str(&format!(" in {stage}")),
         _ => match (rec.exit_code, rec.signal.as_deref()) {
-            (Some(code), _) if rec.state != JobState::Succeeded => {
+            // A signal says more than the 128 + n code it gave.
+            (_, Some(signal)) => line.push_str(&format!(" ({signal})")),
+            (Some(code), None) if rec.state != JobState::Succeeded => {
                 line.push_str(&format!(" (exit {code})"));
             }
-            (None, Some(signal)) => line.push_str(&format!(" ({signal})")),
             _ => {}
         },
     }

@@ -24,9 +24,15 @@ use super::output::{fmt_ago, print_json, print_line};
 use super::queue_view::daemon_alive;
 
 pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let loaded = super::load_lenient(global)?;
+    super::say_config_problems(&loaded.problems);
+    let (config, layout) = (loaded.config, loaded.layout);
     let scope = scope_of(&args.scope);
-    check_profile(&config, &scope)?;
+    // With the file broken its profiles are not known: a pause is a brake,
+    // taken as asked.
+    if loaded.problems.is_empty() {
+        check_profile(&config, &scope)?;
+    }
     let outcome = control::pause(&layout, &scope, args.reason.as_deref())?;
     let alive = daemon_alive(&layout, None);
     let (changed, pause) = match outcome {

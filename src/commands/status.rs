@@ -394,11 +394,9 @@ impl Status {
             .sum();
         if active == 0 {
             let ended = ledger.recently_finished(batch::SCANNED)?;
-            let attention: Vec<&str> = self
-                .needs_attention
-                .iter()
-                .map(|a| a.job_id.as_str())
-                .collect();
+            // Every one of the batch's, not only the few listed above.
+            let needing = ledger.prompts_needing_attention(batch::SCANNED)?;
+            let attention: Vec<&str> = needing.iter().map(|a| a.job_id.as_str()).collect();
             self.completion_summary = batch::CompletionSummary::of(&ended, &attention);
         }
         self.overall_state = if active > 0 {

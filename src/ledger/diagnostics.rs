@@ -63,7 +63,7 @@ pub(super) fn store(
         .iter()
         .filter(|a| a.kind != "log_tail" || artifacts.len() == 1)
     {
-        for d in crate::diagnostics::parse(&a.text) {
+        for d in crate::diagnostics::parse_tail(&a.text) {
             if seen.len() >= crate::diagnostics::MAX_DIAGNOSTICS {
                 break;
             }
@@ -144,7 +144,7 @@ impl Ledger {
         let resolved = format!(
             "SELECT {COLUMNS} FROM executions e
              WHERE e.project = ?1 AND e.name = ?2 AND e.finished_at > ?3
-               AND e.outcome NOT IN ('rejected', 'cancelled')
+               AND e.outcome IN ('success', 'failure')
                AND NOT EXISTS (SELECT 1 FROM execution_diagnostics d
                                WHERE d.execution_id = e.id AND d.code = ?4)
              ORDER BY e.finished_at, e.rowid LIMIT 1"

@@ -171,7 +171,13 @@ impl Execution {
         source: Source,
     ) -> Self {
         let finished = rec.finished_at.unwrap_or_else(Timestamp::now).epoch_ms();
-        let started = rec.started_at.map(Timestamp::epoch_ms);
+        // A start the schema would refuse (the clock was set back to 1970
+        // when the job began, and stepped right before it ended) is left
+        // out, with its duration: the rest of the row still holds.
+        let started = rec
+            .started_at
+            .map(Timestamp::epoch_ms)
+            .filter(|&s| possible_time(s));
         Execution {
             id: rec.job_id.to_string(),
             project: rec.project.clone(),
@@ -196,6 +202,15 @@ impl Execution {
             source,
         }
     }
+}
+
+/// 2020-01-01, the earliest time an execution may carry (migration 8).
+pub const EARLIEST_MS: u64 = 1_577_836_800_000;
+
+/// Could the schema take `ms` as an execution's time: from 2020 on, and
+/// at most a day ahead of this clock (migration 8)?
+pub fn possible_time(ms: u64) -> bool {
+    ms >= EARLIEST_MS && ms <= Timestamp::now().epoch_ms().saturating_add(86_400_000)
 }
 
 impl Ledger {

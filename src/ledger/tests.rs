@@ -698,3 +698,25 @@ fn impossible_times_are_refused_by_the_schema_and_clock_steps_kept() {
         Some((now + 10, 5_000, "h".to_owned()))
     );
 }
+
+#[test]
+fn a_start_the_schema_would_refuse_is_left_out_and_the_row_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
+    let prompt = PromptName {
+        project: "p".into(),
+        name: "n".into(),
+    };
+    let mut rec = JobRecord::new_queued(
+        JobId::generate(),
+        &prompt,
+        "inbox/p/n.running.md".into(),
+        "h",
+    );
+    rec.state = JobState::Succeeded;
+    rec.started_at = Some(crate::clock::Timestamp::from_epoch_ms(31_536_000_000));
+    rec.finished_at = Some(crate::clock::Timestamp::now());
+    let e = Execution::from_record(&rec, Outcome::Success, Some("archived"), Source::Daemon);
+    assert_eq!((e.started_at, e.duration_ms), (None, None));
+    assert!(l.record(&e, &[], &[]).expect("kept"));
+}

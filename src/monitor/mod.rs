@@ -419,10 +419,12 @@ impl Monitor<'_> {
         // Judged only for a failure: the patterns are compiled when first
         // needed.
         let limited = || {
-            self.profile.rate_limit.matches(
-                self.rec.exit_code,
-                &[text("stdout_tail"), text("stderr_tail")],
-            )
+            // Its exit codes judge a command that exited, not one a signal
+            // ended (whose code is 128 + the signal's number).
+            let exited = self.rec.exit_code.filter(|_| self.rec.signal.is_none());
+            self.profile
+                .rate_limit
+                .matches(exited, &[text("stdout_tail"), text("stderr_tail")])
         };
         if state == JobState::Failed && limited() {
             ending.outcome = crate::ledger::Outcome::RateLimited;

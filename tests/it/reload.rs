@@ -410,6 +410,9 @@ fn a_broken_config_file_leaves_the_operator_able_to_see_and_stop_jobs() {
         vec!["events", job.id.as_str()],
         vec!["pause"],
         vec!["resume"],
+        // Its profiles are not known while the file is broken: taken as asked.
+        vec!["pause", "--profile", "review"],
+        vec!["resume", "--profile", "review"],
     ] {
         let out = sb.run(&args);
         assert_eq!(out.code(), 0, "{args:?}: {out:?}");

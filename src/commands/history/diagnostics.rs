@@ -104,7 +104,13 @@ fn print_diagnostics(found: &[StoredDiagnostic]) -> std::io::Result<()> {
             .as_deref()
             .map(|c| format!("[{c}]"))
             .unwrap_or_default();
-        writeln!(out, "{place}{}{code}: {}", d.severity, d.message)?;
+        // The job's output is untrusted: no control character reaches the terminal.
+        let line = format!("{place}{}{code}: {}", d.severity, d.message);
+        let shown: String = line
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        writeln!(out, "{shown}")?;
     }
     Ok(())
 }
