@@ -83,7 +83,8 @@ pub fn prompt_label(project: &str, name: &str) -> String {
     if project.is_empty() {
         name.to_owned()
     } else {
-        format!("{project}/{name}")
+        // A script's absolute project folder may end with `/` (or be `/`).
+        format!("{}/{name}", project.trim_end_matches('/'))
     }
 }
 
