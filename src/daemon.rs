@@ -406,7 +406,9 @@ impl Daemon {
             return;
         };
         let how = if step > 0 { "ahead" } else { "back" };
-        let by = humantime::format_duration(std::time::Duration::from_millis(step.unsigned_abs()));
+        // To the second: the tick's own jitter is in the milliseconds.
+        let secs = step.unsigned_abs().saturating_add(500) / 1000;
+        let by = humantime::format_duration(std::time::Duration::from_secs(secs));
         tracing::warn!(step_ms = step, "the wall clock stepped {how} by {by}");
         if let Some(ledger) = self.ledger.as_ref()
             && let Err(e) = ledger.record_clock_step(Timestamp::now().epoch_ms(), step, &self.host)
