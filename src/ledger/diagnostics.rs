@@ -73,7 +73,10 @@ pub(super) fn store(
         }
     }
     for (seq, d) in (1..).zip(seen) {
-        let path = d.file.as_deref().map(|f| absolute(f, e.workdir.as_deref()));
+        let path = d
+            .file
+            .as_deref()
+            .map(|f| super::execution::stored_path(e.workdir.as_deref(), f));
         tx.execute(
             "INSERT OR IGNORE INTO execution_diagnostics
                  (execution_id, seq, severity, code, file, path, line, col, message)
@@ -84,16 +87,6 @@ pub(super) fn store(
         )?;
     }
     Ok(())
-}
-
-/// `file` made absolute against `workdir` (lexically: `./` dropped), as
-/// `who-touched` stores paths.
-fn absolute(file: &str, workdir: Option<&str>) -> String {
-    let file = file.strip_prefix("./").unwrap_or(file);
-    match workdir {
-        Some(dir) if !file.starts_with('/') => format!("{}/{file}", dir.trim_end_matches('/')),
-        _ => file.to_owned(),
-    }
 }
 
 impl Ledger {

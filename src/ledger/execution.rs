@@ -204,6 +204,22 @@ impl Execution {
     }
 }
 
+/// A path a job listed or printed, as the ledger stores it: made absolute
+/// against `workdir` when relative, `.` components dropped (as
+/// `history who-touched` makes its argument).
+pub fn stored_path(workdir: Option<&str>, file: &str) -> String {
+    let file = std::path::Path::new(file);
+    let joined = match workdir {
+        Some(dir) if file.is_relative() => std::path::Path::new(dir).join(file),
+        _ => file.to_path_buf(),
+    };
+    joined
+        .components()
+        .collect::<std::path::PathBuf>()
+        .display()
+        .to_string()
+}
+
 /// 2020-01-01, the earliest time an execution may carry (migration 8).
 pub const EARLIEST_MS: u64 = 1_577_836_800_000;
 

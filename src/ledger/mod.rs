@@ -34,7 +34,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use attention::{Attention, Standing};
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
-pub use execution::{Artifact, Execution, PathRelation, Source};
+pub use execution::{Artifact, Execution, PathRelation, Source, stored_path};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;

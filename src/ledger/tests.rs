@@ -720,3 +720,11 @@ fn a_start_the_schema_would_refuse_is_left_out_and_the_row_kept() {
     assert_eq!((e.started_at, e.duration_ms), (None, None));
     assert!(l.record(&e, &[], &[]).expect("kept"));
 }
+
+#[test]
+fn a_listed_or_printed_path_is_stored_absolute_without_dot_components() {
+    assert_eq!(stored_path(Some("/w"), "./src/a.rs"), "/w/src/a.rs");
+    assert_eq!(stored_path(Some("/w/"), "src/./a.rs"), "/w/src/a.rs");
+    assert_eq!(stored_path(Some("/w"), "/abs/b.c"), "/abs/b.c");
+    assert_eq!(stored_path(None, "rel.c"), "rel.c");
+}

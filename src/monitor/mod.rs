@@ -470,7 +470,6 @@ impl Monitor<'_> {
         else {
             return paths;
         };
-        let base = std::path::Path::new(&workdir);
         for line in String::from_utf8_lossy(&bytes)
             .lines()
             .map(str::trim)
@@ -478,7 +477,7 @@ impl Monitor<'_> {
         {
             paths.push((
                 PathRelation::Affected,
-                base.join(line).display().to_string(),
+                crate::ledger::stored_path(Some(&workdir), line),
             ));
         }
         paths

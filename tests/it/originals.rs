@@ -299,21 +299,30 @@ fn a_job_without_events_answers_none_with_a_note_and_exit_0() {
     assert!(out.stderr.contains("events were off"), "{out:?}");
 }
 
+/// A sandbox whose jobs run `body` (with `sh`) in the folder `work` it
+/// holds, with no cooldown, and the config `tweak` gives.
+fn in_a_workdir(
+    body: &str,
+    tweak: impl FnOnce(ConfigToml) -> ConfigToml,
+) -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::new();
+    let work = sb.base.join("work");
+    fs::create_dir_all(&work).expect("workdir");
+    let script = sb.script("job", body);
+    let config = ConfigToml::new(&["/bin/sh", &script])
+        .profile("workdir", &q(&work.to_string_lossy()))
+        .profile("cooldown", "\"0s\"");
+    sb.configure(&tweak(config));
+    (sb, work)
+}
+
 /// "Has a failing run touched this file before?" in one command:
 /// `who-touched` with `--outcome` and `--since`.
 #[test]
 fn who_touched_answers_which_failing_runs_touched_a_file_and_since_when() {
-    let sb = Sandbox::new();
-    let work = sb.base.join("work");
-    fs::create_dir_all(&work).expect("workdir");
-    let script = sb.script(
-        "job",
+    let (sb, work) = in_a_workdir(
         r#"printf 'src/a.txt\n' > "$JOBWARDEN_RUN_DIR/affected"; exit "$(cat)""#,
-    );
-    sb.configure(
-        &ConfigToml::new(&["/bin/sh", &script])
-            .profile("workdir", &q(&work.to_string_lossy()))
-            .profile("cooldown", "\"0s\""),
+        |c| c,
     );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "breaks", "3");
@@ -483,11 +492,7 @@ fn a_drained_queue_gets_a_completion_summary_of_its_batch() {
 /// of the same prompt got rid of it, and which files carry the most.
 #[test]
 fn diagnostics_in_a_job_s_output_are_kept_and_answer_which_run_fixed_them() {
-    let sb = Sandbox::new();
-    let work = sb.base.join("work");
-    fs::create_dir_all(&work).expect("workdir");
-    let script = sb.script(
-        "build",
+    let (sb, work) = in_a_workdir(
         r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then
   echo 'error[E0425]: cannot find value `x` in this scope' >&2
   echo ' --> src/main.rs:2:13' >&2
@@ -496,12 +501,7 @@ fn diagnostics_in_a_job_s_output_are_kept_and_answer_which_run_fixed_them() {
   exit 101
 fi
 echo fixed"#,
-    );
-    sb.configure(
-        &ConfigToml::new(&["/bin/sh", &script])
-            .profile("workdir", &q(&work.to_string_lossy()))
-            .profile("max_attempts", "2")
-            .profile("cooldown", "\"0s\""),
+        |c| c.profile("max_attempts", "2"),
     );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "build", "make it compile\n");
