@@ -42,10 +42,21 @@ pub fn write_marker(
     id: &JobId,
     reason: Option<&str>,
 ) -> Result<Requested, IoError> {
+    let by = format!("jobwarden abort (uid {})", nix::unistd::getuid());
+    write_marker_by(layout, id, reason, &by)
+}
+
+/// [`write_marker`] for a request made by `by` (the daemon's reconcile).
+pub fn write_marker_by(
+    layout: &Layout,
+    id: &JobId,
+    reason: Option<&str>,
+    by: &str,
+) -> Result<Requested, IoError> {
     let marker = Marker {
         requested_at: Some(Timestamp::now()),
         reason: reason.map(str::to_owned),
-        by: Some(format!("jobwarden abort (uid {})", nix::unistd::getuid())),
+        by: Some(by.to_owned()),
     };
     let path = layout.abort_marker(id);
     let mut bytes = serde_json::to_vec_pretty(&marker)

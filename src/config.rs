@@ -225,6 +225,43 @@ pub struct Profile {
     /// Its jobs may run beside other jobs in the same workdir (by default
     /// jobs sharing a workdir that is not their own run one at a time).
     pub shared_workdir: bool,
+    /// Where its jobs' published work lives in git (`[profiles.*.git]`):
+    /// what the reconcile watches until it is merged.
+    pub git: Option<GitTemplates>,
+}
+
+/// A profile's `git` table, its values templates resolved per job into
+/// `job.json`'s `git` ([`crate::git::GitWork`]).
+#[derive(Debug, Clone)]
+pub struct GitTemplates {
+    pub repo: Template,
+    pub branch: Template,
+    pub target: Template,
+    pub worktree: Option<Template>,
+    /// A remote to fetch before the branch is judged.
+    pub fetch: Option<String>,
+}
+
+impl GitTemplates {
+    /// Every template of the table.
+    pub fn templates(&self) -> impl Iterator<Item = &Template> {
+        [&self.repo, &self.branch, &self.target]
+            .into_iter()
+            .chain(self.worktree.as_ref())
+    }
+
+    /// The table resolved for one job, checked as git will see it.
+    pub fn resolve(&self, vars: &Vars) -> Result<crate::git::GitWork, String> {
+        let work = crate::git::GitWork {
+            repo: self.repo.render(vars),
+            branch: self.branch.render(vars),
+            target: self.target.render(vars),
+            worktree: self.worktree.as_ref().map(|t| t.render(vars)),
+            fetch: self.fetch.clone(),
+        };
+        work.check()?;
+        Ok(work)
+    }
 }
 
 /// A `prepare` or `publish` command.
@@ -291,6 +328,10 @@ pub struct Config {
     /// Bytes of each output stream's tail kept in the ledger.
     pub artifact_tail_bytes: u64,
     pub retention: Retention,
+    /// How often the published work of ended jobs is checked against git
+    /// (merged, branch deleted) and running jobs' worktrees looked for;
+    /// also once at start.
+    pub reconcile_interval: Duration,
     /// `[[route]]` entries, in order: the first that matches wins.
     pub routes: Vec<Route>,
 }
@@ -459,6 +500,12 @@ fn build(
                 as usize,
             gc_interval: v.duration("gc_interval", raw.gc_interval, 3600 * SEC, true),
         },
+        reconcile_interval: v.duration(
+            "reconcile_interval",
+            raw.reconcile_interval,
+            300 * SEC,
+            true,
+        ),
         routes: Vec::new(),
     };
     config.profiles = profile::build(v, &raw.profiles);

@@ -17,6 +17,7 @@ mod job_ends;
 mod ledger_state;
 mod lock;
 mod monitors;
+mod published_watch;
 pub mod notify;
 mod schedule;
 mod startup_check;
@@ -105,6 +106,7 @@ pub async fn run(
     // After the first claims, off the loop: the ledger's quick check, and
     // what start-up did not read (see `recover.rs`).
     daemon.start_startup_check();
+    daemon.published.start(&daemon.layout, &daemon.config);
     let result = daemon.event_loop(signals, shutdown).await;
     daemon.stop_startup_check();
     daemon.watcher = None;
@@ -218,6 +220,7 @@ struct Daemon {
     /// The start's `PRAGMA quick_check`, until its verdict is taken.
     quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
     gc_running: Arc<AtomicBool>,
+    published: published_watch::PublishedWatch,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
     /// Claims are being made in a group commit (`Daemon::claiming`): no
@@ -277,6 +280,7 @@ impl Daemon {
             ledger_condition: crate::ledger::health::Condition::ok(),
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
+            published: Default::default(),
             stopping: false,
             holding_starts: false,
             idle_sender: None,
@@ -301,6 +305,7 @@ impl Daemon {
         let mut rescan = interval_after(self.rescan_period());
         let mut tick = interval_after(self.config.heartbeat_interval);
         let mut gc = interval_after(self.config.retention.gc_interval);
+        let mut reconcile = interval_after(self.config.reconcile_interval);
         // Pinged from this loop, so a wedged loop is what stops the pings.
         let watchdog_period = self.notifier.watchdog_period();
         let mut watchdog = interval_after(watchdog_period.unwrap_or(Duration::from_secs(3600)));
@@ -329,8 +334,14 @@ impl Daemon {
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
+                _ = reconcile.tick() => self.published.start(&self.layout, &self.config),
             }
-            self.follow_intervals(&mut rescan, &mut tick, &mut gc);
+            self.follow_intervals([
+                (&mut rescan, self.rescan_period()),
+                (&mut tick, self.config.heartbeat_interval),
+                (&mut gc, self.config.retention.gc_interval),
+                (&mut reconcile, self.config.reconcile_interval),
+            ]);
             self.release_memory();
         }
     }

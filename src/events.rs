@@ -62,6 +62,8 @@ ops! {
     Exited => "exited",
     PhaseExited => "phase_exited",
     Published => "published",
+    Reconciled => "reconciled",
+    GitCheckFailed => "git_check_failed",
     Archived => "archived",
     Requeued => "requeued",
     ArchiveFailed => "archive_failed",

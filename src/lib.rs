@@ -124,6 +124,7 @@ pub mod fault;
 pub mod front_matter;
 pub mod fsio;
 pub mod gc;
+pub mod git;
 pub mod inbox;
 pub mod job;
 pub mod layout;
@@ -132,6 +133,7 @@ pub mod logging;
 pub mod lookup;
 pub mod monitor;
 pub mod procfs;
+pub mod published;
 #[cfg(test)]
 mod props;
 pub mod recover;

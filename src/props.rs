@@ -411,6 +411,7 @@ const GLOBAL_KEYS: &[&str] = &[
     "keep_days",
     "keep_artifacts",
     "gc_interval",
+    "reconcile_interval",
     "root",
 ];
 
@@ -460,7 +461,7 @@ fn size_text() -> impl Strategy<Value = String> {
 fn global_value(key: &'static str) -> BoxedStrategy<String> {
     let right: BoxedStrategy<String> = match key {
         "heartbeat_interval" | "rescan_interval" | "settle" | "abort_grace" | "drain_timeout"
-        | "gc_interval" => prop_oneof![3 => good_duration(), 1 => duration_text()]
+        | "gc_interval" | "reconcile_interval" => prop_oneof![3 => good_duration(), 1 => duration_text()]
             .prop_map(|d| format!("{d:?}"))
             .boxed(),
         "max_prompt_bytes" | "max_log_bytes" | "artifact_tail_bytes" => size_text().boxed(),

@@ -475,6 +475,37 @@ pub fn resume_end(
     }
 }
 
+/// Move the archived prompt of a job whose end changed (`succeeded →
+/// merged`) to its new state's archive folder, as [`place`] moves any
+/// prompt: never replacing a file, the record naming where it is. Run
+/// again after a cut-short move, it finds the prompt by its digest where
+/// it got to. A prompt retention removed, or a record that names none,
+/// is left so.
+pub fn rearchive(layout: &Layout, rec: &mut JobRecord, events: &mut EventLog) -> Result<(), JobError> {
+    let Some(recorded) = rec.archive_path.as_deref().map(|p| layout.resolve(p)) else {
+        return Ok(());
+    };
+    let dest = layout.archived_prompt(rec.state, &rec.prompt_name(), &rec.job_id);
+    let held = if holds_claimed_bytes(layout, rec, &recorded) {
+        recorded
+    } else {
+        match already_placed(layout, rec, &dest) {
+            Some(found) => found,
+            None => return Ok(()),
+        }
+    };
+    if held == dest || held.parent() == dest.parent() {
+        if rec.archive_path.as_deref() != Some(rel(layout, &held).as_str()) {
+            record_place(layout, rec, &held);
+            rec.save(layout)?;
+        }
+        return Ok(());
+    }
+    record_place(layout, rec, &dest);
+    rec.save(layout)?;
+    place(layout, rec, events, &held, &dest)
+}
+
 /// Does the job index know a job of `rec`'s prompt claimed after it?
 fn newer_job_holds_claim(ledger: Option<&Ledger>, rec: &JobRecord) -> bool {
     let newest = ledger.map(|l| l.newest_job_of(&rec.project, &rec.name));

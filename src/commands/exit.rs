@@ -110,7 +110,7 @@ impl Exit {
     /// The code of a job that ended in `state`; `None` while it has not.
     pub fn of_state(state: JobState) -> Option<Exit> {
         Some(match state {
-            JobState::Succeeded => Exit::Success,
+            JobState::Succeeded | JobState::Merged => Exit::Success,
             JobState::Failed => Exit::Failed,
             JobState::TimedOut => Exit::TimedOut,
             JobState::Aborted => Exit::Aborted,

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::rate_limit::Patterns;
-use super::raw::{RawPhase, RawProfile, RawRateLimit};
+use super::raw::{RawGit, RawPhase, RawProfile, RawRateLimit};
 use super::template::Template;
 use super::validate::Validator;
-use super::{DEFAULT_PROFILE, DEMO_COMMAND, Phase, Profile, PromptVia, RateLimit};
+use super::{DEFAULT_PROFILE, DEMO_COMMAND, GitTemplates, Phase, Profile, PromptVia, RateLimit};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const MINUTE: Duration = Duration::from_secs(60);
@@ -88,6 +88,10 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             None => rate_limit(v, &key("rate_limit"), &RawRateLimit::default()),
         },
     };
+    let git = match &p.git {
+        Some(raw) => git(v, &key("git"), raw),
+        None => base.and_then(|b| b.git.clone()),
+    };
     let limits = match &p.limits {
         Some(raw) => v.limits(&key("limits"), raw),
         None => base.map(|b| b.limits).unwrap_or_default(),
@@ -134,7 +138,44 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             )
             .or(base.map(|b| b.shared_workdir))
             .unwrap_or(false),
+        git,
     }
+}
+
+/// A `git` table (`key` names it).
+fn git(v: &mut Validator, key: &str, raw: &RawGit) -> Option<GitTemplates> {
+    let mut template = |name: &str, value: &Option<super::raw::Loose<String>>, required: bool| {
+        let k = format!("{key}.{name}");
+        if value.is_none() && required {
+            v.fault(
+                &k,
+                format!("{k}: missing; e.g. repo = \"/srv/repos/app\", branch = \"jobwarden/{{job_id}}\""),
+            );
+        }
+        let text = v.take(&k, value.clone(), "a string")?;
+        v.template(&k, &text)
+    };
+    let repo = template("repo", &raw.repo, true);
+    let branch = template("branch", &raw.branch, true);
+    let target = match &raw.target {
+        Some(_) => template("target", &raw.target, false),
+        None => Some(constant("main")),
+    };
+    let worktree = template("worktree", &raw.worktree, false);
+    let fetch_key = format!("{key}.fetch");
+    let fetch = v.take(&fetch_key, raw.fetch.clone(), "a remote's name, like \"origin\"");
+    if let Some(remote) = &fetch
+        && let Err(e) = crate::git::check_ref(&fetch_key, remote)
+    {
+        v.fault(&fetch_key, e);
+    }
+    Some(GitTemplates {
+        repo: repo?,
+        branch: branch?,
+        target: target?,
+        worktree,
+        fetch,
+    })
 }
 
 fn demo_command() -> Vec<Template> {

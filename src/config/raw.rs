@@ -61,6 +61,7 @@ pub(super) struct RawConfig {
     pub keep_days: Opt<i64>,
     pub keep_artifacts: Opt<i64>,
     pub gc_interval: Opt<String>,
+    pub reconcile_interval: Opt<String>,
     #[serde(default)]
     pub profiles: BTreeMap<String, RawProfile>,
     #[serde(default, rename = "route")]
@@ -84,6 +85,17 @@ pub(super) struct RawProfile {
     pub limits: Option<RawLimits>,
     pub max_jobs: Opt<i64>,
     pub shared_workdir: Opt<bool>,
+    pub git: Option<RawGit>,
+}
+
+/// A profile's `git`: where its jobs' published work lives.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawGit {
+    pub repo: Opt<String>,
+    pub branch: Opt<String>,
+    pub target: Opt<String>,
+    pub worktree: Opt<String>,
+    pub fetch: Opt<String>,
 }
 
 /// A profile's `prepare` or `publish`.
@@ -220,6 +232,7 @@ fn keys_at(parent: &[Seg]) -> &'static [&'static str] {
             "rate_limit" => keys_of::<RawRateLimit>(),
             "prepare" | "publish" => keys_of::<RawPhase>(),
             "limits" => keys_of::<RawLimits>(),
+            "git" => keys_of::<RawGit>(),
             _ => &[],
         },
         [r, Seg::Index(_)] if key(r, "route") => keys_of::<RawRoute>(),

@@ -367,9 +367,11 @@ pub fn needed_captures(p: &super::Profile) -> impl Iterator<Item = &str> {
         .into_iter()
         .flatten()
         .flat_map(|ph| ph.command.iter());
+    let git = p.git.iter().flat_map(|g| g.templates());
     p.command
         .iter()
         .chain(phases)
+        .chain(git)
         .flat_map(|t| t.names())
         .filter(|v| !Template::JOB_VARS.contains(v))
         .chain(

@@ -30,6 +30,7 @@ struct ShownConfig<'a> {
     keep_days: u32,
     keep_artifacts: usize,
     gc_interval: String,
+    reconcile_interval: String,
     profiles: BTreeMap<&'a str, ShownProfile<'a>>,
     #[serde(rename = "route", skip_serializing_if = "Vec::is_empty")]
     routes: Vec<ShownRoute<'a>>,
@@ -48,6 +49,17 @@ struct ShownRoute<'a> {
     max_jobs: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     shared_workdir: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct ShownGit<'a> {
+    repo: &'a str,
+    branch: &'a str,
+    target: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worktree: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fetch: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -76,6 +88,8 @@ struct ShownProfile<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_jobs: Option<usize>,
     shared_workdir: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    git: Option<ShownGit<'a>>,
 }
 
 #[derive(Serialize)]
@@ -108,6 +122,7 @@ impl Config {
             keep_days: self.retention.keep_days,
             keep_artifacts: self.retention.keep_artifacts,
             gc_interval: dur(self.retention.gc_interval),
+            reconcile_interval: dur(self.reconcile_interval),
             profiles: self
                 .profiles
                 .iter()
@@ -137,6 +152,13 @@ impl Config {
                         limits: p.limits.any().then(|| p.limits.shown()),
                         max_jobs: p.max_jobs,
                         shared_workdir: p.shared_workdir,
+                        git: p.git.as_ref().map(|g| ShownGit {
+                            repo: g.repo.source(),
+                            branch: g.branch.source(),
+                            target: g.target.source(),
+                            worktree: g.worktree.as_ref().map(Template::source),
+                            fetch: g.fetch.as_deref(),
+                        }),
                     };
                     (n.as_str(), shown)
                 })

@@ -206,19 +206,13 @@ fn source_path(config: &Config) -> Option<PathBuf> {
 impl Daemon {
     /// Re-arm the loop's intervals whose period is no longer what the
     /// config in force (or the watch) asks for.
-    pub(super) fn follow_intervals(
+    /// (Events lost — watch limit, queue overflow — make rescans carry
+    /// the load: their period is then as without a watcher.)
+    pub(super) fn follow_intervals<const N: usize>(
         &self,
-        rescan: &mut tokio::time::Interval,
-        tick: &mut tokio::time::Interval,
-        gc: &mut tokio::time::Interval,
+        intervals: [(&mut tokio::time::Interval, std::time::Duration); N],
     ) {
-        // Events were lost (watch limit, queue overflow): rescans then
-        // carry the load, so they come as often as without a watcher.
-        for (interval, period) in [
-            (rescan, self.rescan_period()),
-            (tick, self.config.heartbeat_interval),
-            (gc, self.config.retention.gc_interval),
-        ] {
+        for (interval, period) in intervals {
             if interval.period() != period {
                 *interval = super::interval_after(period);
             }

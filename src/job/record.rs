@@ -87,8 +87,31 @@ pub struct JobRecord {
     /// the monitor starts it.
     #[serde(default)]
     pub containment: Option<String>,
+    /// Where the job's published work lives in git (its profile's `git`,
+    /// resolved when it started); null when its profile has none.
+    #[serde(default)]
+    pub git: Option<crate::git::GitWork>,
+    /// When its work was merged into its target (state `merged`).
+    #[serde(default)]
+    pub merged_at: Option<Timestamp>,
+    /// The commit that merged it: the merge commit, or the branch's tip
+    /// when the target was fast-forwarded.
+    #[serde(default)]
+    pub merge_commit: Option<String>,
+    /// What the reconcile found about its published work after it ended
+    /// (`branch_merged`, `branch_deleted`), and when.
+    #[serde(default)]
+    pub reconciled: Option<Reconciled>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What the reconcile found about a job's published work after it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconciled {
+    /// `branch_merged` or `branch_deleted`.
+    pub reason: String,
+    pub at: Timestamp,
 }
 
 /// Per-job settings from the prompt's front matter; null where the
@@ -152,6 +175,10 @@ impl JobRecord {
             priority: 0,
             overrides: Overrides::default(),
             containment: None,
+            git: None,
+            merged_at: None,
+            merge_commit: None,
+            reconciled: None,
             extra: serde_json::Map::new(),
         }
     }
@@ -204,6 +231,15 @@ impl JobRecord {
         }
         if let Some(p) = &self.profile {
             layout::validate_segment(p).map_err(|e| format!("profile {p:?} {e}"))?;
+        }
+        // Its names are given to git.
+        if let Some(git) = &self.git {
+            git.check()?;
+        }
+        if let Some(c) = &self.merge_commit
+            && (!(4..=64).contains(&c.len()) || !c.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(format!("merge_commit {c:?} is not a commit id"));
         }
         for (key, value) in [
             ("inbox_path", &self.inbox_path),
@@ -325,7 +361,8 @@ impl JobRecord {
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
             self.started_at = Some(now);
         }
-        if to.is_terminal() {
+        // An ended job keeps its end: `succeeded → merged` is not one.
+        if to.is_terminal() && !self.state.is_terminal() {
             self.finished_at = Some(now);
         }
         if reason.is_some() {

@@ -10,6 +10,13 @@
 //! start): the monitor finds it before or instead of a spawn, while the job
 //! is `queued` (the first command), `preparing` (the main command after
 //! `prepare`) or `running` (`publish` after the main command).
+//!
+//! `merged` is the end of a job whose published work is merged into its
+//! target: straight from `publishing` when the publish itself merged, or
+//! later from `succeeded` when the reconcile finds the published branch
+//! merged. The ended states are a fixed list ([`TERMINAL`]): `succeeded →
+//! merged` is the one edge out of an ended state, and it changes nothing
+//! else: an ended job never runs again, whatever its state.
 
 use std::fmt;
 
@@ -30,11 +37,13 @@ pub enum JobState {
     Rejected,
     Cancelled,
     SetupFailed,
+    Merged,
 }
 
 use JobState::*;
 
-/// Where a job may go from each state. Terminal states have no row.
+/// Where a job may go from each state. Of the ended states only
+/// `succeeded` has a row: its work may be merged later.
 const TRANSITIONS: &[(JobState, &[JobState])] = &[
     (
         Queued,
@@ -67,12 +76,13 @@ const TRANSITIONS: &[(JobState, &[JobState])] = &[
     ),
     (
         Publishing,
-        &[Succeeded, Failed, TimedOut, Aborted, Interrupted],
+        &[Succeeded, Merged, Failed, TimedOut, Aborted, Interrupted],
     ),
+    (Succeeded, &[Merged]),
 ];
 
-/// The terminal states: where a record found lying may be restored to
-/// (see [`JobState::check_restore`]).
+/// The terminal (ended) states: a job in one never runs again, and a record
+/// found lying may be restored to one (see [`JobState::check_restore`]).
 const TERMINAL: &[JobState] = &[
     Succeeded,
     Failed,
@@ -82,6 +92,7 @@ const TERMINAL: &[JobState] = &[
     Rejected,
     Cancelled,
     SetupFailed,
+    Merged,
 ];
 
 /// An attempt to move a job where the table does not allow.
@@ -105,7 +116,7 @@ fn valid_list(valid: &[JobState]) -> String {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 12] = [
+    pub const ALL: [JobState; 13] = [
         Queued,
         Preparing,
         Running,
@@ -118,6 +129,7 @@ impl JobState {
         Rejected,
         Cancelled,
         SetupFailed,
+        Merged,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -134,6 +146,7 @@ impl JobState {
             Rejected => "rejected",
             Cancelled => "cancelled",
             SetupFailed => "setup_failed",
+            Merged => "merged",
         }
     }
 
@@ -153,8 +166,9 @@ impl JobState {
             .unwrap_or(&[])
     }
 
+    /// Has a job in this state ended (it never runs again)?
     pub fn is_terminal(self) -> bool {
-        self.valid_targets().is_empty()
+        TERMINAL.contains(&self)
     }
 
     pub fn check_transition(self, to: JobState) -> Result<(), InvalidTransition> {
@@ -225,13 +239,23 @@ mod tests {
     }
 
     #[test]
-    fn terminal_states_have_no_way_out() {
+    fn an_ended_job_only_ever_moves_from_succeeded_to_merged() {
         for s in TERMINAL.iter().copied() {
             assert!(s.is_terminal());
             for to in JobState::ALL {
-                assert!(s.check_transition(to).is_err(), "{s} -> {to}");
+                let may = s == Succeeded && to == Merged;
+                assert_eq!(s.check_transition(to).is_ok(), may, "{s} -> {to}");
             }
         }
+    }
+
+    #[test]
+    fn merged_is_reached_from_publishing_and_succeeded_only() {
+        for s in JobState::ALL {
+            let may = matches!(s, Publishing | Succeeded);
+            assert_eq!(s.check_transition(Merged).is_ok(), may, "{s}");
+        }
+        assert!(Merged.valid_targets().is_empty());
     }
 
     #[test]
@@ -261,9 +285,11 @@ mod tests {
     }
 
     #[test]
-    fn the_terminal_list_is_every_state_without_a_way_out() {
+    fn every_state_without_a_way_out_is_terminal() {
         for s in JobState::ALL {
-            assert_eq!(TERMINAL.contains(&s), s.is_terminal(), "{s}");
+            if s.valid_targets().is_empty() {
+                assert!(s.is_terminal(), "{s}");
+            }
         }
     }
 
@@ -281,11 +307,16 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("running -> queued"), "{msg}");
         assert!(msg.contains("publishing, succeeded"), "{msg}");
-        let msg = Succeeded
-            .check_transition(Failed)
+        let msg = Failed
+            .check_transition(Succeeded)
             .expect_err("terminal")
             .to_string();
         assert!(msg.contains("terminal"), "{msg}");
+        let msg = Succeeded
+            .check_transition(Failed)
+            .expect_err("ended")
+            .to_string();
+        assert!(msg.contains("valid targets from succeeded: merged"), "{msg}");
     }
 
     #[test]
@@ -294,6 +325,7 @@ mod tests {
         assert!(Queued.check_restore(Succeeded).is_ok());
         assert!(Running.check_restore(Queued).is_err());
         assert!(Failed.check_restore(Succeeded).is_err());
+        assert!(Succeeded.check_restore(Merged).is_err());
     }
 
     #[test]

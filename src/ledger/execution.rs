@@ -67,6 +67,10 @@ pub struct Execution {
     /// `archived` or `requeued`: what happened to the prompt afterwards.
     pub disposition: Option<String>,
     pub source: Source,
+    /// Its published work (the job's `git`), and its merge when the job
+    /// ended `merged`: written beside the row (`published`).
+    #[serde(skip)]
+    pub published: Option<(crate::git::GitWork, Option<(u64, String)>)>,
 }
 
 fn ser_outcome<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
@@ -160,6 +164,7 @@ impl Execution {
             prompt_sha256: None,
             disposition: None,
             source,
+            published: None,
         }
     }
 
@@ -200,8 +205,23 @@ impl Execution {
             prompt_sha256: rec.prompt_sha256.clone(),
             disposition: disposition.map(str::to_owned),
             source,
+            published: published_work(rec),
         }
     }
+}
+
+/// The published work of a job that ended with it published (succeeded
+/// or merged, its profile with `git`), and its merge if it ended merged.
+fn published_work(rec: &JobRecord) -> Option<(crate::git::GitWork, Option<(u64, String)>)> {
+    use crate::job::JobState;
+    if !matches!(rec.state, JobState::Succeeded | JobState::Merged) {
+        return None;
+    }
+    let merged = match (rec.state, rec.merged_at, &rec.merge_commit) {
+        (JobState::Merged, Some(at), Some(commit)) => Some((at.epoch_ms(), commit.clone())),
+        _ => None,
+    };
+    Some((rec.git.clone()?, merged))
 }
 
 /// A path a job listed or printed, as the ledger stores it: made absolute
@@ -287,5 +307,9 @@ fn insert(
         )?;
     }
     super::diagnostics::store(tx, e, artifacts)?;
+    if let Some((git, merged)) = &e.published {
+        let merged = merged.as_ref().map(|(at, c)| (*at, c.as_str()));
+        super::published::insert(tx, &e.id, git, merged, Timestamp::now().epoch_ms())?;
+    }
     Ok(true)
 }

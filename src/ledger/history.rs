@@ -83,7 +83,7 @@ impl Filter {
     }
 
     /// ` WHERE …` (or nothing) and its parameters, plus `extra` conditions.
-    fn where_sql(&self, extra: &[&str]) -> (String, Vec<Value>) {
+    pub(super) fn where_sql(&self, extra: &[&str]) -> (String, Vec<Value>) {
         let (mut conds, params): (Vec<&str>, Vec<Value>) = self.conditions().into_iter().unzip();
         conds.extend_from_slice(extra);
         if conds.is_empty() {
@@ -134,6 +134,9 @@ pub struct Summary {
     pub by_outcome: BTreeMap<String, u64>,
     /// success / (total - aborted - rejected); `None` when that is 0.
     pub success_rate: Option<f64>,
+    /// Of the successes, those whose work is merged (by their publish or
+    /// found merged later): the ledger's `published` table.
+    pub merged: u64,
     /// Executions with a duration (the ones that started).
     pub with_duration: u64,
     pub median_duration_ms: Option<u64>,
@@ -276,6 +279,12 @@ impl Ledger {
             self.window_percentiles(f, &mut stats)?;
             stats
         };
+        for (project, n) in self.merged_counts(f)? {
+            stats.overall.merged += n;
+            if let Some(s) = stats.projects.get_mut(&project) {
+                s.merged = n;
+            }
+        }
         snapshot.commit().map_err(|e| self.err(e))?;
         for s in std::iter::once(&mut stats.overall).chain(stats.projects.values_mut()) {
             s.success_rate = success_rate(s);
@@ -639,6 +648,7 @@ pub(super) fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
         prompt_sha256: r.get(18)?,
         disposition: r.get(19)?,
         source: parse_text(r, 20, |s| s.parse::<Source>())?,
+        published: None,
     })
 }
 

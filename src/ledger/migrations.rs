@@ -363,8 +363,35 @@ CREATE TABLE clock_steps (
 CREATE INDEX clock_steps_by_time ON clock_steps (noticed_at);
 "#;
 
+/// Migration 9: merged work. `merged` is a job state whose outcome is
+/// `success` (an execution row never changes, and a merge is mostly
+/// learned after it was written); the merge is a fact of `published`.
+const V9: &str = r#"
+INSERT INTO job_counts (state, n) VALUES ('merged', 0);
+
+-- The git branch of each execution that ended with its work published
+-- (its profile has `git`), watched by the reconcile until settled.
+CREATE TABLE published (
+    execution_id TEXT PRIMARY KEY REFERENCES executions (id),
+    repo TEXT NOT NULL,                    -- the repository (absolute path)
+    branch TEXT NOT NULL,                  -- the job's branch, as configured
+    target TEXT NOT NULL,                  -- what it is merged into
+    fetch TEXT,                            -- remote fetched before judging, if any
+    worktree TEXT,                         -- the job's worktree, if it had one
+    settled TEXT                           -- NULL while watched
+        CHECK (settled IS NULL OR settled IN ('publish_merged', 'branch_merged', 'branch_deleted')),
+    settled_at INTEGER,                    -- epoch ms, when settled
+    merged_at INTEGER                      -- epoch ms, when merged (merges only)
+        CHECK (merged_at IS NULL OR merged_at >= 1577836800000),
+    merge_commit TEXT,                     -- the commit that merged it
+    CHECK ((settled IS NULL) = (settled_at IS NULL)),
+    CHECK ((merged_at IS NOT NULL) = (settled IS NOT NULL AND settled <> 'branch_deleted'))
+) WITHOUT ROWID;
+CREATE INDEX published_watched ON published (execution_id) WHERE settled IS NULL;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -282,6 +282,14 @@ fn environment(job: &Job<'_>, vars: &Vars, stage: Stage) -> Vec<(String, OsStrin
     set("JOBWARDEN_NAME", rec.name.clone().into());
     set("JOBWARDEN_WORKDIR", vars["workdir"].clone().into());
     set("JOBWARDEN_PHASE", stage.as_str().into());
+    if let Some(git) = &rec.git {
+        set("JOBWARDEN_GIT_REPO", git.repo.clone().into());
+        set("JOBWARDEN_GIT_BRANCH", git.branch.clone().into());
+        set("JOBWARDEN_GIT_TARGET", git.target.clone().into());
+        if let Some(w) = &git.worktree {
+            set("JOBWARDEN_GIT_WORKTREE", w.clone().into());
+        }
+    }
     env
 }
 

@@ -114,7 +114,41 @@ impl Monitor<'_> {
         self.rec.result_ref = end.result_ref;
         self.events
             .append(Op::Published, json!({"result_ref": self.rec.result_ref}));
+        if self.merged_by_publish().await {
+            return Ok(self.ending(JobState::Merged, Some(MERGED_BY_PUBLISH.into())));
+        }
         Ok(self.ending(JobState::Succeeded, reason))
+    }
+
+    /// Did the publish merge the job's branch into its target (its
+    /// profile has `git`)? If so its merge is noted in the record. If git
+    /// cannot answer, the job ends `succeeded` and the reconcile asks again.
+    async fn merged_by_publish(&mut self) -> bool {
+        let Some(git) = self.rec.git.clone() else {
+            return false;
+        };
+        let survey = crate::git::survey(
+            &git.repo,
+            git.fetch.as_deref(),
+            &git.target,
+            &[git.branch.as_str()],
+            crate::git::GIT_TIMEOUT,
+        )
+        .await;
+        match survey.map(|mut s| s.remove(&git.branch)) {
+            Ok(Some(crate::git::BranchState::Merged(merge))) => {
+                self.rec.merged_at = Some(Timestamp::now());
+                self.rec.merge_commit = Some(merge.commit);
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::warn!(job = %self.rec.job_id, "{e}; the job ends succeeded, and the reconcile asks git again");
+                self.events
+                    .append(Op::GitCheckFailed, json!({"error": e.to_string()}));
+                false
+            }
+        }
     }
 
     /// Start the command of `stage` (planned now unless `planned`) and
@@ -182,6 +216,9 @@ impl Monitor<'_> {
     /// The plan of `stage`'s command, or the job's end if it cannot run.
     /// The main command's argv becomes the job's `command`.
     pub(super) fn plan(&mut self, stage: Stage) -> Result<Plan, Stop> {
+        if let Err(reason) = self.resolve_git() {
+            return Err(self.start_failed(stage, NotStarted::Setup(reason)));
+        }
         let job = spawn::Job {
             layout: &self.layout,
             profile: &self.profile,
@@ -204,6 +241,30 @@ impl Monitor<'_> {
             self.rec.command = Some(plan.recorded_argv.clone());
         }
         Ok(plan)
+    }
+
+    /// The job's published work (its profile's `git`), resolved once,
+    /// before its first command: a value a route capture made unusable is
+    /// a setup failure naming it.
+    fn resolve_git(&mut self) -> Result<(), String> {
+        let Some(templates) = self.profile.git.as_ref() else {
+            return Ok(());
+        };
+        if self.rec.git.is_some() {
+            return Ok(());
+        }
+        let job = spawn::Job {
+            layout: &self.layout,
+            profile: &self.profile,
+            route: self.config.route_of(&self.rec),
+            rec: &self.rec,
+        };
+        let (vars, _) = spawn::vars(&job);
+        let work = templates
+            .resolve(&vars)
+            .map_err(|e| format!("profiles.{}.{e}", self.profile.name))?;
+        self.rec.git = Some(work);
+        Ok(())
     }
 
     /// Spawn `plan` and record the job in `stage`'s state, with the
@@ -407,6 +468,9 @@ impl Monitor<'_> {
 }
 
 /// The job's state while `stage` runs.
+/// The `state_reason` of a job whose publish merged its work.
+pub const MERGED_BY_PUBLISH: &str = "publish_merged";
+
 fn state_of(stage: Stage) -> JobState {
     match stage {
         Stage::Prepare => JobState::Preparing,

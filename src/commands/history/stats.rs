@@ -114,6 +114,11 @@ fn outcome_counts(s: &Summary) -> String {
     };
     let mut counts: Vec<(&String, &u64)> = s.by_outcome.iter().filter(|(_, n)| **n > 0).collect();
     counts.sort_by_key(|(name, _)| rank(name));
-    let parts: Vec<String> = counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
+    let mut parts: Vec<String> = counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
+    // Merged work is counted among the successes, and named after them.
+    if s.merged > 0 {
+        let at = usize::from(counts.first().is_some_and(|(o, _)| o.as_str() == "success"));
+        parts.insert(at, format!("(of which merged {})", s.merged));
+    }
     parts.join(", ")
 }

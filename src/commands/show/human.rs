@@ -57,6 +57,7 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
     rows.extend(facts.profile_line().map(|p| ("profile", p)));
     rows.push(("state", state_line(rec)));
     rows.extend(rec.result_ref.clone().map(|r| ("result", r)));
+    rows.extend(git_rows(rec, &when));
     rows.push(("claimed", when(rec.created_at)));
     rows.extend(rec.started_at.map(|t| ("started", when(t))));
     rows.extend(rec.finished_at.map(|t| ("finished", when(t))));
@@ -77,6 +78,26 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
             .unwrap_or_default();
         rows.push(("process", format!("pid {pid}{heartbeat}")));
     }
+}
+
+/// The job's published work: its branch, and its merge or what the
+/// reconcile found.
+fn git_rows(rec: &JobRecord, when: &dyn Fn(Timestamp) -> String) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let Some(git) = &rec.git else {
+        return rows;
+    };
+    rows.push((
+        "branch",
+        format!("{} → {} in {}", git.branch, git.target, git.repo),
+    ));
+    rows.extend(git.worktree.clone().map(|w| ("worktree", w)));
+    if let (Some(at), Some(commit)) = (rec.merged_at, &rec.merge_commit) {
+        rows.push(("merged", format!("{} by {commit}", when(at))));
+    } else if let Some(r) = &rec.reconciled {
+        rows.push(("reconcile", format!("{} {}", r.reason, when(r.at))));
+    }
+    rows
 }
 
 /// `failed (in prepare): <reason>`.

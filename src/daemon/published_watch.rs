@@ -1,0 +1,32 @@
+//! The reconcile of published work ([`crate::published`]) as the daemon
+//! runs it: once after the first claims, then every `reconcile_interval`;
+//! on a task of its own with its own ledger connection, so claims never
+//! wait on git; never two passes at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::layout::Layout;
+use crate::published::{self, Memory};
+
+#[derive(Default)]
+pub(super) struct PublishedWatch {
+    running: Arc<AtomicBool>,
+    memory: Arc<tokio::sync::Mutex<Memory>>,
+}
+
+impl PublishedWatch {
+    /// Start a pass unless one is still going.
+    pub(super) fn start(&self, layout: &Layout, config: &Arc<Config>) {
+        if self.running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (layout, config) = (layout.clone(), config.clone());
+        let (running, memory) = (self.running.clone(), self.memory.clone());
+        tokio::spawn(async move {
+            published::pass(&layout, &config, &mut *memory.lock().await).await;
+            running.store(false, Ordering::Release);
+        });
+    }
+}

@@ -1,0 +1,384 @@
+//! Published work in git: where a job's work lives (its profile's
+//! `[profiles.*.git]`, resolved for the job into `job.json`'s `git`), and
+//! what git says about it: is the job's branch merged into its target, and
+//! by which commit; is it gone; is the job's worktree gone.
+//!
+//! git is asked through its own commands (`rev-parse`, `for-each-ref`,
+//! `rev-list`, `fetch`), each in a process group of its own, killed with
+//! its children at a deadline, never waiting on a terminal or a pager.
+//! One survey asks a repository about many branches at once: the cost is a
+//! handful of processes a repository, not a few a job.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+
+/// How long one git command may take (a fetch included).
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A job's published work, as `job.json` keeps it (`git`): resolved from
+/// the profile's templates when the job started, so that a later config
+/// change does not move what the reconcile watches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitWork {
+    /// The repository the branch and target live in (absolute).
+    pub repo: String,
+    /// The job's branch: `refs/...`, or a name looked up under
+    /// `refs/heads/` then `refs/remotes/` (`origin/jw/x`).
+    pub branch: String,
+    /// What the branch is merged into (`main`, `origin/main`).
+    pub target: String,
+    /// The job's worktree, when it has one: a job that still runs needs it.
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// A remote fetched (`--prune`) before the branch is judged.
+    #[serde(default)]
+    pub fetch: Option<String>,
+}
+
+impl GitWork {
+    /// Every value checked as git will see it; the first fault, naming the
+    /// key, for a job's `setup_failed` reason or a record found bad.
+    pub fn check(&self) -> Result<(), String> {
+        if !Path::new(&self.repo).is_absolute() {
+            return Err(format!(
+                "git.repo {:?} is not an absolute path; name the repository's folder from /",
+                self.repo
+            ));
+        }
+        check_ref("git.branch", &self.branch)?;
+        check_ref("git.target", &self.target)?;
+        if let Some(remote) = &self.fetch {
+            check_ref("git.fetch", remote)?;
+        }
+        if let Some(w) = &self.worktree
+            && !Path::new(w).is_absolute()
+        {
+            return Err(format!(
+                "git.worktree {w:?} is not an absolute path; name the worktree's folder from /"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Is the job's worktree gone (nothing at its path, not even a
+    /// symlink)? False when it has none or it cannot tell.
+    pub fn worktree_missing(&self) -> bool {
+        self.worktree.as_ref().is_some_and(|w| {
+            std::fs::symlink_metadata(w).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        })
+    }
+}
+
+/// A name git is given as a ref or a remote: what `git check-ref-format`
+/// refuses, and anything git could take for an option or a range, is
+/// refused here (a route capture may have made it).
+pub fn check_ref(key: &str, name: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "{key} {name:?} {why}; use a branch name such as \"jobwarden/{{job_id}}\""
+        ))
+    };
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > 255 {
+        return bad("is longer than 255 bytes");
+    }
+    if name.starts_with('-') || name.starts_with('/') || name.ends_with('/') {
+        return bad("starts with '-' or '/' or ends with '/'");
+    }
+    if name.contains("..") || name.contains("@{") || name.contains("//") || name == "@" {
+        return bad("contains '..', '@{' or '//'");
+    }
+    if name.ends_with(".lock") || name.ends_with('.') {
+        return bad("ends with '.lock' or '.'");
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(*c))
+    {
+        return bad(&format!("contains {c:?}"));
+    }
+    if name.split('/').any(|part| part.starts_with('.')) {
+        return bad("has a part starting with '.'");
+    }
+    Ok(())
+}
+
+/// What git could not answer: the command and what it said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("git {what} in {repo}: {why}")]
+pub struct GitError {
+    pub repo: String,
+    pub what: String,
+    pub why: String,
+}
+
+/// Where a job's branch stands against its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BranchState {
+    /// Every commit of the branch is in the target.
+    Merged(Merge),
+    /// The branch is there, not (yet) merged.
+    Open,
+    /// No ref of that name exists (deleted, or pruned by the fetch).
+    Deleted,
+}
+
+/// How a branch came into its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merge {
+    /// The commit of the target's first-parent history that brought the
+    /// branch in: the merge commit, or the branch's own tip when the
+    /// target was fast-forwarded to it.
+    pub commit: String,
+    /// That commit's committer time.
+    pub committed_at: Option<Timestamp>,
+}
+
+/// One repository asked about `branches` against `target` (fetching
+/// `fetch` first, when given).
+pub async fn survey(
+    repo: &str,
+    fetch: Option<&str>,
+    target: &str,
+    branches: &[&str],
+    timeout: Duration,
+) -> Result<BTreeMap<String, BranchState>, GitError> {
+    let git = Git { repo, timeout };
+    if !Path::new(repo).is_dir() {
+        return Err(git.error("survey", "the repository's folder does not exist".into()));
+    }
+    if let Some(remote) = fetch {
+        git.run("fetch", &["fetch", "--prune", "--quiet", "--no-tags", remote])
+            .await?;
+    }
+    let target_sha = git
+        .run(
+            "rev-parse",
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{target}^{{commit}}"),
+            ],
+        )
+        .await
+        .map_err(|e| git.error("rev-parse", format!("target {target:?} not found ({})", e.why)))?
+        .trim()
+        .to_owned();
+    let all = git.refs(None).await?;
+    let merged: BTreeSet<String> = git.refs(Some(&target_sha)).await?.into_keys().collect();
+    let mut states = BTreeMap::new();
+    for &branch in branches {
+        let state = match lookup(&all, branch) {
+            None => BranchState::Deleted,
+            Some((name, _)) if !merged.contains(name) => BranchState::Open,
+            Some((_, tip)) => BranchState::Merged(git.merge_of(tip, &target_sha).await?),
+        };
+        states.insert(branch.to_owned(), state);
+    }
+    Ok(states)
+}
+
+/// `refname sha` lines into a map.
+fn parse_refs(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, sha)| (name.to_owned(), sha.trim().to_owned()))
+        .collect()
+}
+
+/// The ref `branch` names, as git would resolve a branch name: a full
+/// `refs/...` name as it is, else a local branch, else a remote-tracking
+/// one.
+fn lookup<'a>(refs: &'a BTreeMap<String, String>, branch: &str) -> Option<(&'a String, &'a String)> {
+    let candidates = if branch.starts_with("refs/") {
+        vec![branch.to_owned()]
+    } else {
+        vec![
+            format!("refs/heads/{branch}"),
+            format!("refs/remotes/{branch}"),
+        ]
+    };
+    candidates.iter().find_map(|c| refs.get_key_value(c))
+}
+
+struct Git<'a> {
+    repo: &'a str,
+    timeout: Duration,
+}
+
+impl Git<'_> {
+    fn error(&self, what: &str, why: String) -> GitError {
+        GitError {
+            repo: self.repo.to_owned(),
+            what: what.to_owned(),
+            why,
+        }
+    }
+
+    /// Branches (local and remote-tracking) by full name, with their tips;
+    /// only those merged into `merged_into` when given.
+    async fn refs(&self, merged_into: Option<&str>) -> Result<BTreeMap<String, String>, GitError> {
+        let merged = merged_into.map(|sha| format!("--merged={sha}"));
+        let mut args = vec!["for-each-ref", "--format=%(refname) %(objectname)"];
+        args.extend(merged.as_deref());
+        args.extend(["refs/heads", "refs/remotes"]);
+        self.run("for-each-ref", &args).await.map(|out| parse_refs(&out))
+    }
+
+    /// The commit that brought `tip` into `target` (see [`Merge`]).
+    async fn merge_of(&self, tip: &str, target: &str) -> Result<Merge, GitError> {
+        let range = format!("{tip}..{target}");
+        let after = self
+            .run(
+                "rev-list",
+                &["rev-list", "--first-parent", "--ancestry-path", "--reverse", &range],
+            )
+            .await?;
+        let commit = match after.lines().next() {
+            // The target is the tip itself.
+            None => tip.to_owned(),
+            Some(first) => {
+                let parents = self.show(first, "%P").await?;
+                // The target went forward from the tip (fast-forward):
+                // the tip is on its first-parent history.
+                if parents.split_whitespace().next() == Some(tip) {
+                    tip.to_owned()
+                } else {
+                    first.trim().to_owned()
+                }
+            }
+        };
+        let committed_at = self
+            .show(&commit, "%ct")
+            .await
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(|secs| Timestamp::from_epoch_ms(secs.saturating_mul(1000)));
+        Ok(Merge {
+            commit,
+            committed_at,
+        })
+    }
+
+    async fn show(&self, commit: &str, format: &str) -> Result<String, GitError> {
+        let format = format!("--format={format}");
+        self.run("show", &["show", "--no-patch", "--no-show-signature", &format, commit])
+            .await
+    }
+
+    /// Run `git -C repo args…` to its end or the deadline; its stdout.
+    async fn run(&self, what: &str, args: &[&str]) -> Result<String, GitError> {
+        let mut cmd = tokio::process::Command::new("git");
+        cmd.arg("-C")
+            .arg(self.repo)
+            .args(["-c", "core.pager=cat", "-c", "color.ui=false"])
+            .args(args)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("LC_ALL", "C")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = cmd.spawn().map_err(|e| {
+            let why = if e.kind() == std::io::ErrorKind::NotFound {
+                "git is not installed (no `git` on PATH); install it".to_owned()
+            } else {
+                format!("cannot start git: {e}")
+            };
+            self.error(what, why)
+        })?;
+        let pgid = child.id();
+        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
+            Err(_) => {
+                if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
+                    // Its helpers (ssh, a credential helper) go with it.
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+                Err(self.error(what, format!("no answer within {:?}; killed", self.timeout)))
+            }
+            Ok(Err(e)) => Err(self.error(what, e.to_string())),
+            Ok(Ok(out)) if out.status.success() => {
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            }
+            Ok(Ok(out)) => {
+                let said: String = String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(300)
+                    .collect();
+                let why = if said.is_empty() {
+                    format!("exited with {}", out.status)
+                } else {
+                    said
+                };
+                Err(self.error(what, why))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ref_names_git_could_misread_are_refused() {
+        for good in ["main", "origin/main", "jobwarden/0199-ab", "refs/heads/x", "feat_1.2"] {
+            assert_eq!(check_ref("git.branch", good), Ok(()), "{good}");
+        }
+        for bad in [
+            "", "-x", "--upload-pack=sh", "a..b", "a b", "a~1", "a^", "a:b", "x.lock", "/a",
+            "a/", "a//b", "a@{1}", "@", "a/.hidden", "a\u{7}", "a*", "a?", "a[", "a\\b", "x.",
+        ] {
+            let err = check_ref("git.branch", bad).expect_err(bad);
+            assert!(err.starts_with("git.branch "), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_record_s_paths_must_be_absolute() {
+        let mut w = GitWork {
+            repo: "/srv/repo".into(),
+            branch: "jw/1".into(),
+            target: "main".into(),
+            worktree: Some("/srv/wt/1".into()),
+            fetch: None,
+        };
+        assert_eq!(w.check(), Ok(()));
+        w.worktree = Some("wt".into());
+        assert!(w.check().expect_err("relative").contains("git.worktree"));
+        w.worktree = None;
+        w.repo = "repo".into();
+        assert!(w.check().expect_err("relative").contains("git.repo"));
+    }
+
+    #[test]
+    fn a_branch_is_found_as_git_finds_it() {
+        let refs = parse_refs(
+            "refs/heads/main 1\nrefs/remotes/origin/jw/a 2\nrefs/heads/jw/b 3\nrefs/remotes/jw/b 4\n",
+        );
+        assert_eq!(lookup(&refs, "main").map(|r| r.1.as_str()), Some("1"));
+        assert_eq!(lookup(&refs, "origin/jw/a").map(|r| r.1.as_str()), Some("2"));
+        assert_eq!(lookup(&refs, "jw/b").map(|r| r.1.as_str()), Some("3"));
+        assert_eq!(lookup(&refs, "refs/remotes/jw/b").map(|r| r.1.as_str()), Some("4"));
+        assert_eq!(lookup(&refs, "jw/c"), None);
+    }
+}

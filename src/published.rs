@@ -1,0 +1,317 @@
+//! The reconcile of published work: at start and every
+//! `reconcile_interval`, off the daemon's loop (claims never wait on it),
+//! git is asked about every branch the ledger still watches, and running
+//! jobs' worktrees are looked for.
+//!
+//! - A branch merged into its target: its job moves `succeeded → merged`
+//!   (reason `branch_merged`, with `merged_at` and `merge_commit`), its
+//!   archived prompt moves to `archive/merged/`, the ledger's `published`
+//!   row is settled and the job index says `merged`.
+//! - A branch deleted unmerged: the job stays `succeeded`; its record
+//!   (`reconciled`), its events and the ledger say `branch_deleted`.
+//! - A running or publishing job whose worktree is gone: an `ABORT`
+//!   marker with the reason `worktree_missing`, which its monitor honours
+//!   as any other; the job ends `aborted`.
+//!
+//! Each is a `reconciled` (or `state`) event with its reason. Nothing is
+//! deleted. Every step can be run again: a settle cut short by a crash is
+//! finished by the next pass, since the ledger row is settled last.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::json;
+
+use crate::clock::Timestamp;
+use crate::config::Config;
+use crate::events::{EventLog, Op};
+use crate::git::{self, BranchState, GitWork, Merge};
+use crate::job::{JobId, JobRecord, JobState, Reconciled};
+use crate::layout::Layout;
+use crate::ledger::{Ledger, Settled, Watched};
+
+/// At most this many branches are asked about in one pass (oldest
+/// first); the rest wait for the next.
+const MAX_WATCHED: u32 = 10_000;
+
+/// What one pass did, for its log line and the tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PassReport {
+    pub watched: usize,
+    pub merged: usize,
+    pub deleted: usize,
+    pub worktrees_missing: usize,
+    /// Repositories git could not answer for.
+    pub unanswered: usize,
+}
+
+/// What a pass remembers for the next: the last error of each repository,
+/// so that one that stays broken is logged once, not every pass.
+#[derive(Debug, Default)]
+pub struct Memory {
+    errors: HashMap<String, String>,
+}
+
+/// One pass over the watched branches and the running jobs' worktrees.
+pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> PassReport {
+    let mut report = PassReport::default();
+    let mut ledger = match Ledger::open(&layout.ledger()) {
+        Ok(ledger) => ledger,
+        Err(e) => {
+            tracing::warn!("reconcile of published work skipped: {e}");
+            return report;
+        }
+    };
+    worktrees(layout, config, &ledger, &mut report);
+    let watched = match ledger.watched_branches(MAX_WATCHED) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!("reconcile of published work skipped: {e}");
+            return report;
+        }
+    };
+    report.watched = watched.len();
+    for ((repo, fetch, target), jobs) in by_repository(watched) {
+        let branches: Vec<&str> = jobs.iter().map(|w| w.git.branch.as_str()).collect();
+        let survey = git::survey(&repo, fetch.as_deref(), &target, &branches, git::GIT_TIMEOUT).await;
+        let states = match survey {
+            Ok(states) => {
+                if memory.errors.remove(&repo).is_some() {
+                    tracing::info!(repo, "git answers again for this repository");
+                }
+                states
+            }
+            Err(e) => {
+                report.unanswered += 1;
+                let said = e.to_string();
+                if memory.errors.insert(repo.clone(), said.clone()).as_ref() != Some(&said) {
+                    tracing::warn!(
+                        "{said}; its {} published branch(es) are asked about again at the next reconcile",
+                        jobs.len()
+                    );
+                }
+                continue;
+            }
+        };
+        for w in &jobs {
+            match states.get(&w.git.branch) {
+                Some(BranchState::Merged(merge)) => {
+                    settle(layout, config, &mut ledger, w, Found::Merged(merge));
+                    report.merged += 1;
+                }
+                Some(BranchState::Deleted) => {
+                    settle(layout, config, &mut ledger, w, Found::Deleted);
+                    report.deleted += 1;
+                }
+                Some(BranchState::Open) | None => {}
+            }
+        }
+    }
+    if report.merged + report.deleted + report.worktrees_missing > 0 {
+        tracing::info!(
+            merged = report.merged,
+            branch_deleted = report.deleted,
+            worktree_missing = report.worktrees_missing,
+            "reconciled published work"
+        );
+    }
+    report
+}
+
+/// The watched branches grouped by what one survey asks: repository,
+/// remote fetched, target.
+fn by_repository(watched: Vec<Watched>) -> BTreeMap<(String, Option<String>, String), Vec<Watched>> {
+    let mut groups: BTreeMap<_, Vec<Watched>> = BTreeMap::new();
+    for w in watched {
+        // A row the schema let through but git must not see (written by a
+        // hostile `history` call, or an older build) is skipped.
+        if let Err(e) = w.git.check() {
+            tracing::warn!(execution = %w.execution_id, "published work not watched: {e}");
+            continue;
+        }
+        let key = (w.git.repo.clone(), w.git.fetch.clone(), w.git.target.clone());
+        groups.entry(key).or_default().push(w);
+    }
+    groups
+}
+
+enum Found<'a> {
+    Merged(&'a Merge),
+    Deleted,
+}
+
+/// Record what was found about `w`'s branch: the job's record, its
+/// archived prompt, its events, then the ledger (last: a pass cut short
+/// leaves the branch watched, and the next finishes the settle).
+fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, found: Found<'_>) {
+    let now = Timestamp::now();
+    let id = w.execution_id.as_str();
+    let rec = JobId::parse(id)
+        .ok()
+        .map(|job| JobRecord::load_job(layout, &job));
+    let merged = match (&found, rec) {
+        (Found::Merged(merge), Some(Ok(mut rec))) => {
+            match merge_record(layout, config, &mut rec, &w.git, merge, now) {
+                Ok(()) => {
+                    if let Err(e) = ledger.index_job(&rec) {
+                        tracing::warn!(job = id, "{e}; the job index is refreshed at the next start");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(job = id, "recording its merge: {e}; tried again at the next reconcile");
+                    return;
+                }
+            }
+            rec.merged_at.zip(rec.merge_commit.clone())
+        }
+        (Found::Deleted, Some(Ok(mut rec))) => {
+            if let Err(e) = deleted_record(layout, config, &mut rec, &w.git, now) {
+                tracing::error!(job = id, "recording its deleted branch: {e}; tried again at the next reconcile");
+                return;
+            }
+            None
+        }
+        // No record (retention removed its run folder, or the row is not
+        // a job's): the ledger is the one witness left.
+        (found, rec) => {
+            if let Some(Err(e)) = rec {
+                tracing::info!(job = id, "its record cannot be read ({e}); its branch is settled in the ledger alone");
+            }
+            match found {
+                Found::Merged(m) => Some((clamp(m.committed_at, None, now), m.commit.clone())),
+                Found::Deleted => None,
+            }
+        }
+    };
+    let how = match found {
+        Found::Merged(_) => Settled::BranchMerged,
+        Found::Deleted => Settled::BranchDeleted,
+    };
+    let merged = merged.as_ref().map(|(at, c)| (at.epoch_ms(), c.as_str()));
+    if let Err(e) = ledger.settle_branch(id, how, merged, now.epoch_ms()) {
+        tracing::warn!(job = id, "{e}; its branch is asked about again at the next reconcile");
+    }
+}
+
+/// `succeeded → merged` in the record (unless a pass cut short did it),
+/// then the archived prompt's move.
+fn merge_record(
+    layout: &Layout,
+    config: &Config,
+    rec: &mut JobRecord,
+    git: &GitWork,
+    merge: &Merge,
+    now: Timestamp,
+) -> Result<(), crate::error::JobError> {
+    let mut events = events_of(layout, config, rec);
+    if rec.state == JobState::Succeeded {
+        let at = clamp(merge.committed_at, rec.finished_at, now);
+        rec.merged_at = Some(at);
+        rec.merge_commit = Some(merge.commit.clone());
+        rec.reconciled = Some(Reconciled {
+            reason: Settled::BranchMerged.as_str().into(),
+            at: now,
+        });
+        let fields = json!({
+            "merged_at": at,
+            "merge_commit": merge.commit,
+            "branch": git.branch,
+            "target": git.target,
+        });
+        let reason = Some(Settled::BranchMerged.as_str().to_owned());
+        rec.transition(layout, &mut events, JobState::Merged, reason, fields)?;
+        tracing::info!(job = %rec.job_id, commit = %merge.commit, "job merged: its branch {} is in {}", git.branch, git.target);
+    } else if rec.state != JobState::Merged {
+        tracing::warn!(job = %rec.job_id, state = %rec.state, "its branch is merged, but its record is not succeeded; the record is left as it is");
+        return Ok(());
+    }
+    crate::terminal::rearchive(layout, rec, &mut events)
+}
+
+/// The record and events of a job whose branch was deleted unmerged.
+fn deleted_record(
+    layout: &Layout,
+    config: &Config,
+    rec: &mut JobRecord,
+    git: &GitWork,
+    now: Timestamp,
+) -> Result<(), crate::error::JobError> {
+    if rec.state != JobState::Succeeded || rec.reconciled.is_some() {
+        return Ok(());
+    }
+    let reason = Settled::BranchDeleted.as_str();
+    let mut events = events_of(layout, config, rec);
+    events.append(
+        Op::Reconciled,
+        json!({"reason": reason, "branch": git.branch, "target": git.target}),
+    );
+    rec.reconciled = Some(Reconciled {
+        reason: reason.into(),
+        at: now,
+    });
+    rec.save(layout)?;
+    tracing::warn!(job = %rec.job_id, "its branch {} was deleted without being merged into {}", git.branch, git.target);
+    Ok(())
+}
+
+/// A running or publishing job whose worktree is gone is told to stop
+/// (an `ABORT` marker its monitor honours), once.
+fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut PassReport) {
+    let live = [JobState::Running, JobState::Publishing];
+    let names = live.map(JobState::as_str);
+    let jobs = match ledger.jobs_in_states(&names, MAX_WATCHED as usize) {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            tracing::warn!("worktrees not checked: {e}");
+            return;
+        }
+    };
+    for job in jobs {
+        let Ok(id) = JobId::parse(&job.id) else {
+            continue;
+        };
+        let Ok(rec) = JobRecord::load_job(layout, &id) else {
+            continue;
+        };
+        let Some(git) = rec.git.as_ref().filter(|g| g.worktree_missing()) else {
+            continue;
+        };
+        if !live.contains(&rec.state) || crate::abort::requested(layout, &id) {
+            continue;
+        }
+        let worktree = git.worktree.as_deref().unwrap_or_default();
+        let reason = format!("worktree_missing: {worktree} is gone");
+        match crate::abort::write_marker_by(layout, &id, Some(&reason), "jobwarden reconcile") {
+            Ok(_) => {
+                report.worktrees_missing += 1;
+                tracing::warn!(job = %id, "its worktree {worktree} is gone while it runs; the job is aborted");
+                // The monitor writes its own events: this one is appended
+                // under the events file's lock like theirs.
+                let mut events = events_of(layout, config, &rec);
+                events.append(
+                    Op::Reconciled,
+                    json!({"reason": "worktree_missing", "worktree": worktree}),
+                );
+            }
+            Err(e) => tracing::warn!(job = %id, "its worktree {worktree} is gone, but it cannot be aborted: {e}"),
+        }
+    }
+}
+
+fn events_of(layout: &Layout, config: &Config, rec: &JobRecord) -> EventLog {
+    EventLog::open(
+        layout.root(),
+        &layout.events(&rec.job_id),
+        config.events_for(rec),
+    )
+}
+
+/// A merge's time: its commit's, but never before the job ended (a
+/// fast-forward to a commit made earlier) nor after now (a clock ahead).
+fn clamp(committed: Option<Timestamp>, ended: Option<Timestamp>, now: Timestamp) -> Timestamp {
+    let at = committed.unwrap_or(now);
+    let at = match ended {
+        Some(end) if at.epoch_ms() < end.epoch_ms() => end,
+        _ => at,
+    };
+    if at.epoch_ms() > now.epoch_ms() { now } else { at }
+}
