@@ -258,6 +258,7 @@ impl GitTemplates {
             target: self.target.render(vars),
             worktree: self.worktree.as_ref().map(|t| t.render(vars)),
             fetch: self.fetch.clone(),
+            tip: None,
         };
         work.check()?;
         Ok(work)

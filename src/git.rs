@@ -38,6 +38,10 @@ pub struct GitWork {
     /// A remote fetched (`--prune`) before the branch is judged.
     #[serde(default)]
     pub fetch: Option<String>,
+    /// The branch's commit when the job published: a branch deleted after
+    /// its merge (as hosting services do) is still known merged by it.
+    #[serde(default)]
+    pub tip: Option<String>,
 }
 
 impl GitWork {
@@ -54,6 +58,11 @@ impl GitWork {
         check_ref("git.target", &self.target)?;
         if let Some(remote) = &self.fetch {
             check_ref("git.fetch", remote)?;
+        }
+        if let Some(tip) = &self.tip
+            && !is_commit_id(tip)
+        {
+            return Err(format!("git.tip {tip:?} is not a commit id"));
         }
         if let Some(w) = &self.worktree
             && !Path::new(w).is_absolute()
@@ -110,6 +119,11 @@ pub fn check_ref(key: &str, name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A full or abbreviated commit id (hex, 4 to 64 digits).
+pub fn is_commit_id(s: &str) -> bool {
+    (4..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// What git could not answer: the command and what it said.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("git {what} in {repo}: {why}")]
@@ -117,6 +131,8 @@ pub struct GitError {
     pub repo: String,
     pub what: String,
     pub why: String,
+    /// The command's exit code, when it ran and exited.
+    pub code: Option<i32>,
 }
 
 /// Where a job's branch stands against its target.
@@ -124,9 +140,10 @@ pub struct GitError {
 pub enum BranchState {
     /// Every commit of the branch is in the target.
     Merged(Merge),
-    /// The branch is there, not (yet) merged.
-    Open,
-    /// No ref of that name exists (deleted, or pruned by the fetch).
+    /// The branch is there, not (yet) merged; its commit.
+    Open(String),
+    /// No ref of that name exists (deleted, or pruned by the fetch), and
+    /// its last known commit is not in the target.
     Deleted,
 }
 
@@ -141,13 +158,21 @@ pub struct Merge {
     pub committed_at: Option<Timestamp>,
 }
 
+/// A branch to ask about, with its commit when last seen, if known.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    pub branch: &'a str,
+    pub tip: Option<&'a str>,
+}
+
 /// One repository asked about `branches` against `target` (fetching
-/// `fetch` first, when given).
+/// `fetch` first, when given). A branch that is gone but whose last known
+/// commit is in the target was merged, then deleted.
 pub async fn survey(
     repo: &str,
     fetch: Option<&str>,
     target: &str,
-    branches: &[&str],
+    branches: &[Asked<'_>],
     timeout: Duration,
 ) -> Result<BTreeMap<String, BranchState>, GitError> {
     let git = Git { repo, timeout };
@@ -155,8 +180,11 @@ pub async fn survey(
         return Err(git.error("survey", "the repository's folder does not exist".into()));
     }
     if let Some(remote) = fetch {
-        git.run("fetch", &["fetch", "--prune", "--quiet", "--no-tags", remote])
-            .await?;
+        git.run(
+            "fetch",
+            &["fetch", "--prune", "--quiet", "--no-tags", remote],
+        )
+        .await?;
     }
     let target_sha = git
         .run(
@@ -169,19 +197,27 @@ pub async fn survey(
             ],
         )
         .await
-        .map_err(|e| git.error("rev-parse", format!("target {target:?} not found ({})", e.why)))?
+        .map_err(|e| {
+            git.error(
+                "rev-parse",
+                format!("target {target:?} not found ({})", e.why),
+            )
+        })?
         .trim()
         .to_owned();
     let all = git.refs(None).await?;
     let merged: BTreeSet<String> = git.refs(Some(&target_sha)).await?.into_keys().collect();
     let mut states = BTreeMap::new();
-    for &branch in branches {
-        let state = match lookup(&all, branch) {
-            None => BranchState::Deleted,
-            Some((name, _)) if !merged.contains(name) => BranchState::Open,
-            Some((_, tip)) => BranchState::Merged(git.merge_of(tip, &target_sha).await?),
+    for asked in branches {
+        let state = match (lookup(&all, asked.branch), asked.tip) {
+            (Some((name, tip)), _) if !merged.contains(name) => BranchState::Open(tip.clone()),
+            (Some((_, tip)), _) => BranchState::Merged(git.merge_of(tip, &target_sha).await?),
+            (None, Some(tip)) if git.contains(&target_sha, tip).await? => {
+                BranchState::Merged(git.merge_of(tip, &target_sha).await?)
+            }
+            (None, _) => BranchState::Deleted,
         };
-        states.insert(branch.to_owned(), state);
+        states.insert(asked.branch.to_owned(), state);
     }
     Ok(states)
 }
@@ -197,7 +233,10 @@ fn parse_refs(out: &str) -> BTreeMap<String, String> {
 /// The ref `branch` names, as git would resolve a branch name: a full
 /// `refs/...` name as it is, else a local branch, else a remote-tracking
 /// one.
-fn lookup<'a>(refs: &'a BTreeMap<String, String>, branch: &str) -> Option<(&'a String, &'a String)> {
+fn lookup<'a>(
+    refs: &'a BTreeMap<String, String>,
+    branch: &str,
+) -> Option<(&'a String, &'a String)> {
     let candidates = if branch.starts_with("refs/") {
         vec![branch.to_owned()]
     } else {
@@ -220,6 +259,7 @@ impl Git<'_> {
             repo: self.repo.to_owned(),
             what: what.to_owned(),
             why,
+            code: None,
         }
     }
 
@@ -230,7 +270,33 @@ impl Git<'_> {
         let mut args = vec!["for-each-ref", "--format=%(refname) %(objectname)"];
         args.extend(merged.as_deref());
         args.extend(["refs/heads", "refs/remotes"]);
-        self.run("for-each-ref", &args).await.map(|out| parse_refs(&out))
+        self.run("for-each-ref", &args)
+            .await
+            .map(|out| parse_refs(&out))
+    }
+
+    /// Is commit `tip` in `target`'s history? False when git no longer
+    /// has it (pruned with its branch).
+    async fn contains(&self, target: &str, tip: &str) -> Result<bool, GitError> {
+        let known = self
+            .run(
+                "cat-file",
+                &["cat-file", "-e", &format!("{tip}^{{commit}}")],
+            )
+            .await
+            .is_ok();
+        if !known {
+            return Ok(false);
+        }
+        match self
+            .run("merge-base", &["merge-base", "--is-ancestor", tip, target])
+            .await
+        {
+            Ok(_) => Ok(true),
+            // Exit 1 says no; anything else is an error, with what git said.
+            Err(e) if e.code == Some(1) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// The commit that brought `tip` into `target` (see [`Merge`]).
@@ -239,7 +305,13 @@ impl Git<'_> {
         let after = self
             .run(
                 "rev-list",
-                &["rev-list", "--first-parent", "--ancestry-path", "--reverse", &range],
+                &[
+                    "rev-list",
+                    "--first-parent",
+                    "--ancestry-path",
+                    "--reverse",
+                    &range,
+                ],
             )
             .await?;
         let commit = match after.lines().next() {
@@ -270,8 +342,11 @@ impl Git<'_> {
 
     async fn show(&self, commit: &str, format: &str) -> Result<String, GitError> {
         let format = format!("--format={format}");
-        self.run("show", &["show", "--no-patch", "--no-show-signature", &format, commit])
-            .await
+        self.run(
+            "show",
+            &["show", "--no-patch", "--no-show-signature", &format, commit],
+        )
+        .await
     }
 
     /// Run `git -C repo args…` to its end or the deadline; its stdout.
@@ -329,7 +404,10 @@ impl Git<'_> {
                 } else {
                     said
                 };
-                Err(self.error(what, why))
+                Err(GitError {
+                    code: out.status.code(),
+                    ..self.error(what, why)
+                })
             }
         }
     }
@@ -341,12 +419,37 @@ mod tests {
 
     #[test]
     fn ref_names_git_could_misread_are_refused() {
-        for good in ["main", "origin/main", "jobwarden/0199-ab", "refs/heads/x", "feat_1.2"] {
+        for good in [
+            "main",
+            "origin/main",
+            "jobwarden/0199-ab",
+            "refs/heads/x",
+            "feat_1.2",
+        ] {
             assert_eq!(check_ref("git.branch", good), Ok(()), "{good}");
         }
         for bad in [
-            "", "-x", "--upload-pack=sh", "a..b", "a b", "a~1", "a^", "a:b", "x.lock", "/a",
-            "a/", "a//b", "a@{1}", "@", "a/.hidden", "a\u{7}", "a*", "a?", "a[", "a\\b", "x.",
+            "",
+            "-x",
+            "--upload-pack=sh",
+            "a..b",
+            "a b",
+            "a~1",
+            "a^",
+            "a:b",
+            "x.lock",
+            "/a",
+            "a/",
+            "a//b",
+            "a@{1}",
+            "@",
+            "a/.hidden",
+            "a\u{7}",
+            "a*",
+            "a?",
+            "a[",
+            "a\\b",
+            "x.",
         ] {
             let err = check_ref("git.branch", bad).expect_err(bad);
             assert!(err.starts_with("git.branch "), "{err}");
@@ -361,6 +464,7 @@ mod tests {
             target: "main".into(),
             worktree: Some("/srv/wt/1".into()),
             fetch: None,
+            tip: None,
         };
         assert_eq!(w.check(), Ok(()));
         w.worktree = Some("wt".into());
@@ -376,9 +480,15 @@ mod tests {
             "refs/heads/main 1\nrefs/remotes/origin/jw/a 2\nrefs/heads/jw/b 3\nrefs/remotes/jw/b 4\n",
         );
         assert_eq!(lookup(&refs, "main").map(|r| r.1.as_str()), Some("1"));
-        assert_eq!(lookup(&refs, "origin/jw/a").map(|r| r.1.as_str()), Some("2"));
+        assert_eq!(
+            lookup(&refs, "origin/jw/a").map(|r| r.1.as_str()),
+            Some("2")
+        );
         assert_eq!(lookup(&refs, "jw/b").map(|r| r.1.as_str()), Some("3"));
-        assert_eq!(lookup(&refs, "refs/remotes/jw/b").map(|r| r.1.as_str()), Some("4"));
+        assert_eq!(
+            lookup(&refs, "refs/remotes/jw/b").map(|r| r.1.as_str()),
+            Some("4")
+        );
         assert_eq!(lookup(&refs, "jw/c"), None);
     }
 }

@@ -133,9 +133,9 @@ pub mod logging;
 pub mod lookup;
 pub mod monitor;
 pub mod procfs;
-pub mod published;
 #[cfg(test)]
 mod props;
+pub mod published;
 pub mod recover;
 pub mod retry;
 pub mod storage;

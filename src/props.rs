@@ -461,9 +461,11 @@ fn size_text() -> impl Strategy<Value = String> {
 fn global_value(key: &'static str) -> BoxedStrategy<String> {
     let right: BoxedStrategy<String> = match key {
         "heartbeat_interval" | "rescan_interval" | "settle" | "abort_grace" | "drain_timeout"
-        | "gc_interval" | "reconcile_interval" => prop_oneof![3 => good_duration(), 1 => duration_text()]
-            .prop_map(|d| format!("{d:?}"))
-            .boxed(),
+        | "gc_interval" | "reconcile_interval" => {
+            prop_oneof![3 => good_duration(), 1 => duration_text()]
+                .prop_map(|d| format!("{d:?}"))
+                .boxed()
+        }
         "max_prompt_bytes" | "max_log_bytes" | "artifact_tail_bytes" => size_text().boxed(),
         "shutdown" => "\"(detach|drain|abort|x)\"".boxed(),
         "watch" => "\"(inotify|rescan|poll)\"".boxed(),

@@ -71,8 +71,21 @@ pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> Pass
     };
     report.watched = watched.len();
     for ((repo, fetch, target), jobs) in by_repository(watched) {
-        let branches: Vec<&str> = jobs.iter().map(|w| w.git.branch.as_str()).collect();
-        let survey = git::survey(&repo, fetch.as_deref(), &target, &branches, git::GIT_TIMEOUT).await;
+        let branches: Vec<git::Asked<'_>> = jobs
+            .iter()
+            .map(|w| git::Asked {
+                branch: &w.git.branch,
+                tip: w.git.tip.as_deref(),
+            })
+            .collect();
+        let survey = git::survey(
+            &repo,
+            fetch.as_deref(),
+            &target,
+            &branches,
+            git::GIT_TIMEOUT,
+        )
+        .await;
         let states = match survey {
             Ok(states) => {
                 if memory.errors.remove(&repo).is_some() {
@@ -102,7 +115,7 @@ pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> Pass
                     settle(layout, config, &mut ledger, w, Found::Deleted);
                     report.deleted += 1;
                 }
-                Some(BranchState::Open) | None => {}
+                Some(BranchState::Open(_)) | None => {}
             }
         }
     }
@@ -119,7 +132,9 @@ pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> Pass
 
 /// The watched branches grouped by what one survey asks: repository,
 /// remote fetched, target.
-fn by_repository(watched: Vec<Watched>) -> BTreeMap<(String, Option<String>, String), Vec<Watched>> {
+fn by_repository(
+    watched: Vec<Watched>,
+) -> BTreeMap<(String, Option<String>, String), Vec<Watched>> {
     let mut groups: BTreeMap<_, Vec<Watched>> = BTreeMap::new();
     for w in watched {
         // A row the schema let through but git must not see (written by a
@@ -128,7 +143,11 @@ fn by_repository(watched: Vec<Watched>) -> BTreeMap<(String, Option<String>, Str
             tracing::warn!(execution = %w.execution_id, "published work not watched: {e}");
             continue;
         }
-        let key = (w.git.repo.clone(), w.git.fetch.clone(), w.git.target.clone());
+        let key = (
+            w.git.repo.clone(),
+            w.git.fetch.clone(),
+            w.git.target.clone(),
+        );
         groups.entry(key).or_default().push(w);
     }
     groups
@@ -153,11 +172,17 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
             match merge_record(layout, config, &mut rec, &w.git, merge, now) {
                 Ok(()) => {
                     if let Err(e) = ledger.index_job(&rec) {
-                        tracing::warn!(job = id, "{e}; the job index is refreshed at the next start");
+                        tracing::warn!(
+                            job = id,
+                            "{e}; the job index is refreshed at the next start"
+                        );
                     }
                 }
                 Err(e) => {
-                    tracing::error!(job = id, "recording its merge: {e}; tried again at the next reconcile");
+                    tracing::error!(
+                        job = id,
+                        "recording its merge: {e}; tried again at the next reconcile"
+                    );
                     return;
                 }
             }
@@ -165,7 +190,10 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
         }
         (Found::Deleted, Some(Ok(mut rec))) => {
             if let Err(e) = deleted_record(layout, config, &mut rec, &w.git, now) {
-                tracing::error!(job = id, "recording its deleted branch: {e}; tried again at the next reconcile");
+                tracing::error!(
+                    job = id,
+                    "recording its deleted branch: {e}; tried again at the next reconcile"
+                );
                 return;
             }
             None
@@ -174,7 +202,10 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
         // a job's): the ledger is the one witness left.
         (found, rec) => {
             if let Some(Err(e)) = rec {
-                tracing::info!(job = id, "its record cannot be read ({e}); its branch is settled in the ledger alone");
+                tracing::info!(
+                    job = id,
+                    "its record cannot be read ({e}); its branch is settled in the ledger alone"
+                );
             }
             match found {
                 Found::Merged(m) => Some((clamp(m.committed_at, None, now), m.commit.clone())),
@@ -188,7 +219,10 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
     };
     let merged = merged.as_ref().map(|(at, c)| (at.epoch_ms(), c.as_str()));
     if let Err(e) = ledger.settle_branch(id, how, merged, now.epoch_ms()) {
-        tracing::warn!(job = id, "{e}; its branch is asked about again at the next reconcile");
+        tracing::warn!(
+            job = id,
+            "{e}; its branch is asked about again at the next reconcile"
+        );
     }
 }
 
@@ -292,7 +326,9 @@ fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut Pas
                     json!({"reason": "worktree_missing", "worktree": worktree}),
                 );
             }
-            Err(e) => tracing::warn!(job = %id, "its worktree {worktree} is gone, but it cannot be aborted: {e}"),
+            Err(e) => {
+                tracing::warn!(job = %id, "its worktree {worktree} is gone, but it cannot be aborted: {e}")
+            }
         }
     }
 }
@@ -313,5 +349,9 @@ fn clamp(committed: Option<Timestamp>, ended: Option<Timestamp>, now: Timestamp)
         Some(end) if at.epoch_ms() < end.epoch_ms() => end,
         _ => at,
     };
-    if at.epoch_ms() > now.epoch_ms() { now } else { at }
+    if at.epoch_ms() > now.epoch_ms() {
+        now
+    } else {
+        at
+    }
 }

@@ -481,7 +481,11 @@ pub fn resume_end(
 /// again after a cut-short move, it finds the prompt by its digest where
 /// it got to. A prompt retention removed, or a record that names none,
 /// is left so.
-pub fn rearchive(layout: &Layout, rec: &mut JobRecord, events: &mut EventLog) -> Result<(), JobError> {
+pub fn rearchive(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+) -> Result<(), JobError> {
     let Some(recorded) = rec.archive_path.as_deref().map(|p| layout.resolve(p)) else {
         return Ok(());
     };

@@ -163,7 +163,11 @@ fn git(v: &mut Validator, key: &str, raw: &RawGit) -> Option<GitTemplates> {
     };
     let worktree = template("worktree", &raw.worktree, false);
     let fetch_key = format!("{key}.fetch");
-    let fetch = v.take(&fetch_key, raw.fetch.clone(), "a remote's name, like \"origin\"");
+    let fetch = v.take(
+        &fetch_key,
+        raw.fetch.clone(),
+        "a remote's name, like \"origin\"",
+    );
     if let Some(remote) = &fetch
         && let Err(e) = crate::git::check_ref(&fetch_key, remote)
     {

@@ -3,8 +3,8 @@
 //! on a task of its own with its own ledger connection, so claims never
 //! wait on git; never two passes at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
 use crate::layout::Layout;

@@ -237,7 +237,7 @@ impl JobRecord {
             git.check()?;
         }
         if let Some(c) = &self.merge_commit
-            && (!(4..=64).contains(&c.len()) || !c.bytes().all(|b| b.is_ascii_hexdigit()))
+            && !crate::git::is_commit_id(c)
         {
             return Err(format!("merge_commit {c:?} is not a commit id"));
         }

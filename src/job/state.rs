@@ -316,7 +316,10 @@ mod tests {
             .check_transition(Failed)
             .expect_err("ended")
             .to_string();
-        assert!(msg.contains("valid targets from succeeded: merged"), "{msg}");
+        assert!(
+            msg.contains("valid targets from succeeded: merged"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -378,6 +378,7 @@ CREATE TABLE published (
     target TEXT NOT NULL,                  -- what it is merged into
     fetch TEXT,                            -- remote fetched before judging, if any
     worktree TEXT,                         -- the job's worktree, if it had one
+    tip TEXT,                              -- the branch's commit when the job published
     settled TEXT                           -- NULL while watched
         CHECK (settled IS NULL OR settled IN ('publish_merged', 'branch_merged', 'branch_deleted')),
     settled_at INTEGER,                    -- epoch ms, when settled

@@ -44,8 +44,8 @@ pub struct PublishedRow {
     pub branch: String,
     pub target: String,
     pub settled: Option<String>,
-    pub settled_at: Option<u64>,
-    pub merged_at: Option<u64>,
+    pub settled_at: Option<crate::clock::Timestamp>,
+    pub merged_at: Option<crate::clock::Timestamp>,
     pub merge_commit: Option<String>,
 }
 
@@ -62,8 +62,8 @@ pub(super) fn insert(
     let settled = merged.map(|_| Settled::PublishMerged.as_str());
     tx.execute(
         "INSERT OR IGNORE INTO published (execution_id, repo, branch, target, fetch, worktree,
-             settled, settled_at, merged_at, merge_commit)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             tip, settled, settled_at, merged_at, merge_commit)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             id,
             git.repo,
@@ -71,6 +71,7 @@ pub(super) fn insert(
             git.target,
             git.fetch,
             git.worktree,
+            git.tip,
             settled,
             merged.map(|_| now_ms as i64),
             merged.map(|(at, _)| at as i64),
@@ -103,7 +104,7 @@ impl Ledger {
     pub fn watched_branches(&self, limit: u32) -> Result<Vec<Watched>, LedgerError> {
         self.read(|c| {
             let mut stmt = c.prepare(
-                "SELECT execution_id, repo, branch, target, fetch, worktree FROM published
+                "SELECT execution_id, repo, branch, target, fetch, worktree, tip FROM published
                  WHERE settled IS NULL ORDER BY execution_id LIMIT ?1",
             )?;
             let rows = stmt.query_map([limit], |r| {
@@ -115,6 +116,7 @@ impl Ledger {
                         target: r.get(3)?,
                         fetch: r.get(4)?,
                         worktree: r.get(5)?,
+                        tip: r.get(6)?,
                     },
                 })
             })?;
@@ -155,7 +157,11 @@ impl Ledger {
                  FROM published WHERE execution_id = ?1",
                 [id],
                 |r| {
-                    let ms = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.map(|v| v.max(0) as u64));
+                    let ms = |i: usize| {
+                        r.get::<_, Option<i64>>(i).map(|v| {
+                            v.map(|v| crate::clock::Timestamp::from_epoch_ms(v.max(0) as u64))
+                        })
+                    };
                     Ok(PublishedRow {
                         repo: r.get(0)?,
                         branch: r.get(1)?,

@@ -131,7 +131,10 @@ impl Monitor<'_> {
             &git.repo,
             git.fetch.as_deref(),
             &git.target,
-            &[git.branch.as_str()],
+            &[crate::git::Asked {
+                branch: &git.branch,
+                tip: None,
+            }],
             crate::git::GIT_TIMEOUT,
         )
         .await;
@@ -140,6 +143,13 @@ impl Monitor<'_> {
                 self.rec.merged_at = Some(Timestamp::now());
                 self.rec.merge_commit = Some(merge.commit);
                 true
+            }
+            Ok(Some(crate::git::BranchState::Open(tip))) => {
+                // Kept, so that a branch deleted once merged is known so.
+                if let Some(g) = self.rec.git.as_mut() {
+                    g.tip = Some(tip);
+                }
+                false
             }
             Ok(_) => false,
             Err(e) => {

@@ -33,6 +33,7 @@ mod ledger;
 mod ledger_damage;
 mod lifecycle;
 mod limits;
+mod merged;
 mod monitors;
 mod notify;
 mod originals;

@@ -15,8 +15,8 @@ use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label
 use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
-use crate::ledger::Execution;
 use crate::ledger::history::{StoredArtifact, StoredPath};
+use crate::ledger::{Execution, PublishedRow};
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
     let (_, layout, ledger) = super::open(global)?;
@@ -31,6 +31,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
         return Ok(ExitCode::from(EXIT_NO));
     };
     let shown = Shown {
+        published: ledger.published(id.as_str())?,
         artifacts: ledger.artifacts(id.as_str())?,
         paths: ledger.paths(id.as_str())?,
         execution: &execution,
@@ -46,6 +47,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
 /// An execution with everything stored about it.
 struct Shown<'a> {
     execution: &'a Execution,
+    published: Option<PublishedRow>,
     artifacts: Vec<StoredArtifact>,
     paths: Vec<StoredPath>,
 }
@@ -59,6 +61,9 @@ struct ShowJson<'a> {
     command: Option<&'a [String]>,
     workdir: Option<&'a str>,
     prompt_sha256: Option<&'a str>,
+    /// Its published branch and how it was settled (merged, deleted);
+    /// null when it published no branch.
+    published: Option<&'a PublishedRow>,
     artifacts: &'a [StoredArtifact],
     paths: &'a [StoredPath],
 }
@@ -71,6 +76,7 @@ impl Shown<'_> {
             command: e.command.as_deref(),
             workdir: e.workdir.as_deref(),
             prompt_sha256: e.prompt_sha256.as_deref(),
+            published: self.published.as_ref(),
             artifacts: &self.artifacts,
             paths: &self.paths,
         }
@@ -79,7 +85,7 @@ impl Shown<'_> {
 
 fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    for (label, value) in fields(s.execution) {
+    for (label, value) in fields(s.execution).into_iter().chain(published(s)) {
         if let Some(value) = value {
             writeln!(out, "{label:<12} {value}").context("writing to stdout")?;
         }
@@ -112,6 +118,27 @@ fn fields(e: &Execution) -> Vec<(&'static str, Option<String>)> {
         ("host", Some(e.host.clone())),
         ("command", e.command.as_ref().map(|c| c.join(" "))),
         ("workdir", e.workdir.clone()),
+    ]
+}
+
+/// Its published branch, and its merge or deletion.
+fn published(s: &Shown<'_>) -> Vec<(&'static str, Option<String>)> {
+    let Some(p) = &s.published else {
+        return Vec::new();
+    };
+    let settled = match (&p.settled, p.merged_at, &p.merge_commit) {
+        (None, ..) => "watched by the reconcile (not merged yet)".to_owned(),
+        (Some(how), Some(at), Some(commit)) => {
+            format!("{how}: merged {at} by {commit}")
+        }
+        (Some(how), ..) => how.clone(),
+    };
+    vec![
+        (
+            "branch",
+            Some(format!("{} → {} in {}", p.branch, p.target, p.repo)),
+        ),
+        ("merge", Some(settled)),
     ]
 }
 

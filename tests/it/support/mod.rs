@@ -53,6 +53,7 @@ pub const STATES: &[&str] = &[
     "rejected",
     "cancelled",
     "setup_failed",
+    "merged",
 ];
 
 /// Poll interval of [`wait_until`].
