@@ -106,7 +106,7 @@ pub async fn run(
     // After the first claims, off the loop: the ledger's quick check, and
     // what start-up did not read (see `recover.rs`).
     daemon.start_startup_check();
-    daemon.published.start(&daemon.layout, &daemon.config);
+    daemon.reconcile_published();
     let result = daemon.event_loop(signals, shutdown).await;
     daemon.stop_startup_check();
     daemon.watcher = None;
@@ -334,7 +334,7 @@ impl Daemon {
                 _ = rescan.tick() => self.rescan(),
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
-                _ = reconcile.tick() => self.published.start(&self.layout, &self.config),
+                _ = reconcile.tick() => self.reconcile_published(),
             }
             self.follow_intervals([
                 (&mut rescan, self.rescan_period()),
@@ -538,6 +538,14 @@ impl Daemon {
             }
         }
         Ok(())
+    }
+
+    /// The reconcile of published work, while the ledger is sound (a
+    /// damaged one is said once, by the ledger's own check).
+    fn reconcile_published(&mut self) {
+        if self.ledger.is_some() {
+            self.published.start(&self.layout, &self.config);
+        }
     }
 
     /// Retention, off the loop's thread and on its own ledger connection

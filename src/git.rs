@@ -87,11 +87,12 @@ impl GitWork {
 /// refuses, and anything git could take for an option or a range, is
 /// refused here (a route capture may have made it).
 pub fn check_ref(key: &str, name: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "{key} {name:?} {why}; use a branch name such as \"jobwarden/{{job_id}}\""
-        ))
+    let example = if key.ends_with("fetch") {
+        "a remote's name such as \"origin\""
+    } else {
+        "a branch name such as \"jobwarden/{job_id}\""
     };
+    let bad = |why: &str| Err(format!("{key} {name:?} {why}; use {example}"));
     if name.is_empty() {
         return bad("is empty");
     }

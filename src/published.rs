@@ -57,10 +57,14 @@ pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> Pass
     let mut ledger = match Ledger::open(&layout.ledger()) {
         Ok(ledger) => ledger,
         Err(e) => {
-            tracing::warn!("reconcile of published work skipped: {e}");
+            let said = e.to_string();
+            if memory.errors.insert(String::new(), said.clone()).as_ref() != Some(&said) {
+                tracing::warn!("reconcile of published work skipped: {said}");
+            }
             return report;
         }
     };
+    memory.errors.remove("");
     worktrees(layout, config, &ledger, &mut report);
     let watched = match ledger.watched_branches(MAX_WATCHED) {
         Ok(w) => w,

@@ -162,6 +162,27 @@ fn git(v: &mut Validator, key: &str, raw: &RawGit) -> Option<GitTemplates> {
         None => Some(constant("main")),
     };
     let worktree = template("worktree", &raw.worktree, false);
+    // A name without placeholders is checked now, not at each job's start.
+    for (name, t) in [("branch", &branch), ("target", &target)] {
+        if let Some(t) = t.as_ref().filter(|t| t.names().next().is_none()) {
+            let k = format!("{key}.{name}");
+            if let Err(e) = crate::git::check_ref(&k, &t.render(&Default::default())) {
+                v.fault(&k, e);
+            }
+        }
+    }
+    if let Some(r) = repo.as_ref().filter(|t| t.names().next().is_none())
+        && !std::path::Path::new(r.source()).is_absolute()
+    {
+        let k = format!("{key}.repo");
+        v.fault(
+            &k,
+            format!(
+                "{k} {:?} is not an absolute path; name the repository's folder from /",
+                r.source()
+            ),
+        );
+    }
     let fetch_key = format!("{key}.fetch");
     let fetch = v.take(
         &fetch_key,

@@ -270,7 +270,14 @@ fn show_json_of_a_recorded_run_has_the_documented_shape() {
     let list = json(&sb, &["history", "list", "--json"], 0);
     let id = ids(array(&list)).remove(0);
     let shown = json(&sb, &["history", "show", &id, "--json"], 0);
-    let extra = ["command", "workdir", "prompt_sha256", "artifacts", "paths"];
+    let extra = [
+        "command",
+        "workdir",
+        "prompt_sha256",
+        "published",
+        "artifacts",
+        "paths",
+    ];
     assert_execution_shape(&shown, &extra);
     assert_eq!(shown["id"], id.as_str());
     assert_eq!(shown["exit_code"], 7);
