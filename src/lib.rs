@@ -60,7 +60,9 @@
 //!   `daemon/job_ends.rs` (jobs' ends reported or monitor exits, interrupted jobs and their
 //!   orphans, claims held, queued aborts), `daemon/monitors.rs` (the monitors started, kept
 //!   busy job after job; the idle ones retired), `daemon/startup_check.rs` (the start-up check: started after the
-//!   first claims, its findings acted on by the loop), `daemon/control.rs` (reloading the
+//!   first claims, its findings acted on by the loop), `daemon/published_watch.rs` (the
+//!   reconcile of published work: at start and every `reconcile_interval`, one pass at a
+//!   time), `daemon/control.rs` (reloading the
 //!   config on request: SIGHUP),
 //!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
 //!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
@@ -92,7 +94,12 @@
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
 //!   `outcome.rs` (outcome names and their mapping to job states),
 //!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`
-//!   (each execution's compiler and linter diagnostics, and the questions asked of them).
+//!   (each execution's compiler and linter diagnostics, and the questions asked of them),
+//!   `published.rs` (each execution's published git branch, watched until settled).
+//! - [`git`] — a job's published work (`job.json` `git`) and what git says of it: merged
+//!   (by which commit), deleted; git's commands run with a deadline.
+//! - [`published`] — the reconcile of published work: merged branches make their jobs
+//!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
 //! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).

@@ -359,3 +359,27 @@ fn clamp(committed: Option<Timestamp>, ended: Option<Timestamp>, now: Timestamp)
         at
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merge_time_is_the_commit_s_within_the_job_s_end_and_now() {
+        let at = |ms| Timestamp::from_epoch_ms(ms);
+        let (end, now) = (at(2_000_000_000_000), at(2_000_000_900_000));
+        let t = |c: Option<Timestamp>| clamp(c, Some(end), now).epoch_ms();
+        assert_eq!(t(Some(at(2_000_000_500_000))), 2_000_000_500_000);
+        assert_eq!(
+            t(Some(at(1_000_000_000_000))),
+            end.epoch_ms(),
+            "a fast-forward to an old commit"
+        );
+        assert_eq!(
+            t(Some(at(3_000_000_000_000))),
+            now.epoch_ms(),
+            "a commit from the future"
+        );
+        assert_eq!(t(None), now.epoch_ms());
+    }
+}

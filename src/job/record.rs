@@ -463,6 +463,28 @@ mod tests {
     }
 
     #[test]
+    fn a_record_naming_git_refs_git_would_misread_is_bad() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layout, mut rec) = sample(dir.path());
+        rec.git = Some(crate::git::GitWork {
+            repo: "/srv/r".into(),
+            branch: "--upload-pack=touch /tmp/x".into(),
+            target: "main".into(),
+            worktree: None,
+            fetch: None,
+            tip: None,
+        });
+        rec.save(&layout).expect("save");
+        let err = JobRecord::load_job(&layout, &rec.job_id).expect_err("forged branch");
+        assert!(err.to_string().contains("git.branch"), "{err}");
+        rec.git = None;
+        rec.merge_commit = Some("not a sha".into());
+        rec.save(&layout).expect("save");
+        let err = JobRecord::load_job(&layout, &rec.job_id).expect_err("forged commit");
+        assert!(err.to_string().contains("merge_commit"), "{err}");
+    }
+
+    #[test]
     fn unknown_fields_survive_a_rewrite() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());

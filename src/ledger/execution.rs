@@ -67,10 +67,10 @@ pub struct Execution {
     /// `archived` or `requeued`: what happened to the prompt afterwards.
     pub disposition: Option<String>,
     pub source: Source,
-    /// Its published work (the job's `git`), and its merge when the job
-    /// ended `merged`: written beside the row (`published`).
+    /// Its published work (the job's `git`), and what its record already
+    /// says of it: written beside the row (`published`).
     #[serde(skip)]
-    pub published: Option<(crate::git::GitWork, Option<(u64, String)>)>,
+    pub published: Option<super::published::Published>,
 }
 
 fn ser_outcome<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
@@ -211,17 +211,31 @@ impl Execution {
 }
 
 /// The published work of a job that ended with it published (succeeded
-/// or merged, its profile with `git`), and its merge if it ended merged.
-fn published_work(rec: &JobRecord) -> Option<(crate::git::GitWork, Option<(u64, String)>)> {
+/// or merged, its profile with `git`), settled as its record says: merged
+/// (by its publish, or found so later: a row backfilled after the
+/// reconcile), or its branch deleted.
+fn published_work(rec: &JobRecord) -> Option<super::published::Published> {
+    use super::published::Settled;
     use crate::job::JobState;
     if !matches!(rec.state, JobState::Succeeded | JobState::Merged) {
         return None;
     }
-    let merged = match (rec.state, rec.merged_at, &rec.merge_commit) {
-        (JobState::Merged, Some(at), Some(commit)) => Some((at.epoch_ms(), commit.clone())),
+    let found = rec.reconciled.as_ref().map(|r| r.reason.as_str());
+    let settled = match (rec.state, rec.merged_at, &rec.merge_commit, found) {
+        (JobState::Merged, Some(at), Some(commit), Some("branch_merged")) => {
+            Some((Settled::BranchMerged, Some((at.epoch_ms(), commit.clone()))))
+        }
+        (JobState::Merged, Some(at), Some(commit), _) => Some((
+            Settled::PublishMerged,
+            Some((at.epoch_ms(), commit.clone())),
+        )),
+        (JobState::Succeeded, _, _, Some("branch_deleted")) => Some((Settled::BranchDeleted, None)),
         _ => None,
     };
-    Some((rec.git.clone()?, merged))
+    Some(super::published::Published {
+        git: rec.git.clone()?,
+        settled,
+    })
 }
 
 /// A path a job listed or printed, as the ledger stores it: made absolute
@@ -307,9 +321,8 @@ fn insert(
         )?;
     }
     super::diagnostics::store(tx, e, artifacts)?;
-    if let Some((git, merged)) = &e.published {
-        let merged = merged.as_ref().map(|(at, c)| (*at, c.as_str()));
-        super::published::insert(tx, &e.id, git, merged, Timestamp::now().epoch_ms())?;
+    if let Some(published) = &e.published {
+        super::published::insert(tx, &e.id, published, Timestamp::now().epoch_ms())?;
     }
     Ok(true)
 }

@@ -39,7 +39,7 @@ pub use execution::{Artifact, Execution, PathRelation, Source, stored_path};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
-pub use published::{PublishedRow, Settled, Watched};
+pub use published::{Published, PublishedRow, Settled, Watched};
 pub use query::{Cooldowns, Ended, LastRun};
 
 /// How long a writer waits for another writer's lock before giving up.

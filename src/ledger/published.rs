@@ -30,6 +30,14 @@ impl Settled {
     }
 }
 
+/// The published work of an execution as its row is written: its branch,
+/// and how it is settled already (with the merge's time and commit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub git: GitWork,
+    pub settled: Option<(Settled, Option<(u64, String)>)>,
+}
+
 /// A branch the reconcile still watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watched {
@@ -50,16 +58,17 @@ pub struct PublishedRow {
 }
 
 /// The published row of execution `id`, written with it
-/// ([`super::execution`]'s insert): settled at once when the job ended
-/// merged (`merged` = its time and commit).
+/// ([`super::execution`]'s insert): settled at once when its record says
+/// so.
 pub(super) fn insert(
     tx: &rusqlite::Transaction<'_>,
     id: &str,
-    git: &GitWork,
-    merged: Option<(u64, &str)>,
+    p: &Published,
     now_ms: u64,
 ) -> rusqlite::Result<()> {
-    let settled = merged.map(|_| Settled::PublishMerged.as_str());
+    let git = &p.git;
+    let settled = p.settled.as_ref().map(|(how, _)| how.as_str());
+    let merged = p.settled.as_ref().and_then(|(_, m)| m.as_ref());
     tx.execute(
         "INSERT OR IGNORE INTO published (execution_id, repo, branch, target, fetch, worktree,
              tip, settled, settled_at, merged_at, merge_commit)
@@ -73,8 +82,8 @@ pub(super) fn insert(
             git.worktree,
             git.tip,
             settled,
-            merged.map(|_| now_ms as i64),
-            merged.map(|(at, _)| at as i64),
+            settled.map(|_| now_ms as i64),
+            merged.map(|(at, _)| *at as i64),
             merged.map(|(_, commit)| commit),
         ],
     )?;
@@ -175,5 +184,103 @@ impl Ledger {
             )
             .optional()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Timestamp;
+    use crate::job::{JobId, JobRecord, JobState, Reconciled};
+    use crate::layout::PromptName;
+    use crate::ledger::{Execution, Outcome, Source};
+
+    fn record(state: JobState, reconciled: Option<&str>) -> JobRecord {
+        let prompt = PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        let mut rec = JobRecord::new_queued(JobId::generate(), &prompt, "inbox/p/n.md".into(), "h");
+        rec.state = state;
+        rec.finished_at = Some(Timestamp::now());
+        rec.git = Some(GitWork {
+            repo: "/srv/r".into(),
+            branch: format!("jw/{}", rec.job_id),
+            target: "main".into(),
+            worktree: None,
+            fetch: None,
+            tip: Some("abcd1234".into()),
+        });
+        if state == JobState::Merged {
+            rec.merged_at = Some(Timestamp::now());
+            rec.merge_commit = Some("beef5678".into());
+        }
+        rec.reconciled = reconciled.map(|reason| Reconciled {
+            reason: reason.into(),
+            at: Timestamp::now(),
+        });
+        rec
+    }
+
+    fn write(ledger: &mut Ledger, rec: &JobRecord) -> String {
+        let exec = Execution::from_record(rec, Outcome::Success, Some("archived"), Source::Repair);
+        ledger.record(&exec, &[], &[]).expect("row");
+        rec.job_id.to_string()
+    }
+
+    #[test]
+    fn a_row_is_settled_as_its_record_says_and_only_open_branches_are_watched() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut ledger = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        let open = write(&mut ledger, &record(JobState::Succeeded, None));
+        let by_publish = write(&mut ledger, &record(JobState::Merged, None));
+        let later = write(
+            &mut ledger,
+            &record(JobState::Merged, Some("branch_merged")),
+        );
+        let deleted = write(
+            &mut ledger,
+            &record(JobState::Succeeded, Some("branch_deleted")),
+        );
+        let settled = |id: &str| ledger.published(id).expect("read").and_then(|p| p.settled);
+        assert_eq!(settled(&open), None);
+        assert_eq!(settled(&by_publish).as_deref(), Some("publish_merged"));
+        assert_eq!(settled(&later).as_deref(), Some("branch_merged"));
+        assert_eq!(settled(&deleted).as_deref(), Some("branch_deleted"));
+        let watched = ledger.watched_branches(10).expect("watched");
+        assert_eq!(watched.len(), 1);
+        assert_eq!(watched[0].execution_id, open);
+        assert_eq!(watched[0].git.tip.as_deref(), Some("abcd1234"));
+        let merged = ledger
+            .merged_counts(&crate::ledger::history::Filter::default())
+            .expect("counts");
+        assert_eq!(merged, vec![("p".to_owned(), 2)]);
+        // A failed job publishes nothing.
+        let failed = write(&mut ledger, &record(JobState::Failed, None));
+        assert_eq!(ledger.published(&failed).expect("read"), None);
+    }
+
+    #[test]
+    fn a_branch_is_settled_once_and_the_schema_refuses_a_merge_without_its_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut ledger = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        let id = write(&mut ledger, &record(JobState::Succeeded, None));
+        let now = Timestamp::now().epoch_ms();
+        ledger
+            .settle_branch(&id, Settled::BranchMerged, Some((now, "cafe")), now)
+            .expect("settle");
+        // A second settle (a pass that raced a cut-short one) changes nothing.
+        ledger
+            .settle_branch(&id, Settled::BranchDeleted, None, now + 1)
+            .expect("no-op");
+        let row = ledger.published(&id).expect("read").expect("row");
+        assert_eq!(row.settled.as_deref(), Some("branch_merged"));
+        assert_eq!(row.merge_commit.as_deref(), Some("cafe"));
+        assert!(ledger.watched_branches(10).expect("watched").is_empty());
+        let other = write(&mut ledger, &record(JobState::Succeeded, None));
+        let err = ledger.settle_branch(&other, Settled::BranchMerged, None, now);
+        assert!(err.is_err(), "a merge needs its time");
+        let err = ledger.settle_branch(&other, Settled::BranchMerged, Some((1000, "x")), now);
+        assert!(err.is_err(), "a merge in 1970 is impossible");
     }
 }
