@@ -76,8 +76,8 @@ ops! {
 
 /// The ops that record what was done to a job from outside it (its
 /// inputs): the drop that was claimed, an abort or cancel, a retry, an
-/// acknowledgement, a pause holding it and its end. `events
-/// --inputs-only` shows these.
+/// acknowledgement, a pause holding it and its end, what the reconcile
+/// found of its published work. `events --inputs-only` shows these.
 pub const INPUT_OPS: &[Op] = &[
     Op::Claimed,
     Op::AbortRequested,
@@ -85,6 +85,7 @@ pub const INPUT_OPS: &[Op] = &[
     Op::Acknowledged,
     Op::Paused,
     Op::Resumed,
+    Op::Reconciled,
 ];
 
 impl std::str::FromStr for Op {

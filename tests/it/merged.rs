@@ -377,6 +377,11 @@ fn a_branch_deleted_unmerged_is_recorded_and_one_deleted_after_its_merge_is_merg
         archived(&sb, &dropped, "succeeded").is_some(),
         "nothing moved, nothing deleted"
     );
+    let inputs = sb.run(&["events", &dropped.id, "--inputs-only", "--json"]);
+    assert!(
+        inputs.stdout.contains("\"reconciled\""),
+        "an input: {inputs:?}"
+    );
     let row = json(&sb, &["history", "show", &dropped.id, "--json"]);
     assert_eq!(row["published"]["settled"], "branch_deleted");
     assert!(row["published"]["merged_at"].is_null());
