@@ -124,6 +124,10 @@ pub enum Command {
     /// Apply retention: prune old run folders, archived prompts and artifacts.
     Gc(GcArgs),
 
+    /// The `[[notify]]` hooks: fire one by hand.
+    #[command(subcommand)]
+    Notify(NotifyCommand),
+
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
 
@@ -473,6 +477,23 @@ pub struct MonitorArgs {
     /// Start ready, and take the job whose id follows the config on stdin.
     #[arg(long, conflicts_with = "job")]
     pub spare: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyCommand {
+    /// Deliver a `test` notice by the hook named NAME once, now, and say how
+    /// it went: exit 0 delivered, 4 failed (the reason on stderr), 1 no such
+    /// hook.
+    Test(NotifyTestArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// The hook's `name` in the config.
+    pub name: String,
+    /// Print the result as JSON (`hook`, `delivered`, `error`, `elapsed_ms`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 mod diff;
 mod handover;
 mod limits;
+pub mod notify;
 mod preflight;
 mod profile;
 mod rate_limit;
@@ -335,6 +336,8 @@ pub struct Config {
     pub reconcile_interval: Duration,
     /// `[[route]]` entries, in order: the first that matches wins.
     pub routes: Vec<Route>,
+    /// `[[notify]]` hooks.
+    pub notify: Vec<notify::Hook>,
 }
 
 // ---------------------------------------------------------------------------
@@ -508,9 +511,11 @@ fn build(
             true,
         ),
         routes: Vec::new(),
+        notify: Vec::new(),
     };
     config.profiles = profile::build(v, &raw.profiles);
     config.routes = route::build(v, &raw.routes, &config.profiles);
+    config.notify = notify::build(v, &raw.notify);
     config
 }
 

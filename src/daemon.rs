@@ -17,6 +17,7 @@ mod job_ends;
 mod ledger_state;
 mod lock;
 mod monitors;
+mod notices;
 pub mod notify;
 mod published_watch;
 mod schedule;
@@ -221,6 +222,12 @@ struct Daemon {
     quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
     gc_running: Arc<AtomicBool>,
     published: published_watch::PublishedWatch,
+    /// The `[[notify]]` hooks' deliveries.
+    hooks: crate::hooks::Hub,
+    /// A job was claimed or ended since `all_done` was last told.
+    work_seen: bool,
+    /// When `all_done` is told, if the queue stays drained until then.
+    all_done_due: Option<tokio::time::Instant>,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
     /// Claims are being made in a group commit (`Daemon::claiming`): no
@@ -256,6 +263,7 @@ struct Daemon {
 
 impl Daemon {
     fn new(config: Arc<Config>, layout: Layout) -> Self {
+        let hooks = crate::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
         Daemon {
             control: control::Control::new(&config),
             config,
@@ -281,6 +289,9 @@ impl Daemon {
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             published: Default::default(),
+            hooks,
+            work_seen: false,
+            all_done_due: None,
             stopping: false,
             holding_starts: false,
             idle_sender: None,
@@ -327,6 +338,7 @@ impl Daemon {
                 Some(expired) = std::future::poll_fn(|cx| self.cooling.poll_expired(cx)) => {
                     self.on_cooled(expired.into_inner());
                 }
+                _ = sleep_until(self.all_done_due), if self.all_done_due.is_some() => self.on_all_done(),
                 _ = sleep_until(self.spare_due), if self.spare_due.is_some() => {
                     self.spare_due = None;
                     self.ready_spare();
@@ -336,6 +348,7 @@ impl Daemon {
                 _ = gc.tick() => self.collect_garbage(),
                 _ = reconcile.tick() => self.reconcile_published(),
             }
+            self.watch_all_done();
             self.follow_intervals([
                 (&mut rescan, self.rescan_period()),
                 (&mut tick, self.config.heartbeat_interval),
@@ -544,7 +557,8 @@ impl Daemon {
     /// damaged one is said once, by the ledger's own check).
     fn reconcile_published(&mut self) {
         if self.ledger.is_some() {
-            self.published.start(&self.layout, &self.config);
+            self.published
+                .start(&self.layout, &self.config, &self.hooks);
         }
     }
 

@@ -64,6 +64,8 @@ ops! {
     Published => "published",
     Reconciled => "reconciled",
     GitCheckFailed => "git_check_failed",
+    Notified => "notified",
+    NotifyFailed => "notify_failed",
     Archived => "archived",
     Requeued => "requeued",
     ArchiveFailed => "archive_failed",

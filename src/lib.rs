@@ -24,7 +24,8 @@
 //!   `commands/wait/`: `wait` (`scope.rs`: what `--project`/`--all` take in,
 //!   `tracker.rs`: the followed jobs and their exit code);
 //!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
-//!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`.
+//!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`;
+//!   `commands/notify.rs`: `notify test`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
@@ -34,7 +35,7 @@
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
 //!   key), `config/show.rs` (`config show`: the effective config as TOML),
 //!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
-//!   config framed on a monitor's stdin).
+//!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
@@ -60,7 +61,8 @@
 //!   `daemon/job_ends.rs` (jobs' ends reported or monitor exits, interrupted jobs and their
 //!   orphans, claims held, queued aborts), `daemon/monitors.rs` (the monitors started, kept
 //!   busy job after job; the idle ones retired), `daemon/startup_check.rs` (the start-up check: started after the
-//!   first claims, its findings acted on by the loop), `daemon/published_watch.rs` (the
+//!   first claims, its findings acted on by the loop), `daemon/notices.rs` (what the hooks are told, and
+//!   when: a job's end, needs attention, cooldown, all done), `daemon/published_watch.rs` (the
 //!   reconcile of published work: at start and every `reconcile_interval`, one pass at a
 //!   time), `daemon/control.rs` (reloading the
 //!   config on request: SIGHUP),
@@ -95,9 +97,12 @@
 //!   `outcome.rs` (outcome names and their mapping to job states),
 //!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`
 //!   (each execution's compiler and linter diagnostics, and the questions asked of them),
-//!   `published.rs` (each execution's published git branch, watched until settled).
+//!   `published.rs` (each execution's published git branch, watched until settled),
+//!   `batch.rs` (the last batch of work and its completion summary).
 //! - [`git`] — a job's published work (`job.json` `git`) and what git says of it: merged
 //!   (by which commit), deleted; git's commands run with a deadline.
+//! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
+//!   (a command or a webhook), retried with backoff, recorded in the job's events.
 //! - [`published`] — the reconcile of published work: merged branches make their jobs
 //!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
 //! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
@@ -132,6 +137,7 @@ pub mod front_matter;
 pub mod fsio;
 pub mod gc;
 pub mod git;
+pub mod hooks;
 pub mod inbox;
 pub mod job;
 pub mod layout;

@@ -52,7 +52,13 @@ pub struct Memory {
 }
 
 /// One pass over the watched branches and the running jobs' worktrees.
-pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> PassReport {
+/// A job found merged is told to the hooks (`merged`), when given.
+pub async fn pass(
+    layout: &Layout,
+    config: &Config,
+    memory: &mut Memory,
+    hooks: Option<&crate::hooks::Hub>,
+) -> PassReport {
     let mut report = PassReport::default();
     let mut ledger = match Ledger::open(&layout.ledger()) {
         Ok(ledger) => ledger,
@@ -112,8 +118,16 @@ pub async fn pass(layout: &Layout, config: &Config, memory: &mut Memory) -> Pass
         for w in &jobs {
             match states.get(&w.git.branch) {
                 Some(BranchState::Merged(merge)) => {
-                    settle(layout, config, &mut ledger, w, Found::Merged(merge));
+                    let rec = settle(layout, config, &mut ledger, w, Found::Merged(merge));
                     report.merged += 1;
+                    let merged = rec.filter(|r| r.state == JobState::Merged);
+                    if let (Some(hooks), Some(rec)) = (hooks, merged)
+                        && hooks.wants("merged")
+                    {
+                        let notice =
+                            crate::hooks::Notice::of_job("merged", &rec, layout, json!({}));
+                        hooks.send(notice);
+                    }
                 }
                 Some(BranchState::Deleted) => {
                     settle(layout, config, &mut ledger, w, Found::Deleted);
@@ -165,12 +179,20 @@ enum Found<'a> {
 /// Record what was found about `w`'s branch: the job's record, its
 /// archived prompt, its events, then the ledger (last: a pass cut short
 /// leaves the branch watched, and the next finishes the settle).
-fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, found: Found<'_>) {
+/// The job's record as it now is, when it could be read and written.
+fn settle(
+    layout: &Layout,
+    config: &Config,
+    ledger: &mut Ledger,
+    w: &Watched,
+    found: Found<'_>,
+) -> Option<JobRecord> {
     let now = Timestamp::now();
     let id = w.execution_id.as_str();
     let rec = JobId::parse(id)
         .ok()
         .map(|job| JobRecord::load_job(layout, &job));
+    let mut kept = None;
     let merged = match (&found, rec) {
         (Found::Merged(merge), Some(Ok(mut rec))) => {
             match merge_record(layout, config, &mut rec, &w.git, merge, now) {
@@ -187,10 +209,12 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
                         job = id,
                         "recording its merge: {e}; tried again at the next reconcile"
                     );
-                    return;
+                    return None;
                 }
             }
-            rec.merged_at.zip(rec.merge_commit.clone())
+            let merged = rec.merged_at.zip(rec.merge_commit.clone());
+            kept = Some(rec);
+            merged
         }
         (Found::Deleted, Some(Ok(mut rec))) => {
             if let Err(e) = deleted_record(layout, config, &mut rec, &w.git, now) {
@@ -198,8 +222,9 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
                     job = id,
                     "recording its deleted branch: {e}; tried again at the next reconcile"
                 );
-                return;
+                return None;
             }
+            kept = Some(rec);
             None
         }
         // No record (retention removed its run folder, or the row is not
@@ -228,6 +253,7 @@ fn settle(layout: &Layout, config: &Config, ledger: &mut Ledger, w: &Watched, fo
             "{e}; its branch is asked about again at the next reconcile"
         );
     }
+    kept
 }
 
 /// `succeeded → merged` in the record (unless a pass cut short did it),

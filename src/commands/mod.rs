@@ -24,6 +24,7 @@ mod jobs;
 mod logs;
 mod man;
 mod monitor;
+mod notify;
 mod output;
 mod pause;
 mod progress;
@@ -135,6 +136,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Route(args) => route::run(&cli.global, &args),
         Command::History(cmd) => history::run(&cli.global, &cmd),
         Command::Gc(args) => gc::run(&cli.global, &args),
+        Command::Notify(cmd) => notify::run(&cli.global, &cmd),
     }
 }
 

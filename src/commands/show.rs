@@ -65,6 +65,7 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
         facts.output = Some("some");
     }
     let shown = Shown {
+        notifications: notifications(&layout, &id),
         paths: Paths::of(&layout, &id, record.as_ref()),
         log_tail,
         id,
@@ -93,6 +94,9 @@ fn read_record(layout: &Layout, id: &JobId) -> anyhow::Result<Option<(Value, Job
 
 struct Shown {
     id: JobId,
+    /// The deliveries of `[[notify]]` hooks about it (`notified` and
+    /// `notify_failed` events), oldest first.
+    notifications: Vec<Value>,
     record: Option<(Value, JobRecord)>,
     execution: Option<Execution>,
     paths: Paths,
@@ -148,6 +152,8 @@ struct ShowJson<'a> {
     execution: Option<ExecutionJson<'a>>,
     /// The last lines of `job.log`, oldest first.
     log_tail: &'a [String],
+    /// Its `notified` and `notify_failed` events, oldest first.
+    notifications: &'a [Value],
     /// The prompt waiting in the inbox, for one that has no job yet
     /// (`commands/waiting.rs`); null for a job.
     waiting: Option<()>,
@@ -162,9 +168,24 @@ impl Shown {
             paths: &self.paths,
             execution: self.execution.as_ref().map(ExecutionJson::from),
             log_tail: &self.log_tail,
+            notifications: &self.notifications,
             waiting: None,
         }
     }
+}
+
+/// The job's notification deliveries, from its events (none when they
+/// cannot be read).
+fn notifications(layout: &Layout, id: &JobId) -> Vec<Value> {
+    let ops = [
+        crate::events::Op::Notified.as_str(),
+        crate::events::Op::NotifyFailed.as_str(),
+    ];
+    crate::events::read_all(layout.root(), &layout.events(id))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e["op"].as_str().is_some_and(|op| ops.contains(&op)))
+        .collect()
 }
 
 /// The last [`LOG_LINES`] lines of the log (invalid UTF-8 replaced).

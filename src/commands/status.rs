@@ -12,8 +12,6 @@
 //! none does (`exit.rs`), in both cases after printing the whole answer
 //! (`--json` too); 2 only when the question could not be answered.
 
-mod batch;
-
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -129,7 +127,7 @@ pub struct Status {
     /// Prompts whose last run went wrong that `jobwarden ack` cleared.
     acknowledged: u64,
     /// Once nothing runs or waits: the last batch of work, summed up.
-    completion_summary: Option<batch::CompletionSummary>,
+    completion_summary: Option<crate::ledger::CompletionSummary>,
     /// The latest step of the wall clock a daemon noticed, if any.
     last_clock_step: Option<ClockStep>,
 }
@@ -393,11 +391,7 @@ impl Status {
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
             .sum();
         if active == 0 {
-            let ended = ledger.recently_finished(batch::SCANNED)?;
-            // Every one of the batch's, not only the few listed above.
-            let needing = ledger.prompts_needing_attention(batch::SCANNED)?;
-            let attention: Vec<&str> = needing.iter().map(|a| a.job_id.as_str()).collect();
-            self.completion_summary = batch::CompletionSummary::of(&ended, &attention);
+            self.completion_summary = ledger.completion_summary()?;
         }
         self.overall_state = if active > 0 {
             "active"
@@ -714,7 +708,7 @@ fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<stat
 
 /// `4 jobs in 12m00s: 2 succeeded, 1 failed, 1 cancelled; longest p/a
 /// (10m00s); 1 needs attention`.
-fn batch_line(b: &batch::CompletionSummary) -> String {
+fn batch_line(b: &crate::ledger::CompletionSummary) -> String {
     let states: Vec<String> = b
         .by_state
         .iter()

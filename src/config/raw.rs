@@ -66,6 +66,20 @@ pub(super) struct RawConfig {
     pub profiles: BTreeMap<String, RawProfile>,
     #[serde(default, rename = "route")]
     pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub notify: Vec<RawNotify>,
+}
+
+/// A `[[notify]]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawNotify {
+    pub name: Opt<String>,
+    pub on: Opt<Vec<String>>,
+    pub command: Opt<Vec<String>>,
+    pub webhook: Opt<String>,
+    pub bearer_token_file: Opt<PathBuf>,
+    pub timeout: Opt<String>,
+    pub retries: Opt<i64>,
 }
 
 /// `[profiles.<name>]`.
@@ -236,6 +250,7 @@ fn keys_at(parent: &[Seg]) -> &'static [&'static str] {
             _ => &[],
         },
         [r, Seg::Index(_)] if key(r, "route") => keys_of::<RawRoute>(),
+        [n, Seg::Index(_)] if key(n, "notify") => keys_of::<RawNotify>(),
         _ => &[],
     }
 }

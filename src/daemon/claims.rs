@@ -225,7 +225,9 @@ impl Daemon {
         let request = retry::request::honoured(&self.layout, prompt, path, last.as_ref());
         let now = Timestamp::now().epoch_ms();
         if let Some(d) = retry::deferral(&self.config, last.as_ref(), request.as_ref(), now) {
-            self.defer(prompt, path, d.until_ms);
+            if self.defer(prompt, path, d.until_ms) {
+                self.notify_cooldown(&d);
+            }
             return None;
         }
         self.deferred.remove(prompt);
@@ -233,16 +235,18 @@ impl Daemon {
         Some((Prior { requeued_by }, request))
     }
 
-    pub(super) fn defer(&mut self, prompt: &PromptName, path: &Path, until: u64) {
+    /// Defer `prompt` until `until` (epoch ms); false if it already was.
+    pub(super) fn defer(&mut self, prompt: &PromptName, path: &Path, until: u64) -> bool {
         let known = self.deferred.get(prompt).is_some_and(|(u, _)| *u == until);
         if known {
-            return;
+            return false;
         }
         let wait = Duration::from_millis(until.saturating_sub(Timestamp::now().epoch_ms()));
         tracing::info!(%prompt, cooldown_ends_in = %humantime::format_duration(Duration::from_millis(wait.as_millis() as u64)), "in cooldown; deferred");
         self.deferred
             .insert(prompt.clone(), (until, path.to_path_buf()));
         self.cooling.insert(path.to_path_buf(), wait);
+        true
     }
 
     /// A cooldown timer fired: forget it (so that, should the wall clock
@@ -264,12 +268,14 @@ impl Daemon {
                 tracing::info!(job = %rec.job_id, prompt = %rec.prompt_name(), "claimed");
                 // Its index row was written by the claim, before its folder.
                 self.claims.insert(rec.prompt_name(), rec.job_id.clone());
+                self.work_seen = true;
                 self.enqueue(&rec);
                 drop(_span);
                 self.dispatch();
             }
             Ok(Claimed::Rejected(rec)) => {
                 tracing::warn!(job = %rec.job_id, prompt = %rec.prompt_name(), reason = rec.state_reason.as_deref().unwrap_or(""), "rejected");
+                self.notify_end(&rec);
             }
             Ok(Claimed::Lost) => {
                 tracing::debug!(path = %path.display(), "claimed elsewhere or gone")

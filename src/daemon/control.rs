@@ -292,6 +292,8 @@ impl Daemon {
         let read = Some(self.control.state.digest.clone());
         self.control.state.loaded_at = at;
         self.config = Arc::new(new);
+        self.hooks
+            .set_hooks(self.config.notify.clone(), self.config.events);
         // Monitors hold the old config: retire them (busy ones at the end
         // of their job) for ones that have this.
         self.monitors.retire_idle(true);

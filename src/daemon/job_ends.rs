@@ -175,6 +175,7 @@ impl Daemon {
             Ok(mut rec) => {
                 // The monitor logged the end; this is the daemon's record of it.
                 tracing::debug!(job = %id, state = %rec.state, "end recorded");
+                self.notify_end(&rec);
                 // A monitor killed between its terminal record and the
                 // prompt's move leaves it claimed, and maybe its row unwritten:
                 // finish both, unless the claim is a newer job's (the prompt
@@ -248,6 +249,7 @@ impl Daemon {
                 // Not waiting again: a group still there keeps it archived.
                 recover::interrupt(&self.layout, &self.config, ledger, &mut rec, why, false);
                 self.unblock(&rec.prompt_name());
+                self.notify_end_of(&id);
                 let ended =
                     JobRecord::load_job(&self.layout, &id).is_ok_and(|r| r.state.is_terminal());
                 if !ended {
@@ -334,6 +336,7 @@ impl Daemon {
             };
             canceller.end_queued(&mut rec, "queued")?;
             tracing::info!(job = %id, state = %rec.state, "stopped while queued");
+            self.notify_end(&rec);
             self.release_claim(&rec.prompt_name(), id);
             self.unblock(&rec.prompt_name());
             Ok(())

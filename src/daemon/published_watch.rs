@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
+use crate::hooks::Hub;
 use crate::layout::Layout;
 use crate::published::{self, Memory};
 
@@ -18,14 +19,14 @@ pub(super) struct PublishedWatch {
 
 impl PublishedWatch {
     /// Start a pass unless one is still going.
-    pub(super) fn start(&self, layout: &Layout, config: &Arc<Config>) {
+    pub(super) fn start(&self, layout: &Layout, config: &Arc<Config>, hooks: &Hub) {
         if self.running.swap(true, Ordering::AcqRel) {
             return;
         }
         let (layout, config) = (layout.clone(), config.clone());
-        let (running, memory) = (self.running.clone(), self.memory.clone());
+        let (running, memory, hooks) = (self.running.clone(), self.memory.clone(), hooks.clone());
         tokio::spawn(async move {
-            published::pass(&layout, &config, &mut *memory.lock().await).await;
+            published::pass(&layout, &config, &mut *memory.lock().await, Some(&hooks)).await;
             running.store(false, Ordering::Release);
         });
     }

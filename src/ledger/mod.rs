@@ -15,6 +15,7 @@
 
 mod attention;
 pub mod backfill;
+mod batch;
 mod diagnostics;
 mod execution;
 pub mod health;
@@ -34,6 +35,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use attention::{Attention, Standing};
+pub use batch::CompletionSummary;
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
 pub use execution::{Artifact, Execution, PathRelation, Source, stored_path};
 pub use jobs::{IndexedJob, JobFilter, short_id};

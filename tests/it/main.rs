@@ -26,6 +26,7 @@ mod faults;
 mod gc;
 mod hardening;
 mod history;
+mod hooks;
 mod inflight;
 mod inspect;
 mod install;

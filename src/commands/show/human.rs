@@ -22,6 +22,9 @@ pub(super) fn print(s: &Shown) -> std::io::Result<()> {
         Some((_, rec)) => record_rows(&mut rows, rec, &s.facts, now),
         None => gone_rows(&mut rows, &s.facts),
     }
+    for n in &s.notifications {
+        rows.push(("notified", notification_line(n)));
+    }
     file_rows(&mut rows, &s.paths);
     rows.push(("ledger", ledger_row(s.execution.as_ref(), now)));
     if s.log_tail.is_empty() {
@@ -98,6 +101,26 @@ fn git_rows(rec: &JobRecord, when: &dyn Fn(Timestamp) -> String) -> Vec<(&'stati
         rows.push(("reconcile", format!("{} {}", r.reason, when(r.at))));
     }
     rows
+}
+
+/// `rec: failed, delivered` or `dead: failed, not delivered after 2
+/// attempts: <why>`.
+fn notification_line(n: &serde_json::Value) -> String {
+    let text = |k: &str| n[k].as_str().unwrap_or("?").to_owned();
+    let attempts = n["attempts"].as_u64().unwrap_or(1);
+    let tries = if attempts == 1 {
+        "1 attempt".to_owned()
+    } else {
+        format!("{attempts} attempts")
+    };
+    match n["error"].as_str() {
+        None => format!("{}: {}, delivered ({tries})", text("hook"), text("event")),
+        Some(e) => format!(
+            "{}: {}, not delivered after {tries}: {e}",
+            text("hook"),
+            text("event")
+        ),
+    }
 }
 
 /// `failed (in prepare): <reason>`.

@@ -1,6 +1,7 @@
-//! The completion summary `status` gives once the queue has drained: the
-//! last batch of work, what became of it, how long it took, its longest
-//! job and what of it needs attention.
+//! The completion summary `status` gives once the queue has drained (and
+//! the `all_done` notification carries): the last batch of work, what
+//! became of it, how long it took, its longest job and what of it needs
+//! attention.
 //!
 //! A batch is the last busy stretch read from the job index: the jobs
 //! whose time from claim to end chains together, gaps of nothing claimed
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::clock::Timestamp;
-use crate::ledger::IndexedJob;
+use crate::ledger::{IndexedJob, Ledger, LedgerError};
 
 /// Nothing claimed or running for this long ends a batch.
 pub const IDLE_ENDS_A_BATCH_MS: u64 = 30_000;
@@ -42,6 +43,18 @@ pub struct Longest {
     pub project: String,
     pub name: String,
     pub duration_ms: u64,
+}
+
+impl Ledger {
+    /// The summary of the last batch the job index holds; `None` when
+    /// nothing ended.
+    pub fn completion_summary(&self) -> Result<Option<CompletionSummary>, LedgerError> {
+        let ended = self.recently_finished(SCANNED)?;
+        // Every one of the batch's, not only the few `status` lists.
+        let needing = self.prompts_needing_attention(SCANNED)?;
+        let attention: Vec<&str> = needing.iter().map(|a| a.job_id.as_str()).collect();
+        Ok(CompletionSummary::of(&ended, &attention))
+    }
 }
 
 impl CompletionSummary {
