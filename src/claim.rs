@@ -36,6 +36,7 @@
 //! with its reason, under a generated id, its file moved to
 //! `archive/rejected/`: nothing is followed, nothing is lost.
 
+use crate::clock::Timestamp;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -196,13 +197,14 @@ impl Claimer<'_> {
         made: &mut Made,
     ) -> Result<Claimed, JobError> {
         let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
-        let verdict = self.examine(running, prompt, attempt)?;
+        let (verdict, dropped_at) = self.examine(running, prompt, attempt)?;
         let id = match &verdict {
             Verdict::Run { id, .. } => id.clone(),
             Verdict::Reject { .. } => JobId::generate(),
         };
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
+        rec.dropped_at = dropped_at;
         if let Some((previous, n)) = &prior.requeued_by {
             rec.retry_of = Some(previous.clone());
             rec.attempt = n + 1;
@@ -273,18 +275,30 @@ impl Claimer<'_> {
     }
 
     /// Read the claimed prompt and decide: run it (under which id), or
-    /// reject it (why). Only the environment failing is an error.
+    /// reject it (why); and when it was dropped (its file's mtime), when
+    /// that could be read. Only the environment failing is an error.
     fn examine(
         &mut self,
         running: &Path,
         prompt: &PromptName,
         attempt: u32,
+    ) -> Result<(Verdict, Option<Timestamp>), JobError> {
+        let (text, dropped_at) =
+            match read_prompt(self.layout.root(), running, self.config.max_prompt_bytes) {
+                Ok(read) => read,
+                Err(Refusal::Input(reason)) => return Ok((Verdict::reject(reason, None), None)),
+                Err(Refusal::Io(e)) => return Err(e.into()),
+            };
+        self.judge(text, prompt, attempt).map(|v| (v, dropped_at))
+    }
+
+    /// [`Claimer::examine`]'s verdict on the prompt's `text`.
+    fn judge(
+        &mut self,
+        text: String,
+        prompt: &PromptName,
+        attempt: u32,
     ) -> Result<Verdict, JobError> {
-        let text = match read_prompt(self.layout.root(), running, self.config.max_prompt_bytes) {
-            Ok(text) => text,
-            Err(Refusal::Input(reason)) => return Ok(Verdict::reject(reason, None)),
-            Err(Refusal::Io(e)) => return Err(e.into()),
-        };
         let sha256 = || Some(hex(&Sha256::digest(text.as_bytes())));
         let (parsed, settings) = match vet(self.config, &prompt.project, &text) {
             Ok(vetted) => vetted,
@@ -531,8 +545,9 @@ enum Refusal {
     Io(IoError),
 }
 
-/// The prompt's text, or why not.
-fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<String, Refusal> {
+/// The prompt's text and its file's mtime (when it was dropped), or why
+/// not.
+fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, Option<Timestamp>), Refusal> {
     let meta =
         fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
     if meta.file_type().is_symlink() {
@@ -548,8 +563,9 @@ fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<String, Refusal> {
     if over {
         return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| Refusal::Input("the prompt is not valid UTF-8 text".into()))
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Refusal::Input("the prompt is not valid UTF-8 text".into()))?;
+    Ok((text, meta.modified().ok().map(Timestamp::from)))
 }
 
 fn too_large(len: u64, max: u64) -> String {

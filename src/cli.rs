@@ -124,6 +124,10 @@ pub enum Command {
     /// Apply retention: prune old run folders, archived prompts and artifacts.
     Gc(GcArgs),
 
+    /// Print Prometheus metrics (text format), or write them atomically to a
+    /// file for node_exporter's textfile collector.
+    Metrics(MetricsArgs),
+
     /// The `[[notify]]` hooks: fire one by hand.
     #[command(subcommand)]
     Notify(NotifyCommand),
@@ -477,6 +481,15 @@ pub struct MonitorArgs {
     /// Start ready, and take the job whose id follows the config on stdin.
     #[arg(long, conflicts_with = "job")]
     pub spare: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Write to this file (replaced atomically: a scraper never reads half
+    /// of it) instead of stdout, e.g.
+    /// /var/lib/node_exporter/textfile/jobwarden.prom.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -228,6 +228,8 @@ struct Daemon {
     work_seen: bool,
     /// When `all_done` is told, if the queue stays drained until then.
     all_done_due: Option<tokio::time::Instant>,
+    /// From drop to claim, of the prompts claimed since start.
+    claim_latency: crate::metrics::Histogram,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
     /// Claims are being made in a group commit (`Daemon::claiming`): no
@@ -292,6 +294,7 @@ impl Daemon {
             hooks,
             work_seen: false,
             all_done_due: None,
+            claim_latency: crate::metrics::Histogram::new(&crate::metrics::CLAIM_LATENCY_BOUNDS_MS),
             stopping: false,
             holding_starts: false,
             idle_sender: None,
@@ -662,6 +665,12 @@ impl Daemon {
             deferred: self.deferred_list(),
             config: &self.control.state,
             startup_check: self.startup.state(),
+            metrics: crate::metrics::DaemonMetrics {
+                claim_latency: self.claim_latency.clone(),
+                log_lines_dropped: crate::logging::log_lines_dropped(),
+                notifications_dropped: self.hooks.dropped(),
+                cooldowns: self.deferred.len() as u64,
+            },
         };
         if let Some(condition) = state_file::write(&self.layout, &file) {
             self.storage_failed(condition, "daemon.json could not be written".into());

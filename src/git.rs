@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 
+/// The file, in a repository's common git dir, that the worktree scripts
+/// and a fetch lock.
+pub const REPOSITORY_LOCK: &str = "jobwarden-worktree.lock";
+
 /// How long one git command may take (a fetch included).
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -181,6 +185,9 @@ pub async fn survey(
         return Err(git.error("survey", "the repository's folder does not exist".into()));
     }
     if let Some(remote) = fetch {
+        // The worktree scripts' lock: a fetch updates the refs they push
+        // and fetch, and git refuses a ref two writers race for.
+        let _lock = git.repository_lock().await?;
         git.run(
             "fetch",
             &["fetch", "--prune", "--quiet", "--no-tags", remote],
@@ -261,6 +268,43 @@ impl Git<'_> {
             what: what.to_owned(),
             why,
             code: None,
+        }
+    }
+
+    /// The lock the worktree scripts take on the repository
+    /// (`jobwarden-worktree.lock` in its common git dir), waited for within
+    /// the deadline.
+    async fn repository_lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>, GitError> {
+        let dir = self
+            .run(
+                "rev-parse",
+                &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+            )
+            .await?;
+        let path = Path::new(dir.trim()).join(REPOSITORY_LOCK);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&path)
+                .map_err(|e| self.error("lock", format!("opening {}: {e}", path.display())))?;
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(lock),
+                Err((_, nix::errno::Errno::EWOULDBLOCK))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err((_, e)) => {
+                    let why = format!(
+                        "{} is still locked after {:?} ({e})",
+                        path.display(),
+                        self.timeout
+                    );
+                    return Err(self.error("lock", why));
+                }
+            }
         }
     }
 
@@ -373,18 +417,15 @@ impl Git<'_> {
             };
             self.error(what, why)
         })?;
-        let pgid = child.id();
-        match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
-            Err(_) => {
-                if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-                    // Its helpers (ssh, a credential helper) go with it.
-                    let _ = nix::sys::signal::killpg(
-                        nix::unistd::Pid::from_raw(pid),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-                Err(self.error(what, format!("no answer within {:?}; killed", self.timeout)))
-            }
+        // Its helpers (ssh, a credential helper, an upload-pack) go with it
+        // at the deadline, and when this future is dropped (a shutdown).
+        let group = crate::procfs::GroupGuard::new(child.id());
+        let waited = tokio::time::timeout(self.timeout, child.wait_with_output()).await;
+        if waited.is_ok() {
+            group.done();
+        }
+        match waited {
+            Err(_) => Err(self.error(what, format!("no answer within {:?}; killed", self.timeout))),
             Ok(Err(e)) => Err(self.error(what, e.to_string())),
             Ok(Ok(out)) if out.status.success() => {
                 Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -288,7 +288,9 @@ async fn run_command(argv: &[String], input: &[u8], timeout: Duration) -> Result
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {shown}: {e}"))?;
-    let pgid = child.id().and_then(|p| i32::try_from(p).ok());
+    // Killed whole at the timeout, and if the delivery is dropped (a
+    // daemon shutting down).
+    let group = crate::procfs::GroupGuard::new(child.id());
     let mut stdin = child.stdin.take();
     let run = async {
         if let Some(stdin) = stdin.as_mut() {
@@ -298,16 +300,12 @@ async fn run_command(argv: &[String], input: &[u8], timeout: Duration) -> Result
         drop(stdin);
         child.wait_with_output().await
     };
-    match tokio::time::timeout(timeout, run).await {
-        Err(_) => {
-            if let Some(pid) = pgid {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-            }
-            Err(format!("{shown}: still running after {timeout:?}; killed"))
-        }
+    let waited = tokio::time::timeout(timeout, run).await;
+    if waited.is_ok() {
+        group.done();
+    }
+    match waited {
+        Err(_) => Err(format!("{shown}: still running after {timeout:?}; killed")),
         Ok(Err(e)) => Err(format!("{shown}: {e}")),
         Ok(Ok(out)) if out.status.success() => Ok(()),
         Ok(Ok(out)) => Err(format!(

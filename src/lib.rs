@@ -144,6 +144,7 @@ pub mod layout;
 pub mod ledger;
 pub mod logging;
 pub mod lookup;
+pub mod metrics;
 pub mod monitor;
 pub mod procfs;
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! again. The CLI's own messages on stderr take the same way ([`line`]).
 
 mod queue;
+pub use queue::dropped_total as log_lines_dropped;
 
 use std::io::IsTerminal;
 use std::sync::OnceLock;

@@ -288,6 +288,36 @@ fn monitor_argv(argv: &[Vec<u8>], root: &Path) -> Option<Supervises> {
         .map(|id| Supervises::Job(id.to_owned()))
 }
 
+/// A process group started for a helper (git, a notification hook),
+/// killed whole (SIGKILL) if this is dropped before [`GroupGuard::done`]:
+/// at a deadline, or when the task waiting for it is cancelled (a daemon
+/// shutting down), none of its processes outlives it.
+#[derive(Debug)]
+pub struct GroupGuard(Option<i32>);
+
+impl GroupGuard {
+    /// The group led by `pid` (a child started with `process_group(0)`).
+    pub fn new(pid: Option<u32>) -> Self {
+        GroupGuard(pid.and_then(|p| i32::try_from(p).ok()).filter(|&p| p > 0))
+    }
+
+    /// Its leader ended and was reaped: nothing to kill.
+    pub fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// Is `argv` the monitor command line of `job_id` under `root`?
 #[cfg(test)]
 fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {

@@ -9,9 +9,10 @@
 //!   row is settled and the job index says `merged`.
 //! - A branch deleted unmerged: the job stays `succeeded`; its record
 //!   (`reconciled`), its events and the ledger say `branch_deleted`.
-//! - A running or publishing job whose worktree is gone: an `ABORT`
-//!   marker with the reason `worktree_missing`, which its monitor honours
-//!   as any other; the job ends `aborted`.
+//! - A running job whose worktree is gone: an `ABORT` marker with the
+//!   reason `worktree_missing`, which its monitor honours as any other;
+//!   the job ends `aborted`. (A publishing one may remove its worktree
+//!   itself.)
 //!
 //! Each is a `reconciled` (or `state`) event with its reason. Nothing is
 //! deleted. Every step can be run again: a settle cut short by a crash is
@@ -80,22 +81,35 @@ pub async fn pass(
         }
     };
     report.watched = watched.len();
+    // Every repository at once: one whose remote hangs costs its own
+    // deadline, not the others' answers.
+    let mut surveys = tokio::task::JoinSet::new();
     for ((repo, fetch, target), jobs) in by_repository(watched) {
-        let branches: Vec<git::Asked<'_>> = jobs
-            .iter()
-            .map(|w| git::Asked {
-                branch: &w.git.branch,
-                tip: w.git.tip.as_deref(),
-            })
-            .collect();
-        let survey = git::survey(
-            &repo,
-            fetch.as_deref(),
-            &target,
-            &branches,
-            git::GIT_TIMEOUT,
-        )
-        .await;
+        surveys.spawn(async move {
+            let branches: Vec<git::Asked<'_>> = jobs
+                .iter()
+                .map(|w| git::Asked {
+                    branch: &w.git.branch,
+                    tip: w.git.tip.as_deref(),
+                })
+                .collect();
+            let survey = git::survey(
+                &repo,
+                fetch.as_deref(),
+                &target,
+                &branches,
+                git::GIT_TIMEOUT,
+            )
+            .await;
+            drop(branches);
+            (repo, jobs, survey)
+        });
+    }
+    while let Some(joined) = surveys.join_next().await {
+        let Ok((repo, jobs, survey)) = joined else {
+            report.unanswered += 1;
+            continue;
+        };
         let states = match survey {
             Ok(states) => {
                 if memory.errors.remove(&repo).is_some() {
@@ -189,6 +203,23 @@ fn settle(
 ) -> Option<JobRecord> {
     let now = Timestamp::now();
     let id = w.execution_id.as_str();
+    // Retention's turn: a gc pass judging this job's folder and prompt
+    // while they move would remove what it no longer finds, or leave what
+    // moved. A pass under way: settled at the next reconcile.
+    let _turn = match crate::fsio::try_lock(layout.root(), &layout.gc_lock()) {
+        Ok(Some(turn)) => turn,
+        Ok(None) => {
+            tracing::debug!(
+                job = id,
+                "retention is running; settled at the next reconcile"
+            );
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(job = id, "{e}; settled at the next reconcile");
+            return None;
+        }
+    };
     let rec = JobId::parse(id)
         .ok()
         .map(|job| JobRecord::load_job(layout, &job));
@@ -317,10 +348,11 @@ fn deleted_record(
     Ok(())
 }
 
-/// A running or publishing job whose worktree is gone is told to stop
-/// (an `ABORT` marker its monitor honours), once.
+/// A running job whose worktree is gone is told to stop (an `ABORT`
+/// marker its monitor honours), once. Not a publishing one: its publish
+/// may remove the worktree itself, its work being pushed.
 fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut PassReport) {
-    let live = [JobState::Running, JobState::Publishing];
+    let live = [JobState::Running];
     let names = live.map(JobState::as_str);
     let jobs = match ledger.jobs_in_states(&names, MAX_WATCHED as usize) {
         Ok(jobs) => jobs,
@@ -340,6 +372,11 @@ fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut Pas
             continue;
         };
         if !live.contains(&rec.state) || crate::abort::requested(layout, &id) {
+            continue;
+        }
+        // Read again right before: a job that moved on (to publishing, to
+        // its end) since the first read is left alone.
+        if !JobRecord::load_job(layout, &id).is_ok_and(|r| r.state == JobState::Running) {
             continue;
         }
         let worktree = git.worktree.as_deref().unwrap_or_default();

@@ -23,6 +23,7 @@ mod history;
 mod jobs;
 mod logs;
 mod man;
+mod metrics;
 mod monitor;
 mod notify;
 mod output;
@@ -137,6 +138,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::History(cmd) => history::run(&cli.global, &cmd),
         Command::Gc(args) => gc::run(&cli.global, &args),
         Command::Notify(cmd) => notify::run(&cli.global, &cmd),
+        Command::Metrics(args) => metrics::run(&cli.global, &args),
     }
 }
 

@@ -65,7 +65,7 @@ pub fn final_state(rec: &JobRecord) -> String {
         _ => match (rec.exit_code, rec.signal.as_deref()) {
             // A signal says more than the 128 + n code it gave.
             (_, Some(signal)) => line.push_str(&format!(" ({signal})")),
-            (Some(code), None) if rec.state != JobState::Succeeded => {
+            (Some(code), None) if !matches!(rec.state, JobState::Succeeded | JobState::Merged) => {
                 line.push_str(&format!(" (exit {code})"));
             }
             _ => {}

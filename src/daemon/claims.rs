@@ -259,6 +259,10 @@ impl Daemon {
     pub(super) fn on_claimed(&mut self, path: &Path, claimed: Result<Claimed, JobError>) {
         let _span = match &claimed {
             Ok(Claimed::Queued(rec) | Claimed::Rejected(rec)) => {
+                if let Some(dropped) = rec.dropped_at {
+                    let ms = rec.created_at.epoch_ms().saturating_sub(dropped.epoch_ms());
+                    self.claim_latency.observe(ms);
+                }
                 Some(tracing::info_span!("job", id = %rec.job_id).entered())
             }
             _ => None,

@@ -57,6 +57,8 @@ pub struct DaemonFile<'a> {
     /// The start-up check (the full pass over `runs/` made after the first
     /// claims): `running`, then `done`.
     pub startup_check: &'static str,
+    /// What only the daemon knows, for `jobwarden metrics`.
+    pub metrics: crate::metrics::DaemonMetrics,
 }
 
 /// A queued job, as `daemon.json` lists it.

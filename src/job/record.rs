@@ -91,6 +91,10 @@ pub struct JobRecord {
     /// resolved when it started); null when its profile has none.
     #[serde(default)]
     pub git: Option<crate::git::GitWork>,
+    /// When its prompt was dropped (the file's mtime when it was claimed):
+    /// with `created_at`, how long the claim took.
+    #[serde(default)]
+    pub dropped_at: Option<Timestamp>,
     /// When its work was merged into its target (state `merged`).
     #[serde(default)]
     pub merged_at: Option<Timestamp>,
@@ -176,6 +180,7 @@ impl JobRecord {
             overrides: Overrides::default(),
             containment: None,
             git: None,
+            dropped_at: None,
             merged_at: None,
             merge_commit: None,
             reconciled: None,

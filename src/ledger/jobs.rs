@@ -396,7 +396,7 @@ impl Ledger {
 }
 
 /// The names of the states that have not ended.
-fn unended_states() -> Vec<&'static str> {
+pub(super) fn unended_states() -> Vec<&'static str> {
     JobState::ALL
         .iter()
         .filter(|s| !s.is_terminal())

@@ -391,8 +391,52 @@ CREATE TABLE published (
 CREATE INDEX published_watched ON published (execution_id) WHERE settled IS NULL;
 "#;
 
+/// Migration 10: the counters `jobwarden metrics` exports, kept by
+/// triggers so that a scrape reads a few rows, never `executions`.
+const V10: &str = r#"
+-- Executions by project, profile ('' when none) and outcome.
+CREATE TABLE metric_counts (
+    project TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    n INTEGER NOT NULL CHECK (n >= 0),
+    PRIMARY KEY (project, profile, outcome)
+) WITHOUT ROWID;
+-- The sum of the durations of a project's executions (the histogram's _sum).
+CREATE TABLE metric_duration_sums (
+    project TEXT PRIMARY KEY,
+    sum_ms INTEGER NOT NULL CHECK (sum_ms >= 0)
+) WITHOUT ROWID;
+CREATE TRIGGER executions_keep_metric_counts AFTER INSERT ON executions
+    BEGIN
+        INSERT INTO metric_counts (project, profile, outcome, n)
+            SELECT NEW.project, COALESCE(NEW.profile, ''), NEW.outcome, 0
+            WHERE NOT EXISTS (SELECT 1 FROM metric_counts
+                              WHERE project = NEW.project AND profile = COALESCE(NEW.profile, '')
+                                AND outcome = NEW.outcome);
+        UPDATE metric_counts SET n = n + 1
+            WHERE project = NEW.project AND profile = COALESCE(NEW.profile, '')
+              AND outcome = NEW.outcome;
+    END;
+CREATE TRIGGER executions_keep_metric_sums AFTER INSERT ON executions
+    WHEN NEW.duration_ms IS NOT NULL
+    BEGIN
+        INSERT INTO metric_duration_sums (project, sum_ms)
+            SELECT NEW.project, 0
+            WHERE NOT EXISTS (SELECT 1 FROM metric_duration_sums WHERE project = NEW.project);
+        UPDATE metric_duration_sums SET sum_ms = sum_ms + NEW.duration_ms
+            WHERE project = NEW.project;
+    END;
+INSERT INTO metric_counts (project, profile, outcome, n)
+    SELECT project, COALESCE(profile, ''), outcome, COUNT(*) FROM executions
+    GROUP BY 1, 2, 3;
+INSERT INTO metric_duration_sums (project, sum_ms)
+    SELECT project, SUM(duration_ms) FROM executions WHERE duration_ms IS NOT NULL
+    GROUP BY project;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -96,6 +96,7 @@ pub fn push(line: Vec<u8>) {
     }
     if state.lines.len() >= state.capacity {
         state.dropped += 1;
+        DROPPED_TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return;
     }
     state.lines.push_back(line);
@@ -149,6 +150,14 @@ fn next_line(queue: &Queue) -> Vec<u8> {
     }
 }
 
+/// Lines dropped since the process started, for its metrics.
+static DROPPED_TOTAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many log lines this process has dropped in all.
+pub fn dropped_total() -> u64 {
+    DROPPED_TOTAL.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Writes `line`, counts it if lost, and after a good write following
 /// losses logs how many were lost.
 fn write_now(queue: &Queue, line: &[u8]) {
@@ -159,6 +168,7 @@ fn write_now(queue: &Queue, line: &[u8]) {
         std::mem::take(&mut state.dropped)
     } else {
         state.dropped += 1;
+        DROPPED_TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         0
     };
     drop(state);

@@ -34,6 +34,7 @@ use super::{EarlyEnd, Monitor, exit_fields};
 use crate::clock::Timestamp;
 use crate::error::JobError;
 use crate::events::Op;
+use crate::git::{BranchState, GitWork};
 use crate::job::JobState;
 use crate::terminal::Ending;
 use crate::{abort, storage};
@@ -114,37 +115,44 @@ impl Monitor<'_> {
         self.rec.result_ref = end.result_ref;
         self.events
             .append(Op::Published, json!({"result_ref": self.rec.result_ref}));
-        if self.merged_by_publish().await {
+        let Some(git) = self.rec.git.clone() else {
+            return Ok(self.ending(JobState::Succeeded, reason));
+        };
+        // Within the publish's own time, and an ABORT still honoured.
+        let limit = self
+            .stage_timeout(Stage::Publish)
+            .min(crate::git::GIT_TIMEOUT);
+        let checked = tokio::select! {
+            r = tokio::time::timeout(limit, publish_check(&git, limit)) => Some(r),
+            _ = abort_watch.fired() => None,
+        };
+        let Some(checked) = checked else {
+            let why = self.abort_reason();
+            return Ok(self.ending(JobState::Aborted, Some(why)));
+        };
+        let checked = checked.unwrap_or_else(|_| {
+            Err(format!(
+                "git did not answer within {limit:?} after the publish"
+            ))
+        });
+        if self.merged_by_publish(checked) {
             return Ok(self.ending(JobState::Merged, Some(MERGED_BY_PUBLISH.into())));
         }
         Ok(self.ending(JobState::Succeeded, reason))
     }
 
-    /// Did the publish merge the job's branch into its target (its
-    /// profile has `git`)? If so its merge is noted in the record. If git
-    /// cannot answer, the job ends `succeeded` and the reconcile asks again.
-    async fn merged_by_publish(&mut self) -> bool {
-        let Some(git) = self.rec.git.clone() else {
-            return false;
-        };
-        let survey = crate::git::survey(
-            &git.repo,
-            git.fetch.as_deref(),
-            &git.target,
-            &[crate::git::Asked {
-                branch: &git.branch,
-                tip: None,
-            }],
-            crate::git::GIT_TIMEOUT,
-        )
-        .await;
-        match survey.map(|mut s| s.remove(&git.branch)) {
-            Ok(Some(crate::git::BranchState::Merged(merge))) => {
+    /// Did the publish merge the job's branch into its target, as git
+    /// answered ([`publish_check`])? If so its merge is noted in the
+    /// record. If git could not answer, the job ends `succeeded` and the
+    /// reconcile asks again.
+    fn merged_by_publish(&mut self, checked: Result<Option<BranchState>, String>) -> bool {
+        match checked {
+            Ok(Some(BranchState::Merged(merge))) => {
                 self.rec.merged_at = Some(Timestamp::now());
                 self.rec.merge_commit = Some(merge.commit);
                 true
             }
-            Ok(Some(crate::git::BranchState::Open(tip))) => {
+            Ok(Some(BranchState::Open(tip))) => {
                 // Kept, so that a branch deleted once merged is known so.
                 if let Some(g) = self.rec.git.as_mut() {
                     g.tip = Some(tip);
@@ -154,8 +162,7 @@ impl Monitor<'_> {
             Ok(_) => false,
             Err(e) => {
                 tracing::warn!(job = %self.rec.job_id, "{e}; the job ends succeeded, and the reconcile asks git again");
-                self.events
-                    .append(Op::GitCheckFailed, json!({"error": e.to_string()}));
+                self.events.append(Op::GitCheckFailed, json!({"error": e}));
                 false
             }
         }
@@ -478,6 +485,19 @@ impl Monitor<'_> {
 }
 
 /// The job's state while `stage` runs.
+/// What git says of `git`'s branch once its publish ended, each command
+/// within `limit`.
+async fn publish_check(git: &GitWork, limit: Duration) -> Result<Option<BranchState>, String> {
+    let asked = [crate::git::Asked {
+        branch: &git.branch,
+        tip: None,
+    }];
+    crate::git::survey(&git.repo, git.fetch.as_deref(), &git.target, &asked, limit)
+        .await
+        .map(|mut states| states.remove(&git.branch))
+        .map_err(|e| e.to_string())
+}
+
 /// The `state_reason` of a job whose publish merged its work.
 pub const MERGED_BY_PUBLISH: &str = "publish_merged";
 

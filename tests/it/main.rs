@@ -35,6 +35,7 @@ mod ledger_damage;
 mod lifecycle;
 mod limits;
 mod merged;
+mod metrics;
 mod monitors;
 mod notify;
 mod originals;

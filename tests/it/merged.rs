@@ -488,3 +488,102 @@ fn a_branch_name_git_would_misread_is_a_setup_failure_and_a_broken_repository_ch
     let status = sb.run(&["status"]);
     assert_eq!(status.code(), 0, "{status:?}");
 }
+
+#[test]
+fn the_reconcile_fetches_only_under_the_worktree_scripts_lock() {
+    let sb = Sandbox::new();
+    let repos = Repos::new(&sb);
+    configure(&sb, &repos, &[], EDITS);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("widgets/main", "one", "first\n");
+    let one = sb.wait_done("widgets/main", "one", secs(60));
+    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    // Held as a worktree script holds it while it pushes.
+    let lock = fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(repos.widgets.join(".git/jobwarden-worktree.lock"))
+        .expect("lock file");
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .unwrap_or_else(|(_, e)| panic!("flock: {e}"));
+    repos.merge_upstream(&format!("jobwarden/{}", one.id), "--no-ff");
+    assert_never("a fetch while the lock is held", millis(1500), || {
+        sb.job(&one.id).is_some_and(|j| j.state() == "merged")
+    });
+    drop(held);
+    wait_until("merged once the lock is free", secs(20), || {
+        sb.job(&one.id).filter(|j| j.state() == "merged")
+    });
+}
+
+#[test]
+fn an_abort_ends_a_job_whose_post_publish_check_hangs_and_its_git_goes_with_it() {
+    let sb = Sandbox::new();
+    let repos = Repos::new(&sb);
+    // A remote whose upload-pack never answers.
+    git(
+        &repos.widgets,
+        &["remote", "add", "slow", &repos.origin.display().to_string()],
+    );
+    let marker = format!("jw-hang-{}", std::process::id());
+    git(
+        &repos.widgets,
+        &[
+            "config",
+            "remote.slow.uploadpack",
+            &format!("sleep 1000 || {marker} #"),
+        ],
+    );
+    let cfg = ConfigToml::new(&["cat"]).extra(&format!(
+        "[profiles.h]\npublish = {{ command = [\"true\"], timeout = \"30s\" }}\n\
+         [profiles.h.git]\nrepo = {}\nbranch = \"main\"\ntarget = \"main\"\nfetch = \"slow\"\n\n\
+         [[route]]\nmatch = \"h/**\"\nprofile = \"h\"\n",
+        q(&repos.widgets.display().to_string())
+    ));
+    sb.configure(&cfg);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("h", "x", "x\n");
+    let job = sb.wait_state("h", "x", "publishing", secs(20));
+    let hanging = || {
+        Command::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    wait_until("the fetch hangs", secs(20), || hanging().then_some(()));
+    let out = sb.run(&["abort", &job.id]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let ended = sb.wait_done("h", "x", secs(10));
+    assert_eq!(ended.state(), "aborted", "{:#}", ended.record);
+    wait_until("the hung upload-pack is killed", secs(10), || {
+        (!hanging()).then_some(())
+    });
+}
+
+#[test]
+fn a_publish_that_removes_its_own_worktree_is_not_aborted() {
+    let sb = Sandbox::new();
+    let repos = Repos::new(&sb);
+    let publish = sb.script(
+        "publish",
+        &format!(
+            "{} \"$@\" && git -C \"$1\" worktree remove --force \"$3\" && sleep 1",
+            q(PUBLISH)
+        ),
+    );
+    configure(&sb, &repos, &[], EDITS);
+    let cfg = fs::read_to_string(&sb.config).expect("config");
+    sb.write_config(&cfg.replacen(
+        &format!("\"{PUBLISH}\""),
+        &format!("\"/bin/sh\", {}", q(&publish)),
+        1,
+    ));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("widgets/main", "tidy", "tidy\n");
+    let job = sb.wait_done("widgets/main", "tidy", secs(60));
+    assert_eq!(job.state(), "succeeded", "{:#}\n{}", job.record, job.log());
+    assert!(
+        !sb.root.join("worktrees/widgets").join(&job.id).exists(),
+        "the publish removed its worktree"
+    );
+}

@@ -16,7 +16,7 @@ use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
 use crate::ledger::history::{StoredArtifact, StoredPath};
-use crate::ledger::{Execution, PublishedRow};
+use crate::ledger::{Execution, Outcome, PublishedRow};
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
     let (_, layout, ledger) = super::open(global)?;
@@ -112,7 +112,15 @@ fn fields(e: &Execution) -> Vec<(&'static str, Option<String>)> {
         ("finished", Some(finished)),
         ("duration", e.duration_ms.map(fmt_duration)),
         ("stage", e.failure_stage.clone()),
-        ("error", e.error_message.clone()),
+        // A success's reason (`publish_merged`) is no error.
+        (
+            if e.outcome == Outcome::Success {
+                "reason"
+            } else {
+                "error"
+            },
+            e.error_message.clone(),
+        ),
         ("result", e.result_ref.clone()),
         ("disposition", e.disposition.clone()),
         ("host", Some(e.host.clone())),
