@@ -100,6 +100,7 @@ pub(super) fn show(
             paths: None,
             execution: None,
             log_tail: [],
+            notifications: [],
             waiting: WaitingJson::new(layout, &w, daemon),
         })?;
     } else {
@@ -117,6 +118,7 @@ struct ShowJson {
     paths: Option<()>,
     execution: Option<()>,
     log_tail: [String; 0],
+    notifications: [String; 0],
     waiting: WaitingJson,
 }
 

@@ -250,6 +250,7 @@ fn show_finds_a_job_every_way_it_may_be_named() {
             "paths",
             "execution",
             "log_tail",
+            "notifications",
             "waiting",
             "profile",
             "route",
