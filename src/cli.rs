@@ -124,6 +124,10 @@ pub enum Command {
     /// Apply retention: prune old run folders, archived prompts and artifacts.
     Gc(GcArgs),
 
+    /// Serve the local web page (its own process): status, jobs, a job's
+    /// log live, abort, ack, pause, and /metrics, behind a token.
+    Web(WebArgs),
+
     /// Print Prometheus metrics (text format), or write them atomically to a
     /// file for node_exporter's textfile collector.
     Metrics(MetricsArgs),
@@ -481,6 +485,21 @@ pub struct MonitorArgs {
     /// Start ready, and take the job whose id follows the config on stdin.
     #[arg(long, conflicts_with = "job")]
     pub spare: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Address and port to serve on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// Serve on an address other than the loopback (anyone who can reach
+    /// it and has the token can act on your jobs).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Print the page's address with its token (made if there is none) and
+    /// exit.
+    #[arg(long)]
+    pub print_url: bool,
 }
 
 #[derive(Debug, Args)]

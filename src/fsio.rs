@@ -149,10 +149,25 @@ pub fn create_new_synced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), I
 /// it or no file), fsynced, unless a file of that name exists: then
 /// nothing is written and `false` is returned. Never replaces anything.
 pub fn create_new_atomic(root: &Path, path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
+    create_new_atomic_mode(root, path, bytes, FILE_MODE)
+}
+
+/// [`create_new_atomic`] of a file only its owner may read (a secret):
+/// mode 0600 from its creation on.
+pub fn create_new_private(root: &Path, path: &Path, bytes: &[u8]) -> Result<bool, IoError> {
+    create_new_atomic_mode(root, path, bytes, 0o600)
+}
+
+fn create_new_atomic_mode(
+    root: &Path,
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<bool, IoError> {
     let (dir, name) = beneath::open_parent(root, path)?;
     let tmp = temp_name(name);
     let tmp_path = path.with_file_name(&tmp);
-    create_in(&dir, &tmp, &tmp_path, bytes, true)?;
+    create_in_mode(&dir, &tmp, &tmp_path, bytes, true, mode)?;
     let placed = beneath::rename_noreplace_at((&dir, &tmp, &tmp_path), (&dir, name, path));
     if !matches!(placed, Ok(Renamed::Done)) {
         let _ = unlinkat(&dir, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
@@ -180,13 +195,24 @@ fn create_in(
     bytes: &[u8],
     synced: bool,
 ) -> Result<(), IoError> {
+    create_in_mode(dir, name, path, bytes, synced, FILE_MODE)
+}
+
+fn create_in_mode(
+    dir: &File,
+    name: &OsStr,
+    path: &Path,
+    bytes: &[u8],
+    synced: bool,
+    mode: u32,
+) -> Result<(), IoError> {
     let flags = OFlag::O_WRONLY
         | OFlag::O_CREAT
         | OFlag::O_EXCL
         | OFlag::O_NOFOLLOW
         | OFlag::O_CLOEXEC
         | OFlag::O_NOCTTY;
-    let fd = openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE))
+    let fd = openat(dir, name, flags, Mode::from_bits_truncate(mode))
         .map_err(|e| IoError::new("creating", path, e.into()))?;
     let mut f = File::from(fd);
     f.write_all(bytes).ctx("writing", path)?;

@@ -68,6 +68,11 @@ impl Layout {
         self.root.join("ledger.db")
     }
 
+    /// The web page's access token (mode 0600, the service's user only).
+    pub fn web_token(&self) -> PathBuf {
+        self.root.join("web.token")
+    }
+
     /// Where a damaged `ledger.db` is moved aside (never deleted):
     /// `ledger.db.corrupt-<ms>`. Its `-wal` and `-shm` go beside it under
     /// that name ([`sqlite_sidecars`]), so the three still open together.

@@ -25,7 +25,8 @@
 //!   `tracker.rs`: the followed jobs and their exit code);
 //!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
 //!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`;
-//!   `commands/notify.rs`: `notify test`.
+//!   `commands/notify.rs`: `notify test`; `commands/metrics.rs`: `metrics`;
+//!   `commands/web.rs`: `web`.
 //! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
 //!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
 //!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
@@ -103,6 +104,11 @@
 //!   (by which commit), deleted; git's commands run with a deadline.
 //! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
 //!   (a command or a webhook), retried with backoff, recorded in the job's events.
+//! - [`metrics`] — the Prometheus text exposition (`jobwarden metrics`, the page's `/metrics`).
+//! - [`web`] — `jobwarden web`, the local web page, its own process: `web/auth.rs` (the token,
+//!   the session cookie, the CSRF token), `web/html.rs` (layout, escaping), `web/pages.rs`,
+//!   `web/actions.rs` (the POSTs, through the CLI's file contract), `web/live.rs` (server-sent
+//!   events: the job list, a log as it grows).
 //! - [`published`] — the reconcile of published work: merged branches make their jobs
 //!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
 //! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
@@ -155,3 +161,4 @@ pub mod retry;
 pub mod storage;
 pub mod terminal;
 pub mod waiting;
+pub mod web;

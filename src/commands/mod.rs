@@ -40,6 +40,7 @@ mod submit;
 mod wait;
 mod waiting;
 mod watch;
+mod web;
 
 use std::process::ExitCode;
 
@@ -139,6 +140,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gc(args) => gc::run(&cli.global, &args),
         Command::Notify(cmd) => notify::run(&cli.global, &cmd),
         Command::Metrics(args) => metrics::run(&cli.global, &args),
+        Command::Web(args) => web::run(&cli.global, &args),
     }
 }
 

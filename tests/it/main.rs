@@ -56,6 +56,7 @@ mod under_systemd;
 mod untrusted;
 mod vocabulary;
 mod wait;
+mod web;
 mod witness;
 mod worktree_e2e;
 mod worktree_scripts;

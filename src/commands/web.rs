@@ -1,0 +1,51 @@
+//! `jobwarden web [--listen ADDR] [--allow-remote] [--print-url]`: the
+//! local web page ([`crate::web`]) in this process, until SIGTERM.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::cli::{GlobalArgs, WebArgs};
+use crate::web::{self, Web};
+
+pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
+    let (config, layout) = super::load_for_reading(global)?;
+    if !layout.root().is_dir() {
+        anyhow::bail!(
+            "the root {} does not exist; start the daemon first (`jobwarden daemon`), it makes it",
+            layout.root().display()
+        );
+    }
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        anyhow::bail!(
+            "--listen {} is not a loopback address: anyone who can reach it could try the token; add --allow-remote to mean it",
+            args.listen
+        );
+    }
+    if args.print_url {
+        println_url(&web::print_url(&layout, args.listen)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let token = web::token(&layout, true)?;
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(listen = %args.listen, "serving on an address other than the loopback (--allow-remote): protect the token");
+    }
+    let state = Web {
+        csrf: crate::web::csrf_of(&token),
+        token,
+        layout,
+        config,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(web::serve(state, args.listen))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn println_url(url: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "{url}").context("writing to stdout")
+}

@@ -1,0 +1,186 @@
+//! What the page changes, each a POST carrying the CSRF token, through
+//! the same file contract as the CLI: an ABORT marker (`jobwarden
+//! abort`), an acknowledgement in the ledger (`jobwarden ack`), a pause
+//! marker (`jobwarden pause`, `resume`). Each answers with a redirect to
+//! the page it came from, or a plain refusal saying why.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::Web;
+use crate::control::Scope;
+use crate::events::{EventLog, Op};
+use crate::job::{JobId, JobRecord};
+
+/// The fields every form sends (a body that is no form is an empty one,
+/// and refused for its missing CSRF token like any other).
+#[derive(Debug, Default, Deserialize)]
+pub struct Posted {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// Who did it, for the markers and events: the page, and the browser's
+/// address when known.
+const BY: &str = "jobwarden web";
+
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("jobwarden: {why}\n"),
+    )
+        .into_response()
+}
+
+/// A form without the page's CSRF token is refused: another site cannot
+/// make the browser act.
+fn unchecked(web: &Web, posted: &Posted) -> Option<Response> {
+    let ok = posted.csrf.len() == web.csrf.len()
+        && posted
+            .csrf
+            .bytes()
+            .zip(web.csrf.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    (!ok).then(|| {
+        refuse(
+            StatusCode::FORBIDDEN,
+            "the form's CSRF token is missing or wrong; reload the page and try again",
+        )
+    })
+}
+
+/// Back to the page the form was on (same site only), else `fallback`.
+fn back(headers: &HeaderMap, fallback: &str) -> Response {
+    let to = headers
+        .get(header::REFERER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|r| r.split_once("://").map(|(_, rest)| rest))
+        .and_then(|rest| rest.find('/').map(|i| rest[i..].to_owned()))
+        .filter(|p| p.starts_with('/') && !p.starts_with("//"))
+        .unwrap_or_else(|| fallback.to_owned());
+    Redirect::to(&to).into_response()
+}
+
+pub async fn abort(
+    State(web): State<Arc<Web>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    if let Some(refused) = unchecked(&web, &posted) {
+        return refused;
+    }
+    let Ok(id) = JobId::parse(&id) else {
+        return refuse(StatusCode::NOT_FOUND, "no such job");
+    };
+    let rec = match JobRecord::load_job(&web.layout, &id) {
+        Ok(rec) => rec,
+        Err(e) => return refuse(StatusCode::NOT_FOUND, &e.to_string()),
+    };
+    if rec.state.is_terminal() {
+        return refuse(
+            StatusCode::CONFLICT,
+            &format!("the job already ended {}", rec.state),
+        );
+    }
+    match crate::abort::write_marker_by(&web.layout, &id, Some("from the web page"), BY) {
+        Ok(_) => back(
+            &headers,
+            &format!("/jobs/{}", super::html::url(id.as_str())),
+        ),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+pub async fn ack(
+    State(web): State<Arc<Web>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    if let Some(refused) = unchecked(&web, &posted) {
+        return refused;
+    }
+    let Ok(id) = JobId::parse(&id) else {
+        return refuse(StatusCode::NOT_FOUND, "no such job");
+    };
+    let Some(mut ledger) = super::pages::ledger(&web) else {
+        return refuse(StatusCode::NOT_FOUND, "nothing has run yet");
+    };
+    let now = crate::clock::Timestamp::now().epoch_ms();
+    match ledger.acknowledge(id.as_str(), now, Some(BY)) {
+        Ok(_) => {
+            if let Ok(rec) = JobRecord::load_job(&web.layout, &id) {
+                EventLog::open(
+                    web.layout.root(),
+                    &web.layout.events(&id),
+                    web.config.events_for(&rec),
+                )
+                .append(Op::Acknowledged, json!({"by": BY}));
+            }
+            back(&headers, "/")
+        }
+        Err(e) => refuse(StatusCode::NOT_FOUND, &e.to_string()),
+    }
+}
+
+fn scope_of(posted: &Posted) -> Result<Scope, &'static str> {
+    let name = posted.name.clone().filter(|n| !n.is_empty());
+    match (posted.kind.as_deref(), name) {
+        (None | Some("daemon") | Some(""), _) => Ok(Scope::Daemon),
+        (Some("profile"), Some(n)) => Ok(Scope::Profile(n)),
+        (Some("project"), Some(n)) => Ok(Scope::Project(n)),
+        _ => Err("a pause's scope is daemon, or profile or project with a name"),
+    }
+}
+
+pub async fn pause(
+    State(web): State<Arc<Web>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    if let Some(refused) = unchecked(&web, &posted) {
+        return refused;
+    }
+    let scope = match scope_of(&posted) {
+        Ok(s) => s,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+    };
+    match crate::control::pause(&web.layout, &scope, Some("from the web page")) {
+        Ok(_) => back(&headers, "/"),
+        Err(e) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
+    }
+}
+
+pub async fn resume(
+    State(web): State<Arc<Web>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    if let Some(refused) = unchecked(&web, &posted) {
+        return refused;
+    }
+    let scope = match scope_of(&posted) {
+        Ok(s) => s,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+    };
+    match crate::control::resume(&web.layout, &scope) {
+        Ok(_) => back(&headers, "/"),
+        Err(e) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
+    }
+}

@@ -1,0 +1,289 @@
+//! The pages: the overview, the job list (filtered, updated live), a job
+//! (its record, events, ledger attempts and its log as it grows), and
+//! `/metrics`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+
+use super::Web;
+use super::html::{button, esc, page, state, url};
+use crate::clock::Timestamp;
+use crate::job::{JobId, JobRecord, JobState};
+use crate::ledger::{IndexedJob, JobFilter, Ledger};
+
+/// The ledger, if the root has one (never created by the page).
+pub(super) fn ledger(web: &Web) -> Option<Ledger> {
+    let path = web.layout.ledger();
+    path.exists().then(|| Ledger::open(&path).ok()).flatten()
+}
+
+fn daemon_running(web: &Web) -> bool {
+    crate::procfs::flock_holder(&web.layout.daemon_lock()).is_ok_and(|h| h.is_some())
+}
+
+fn ago(ms: u64) -> String {
+    let now = Timestamp::now().epoch_ms();
+    let s = now.saturating_sub(ms) / 1000;
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
+pub async fn overview(State(web): State<Arc<Web>>) -> Html<String> {
+    let ledger = ledger(&web);
+    let counts: BTreeMap<String, u64> = ledger
+        .as_ref()
+        .and_then(|l| l.count_jobs_by_state().ok())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let running = daemon_running(&web);
+    let mut body = format!(
+        "<h1>Overview</h1><p id=\"daemon\">daemon: <b>{}</b></p><div class=\"cards\" id=\"counts\">",
+        if running { "running" } else { "not running" }
+    );
+    for s in JobState::ALL {
+        let n = counts.get(s.as_str()).copied().unwrap_or(0);
+        body.push_str(&format!(
+            "<a class=\"card\" href=\"/jobs?state={0}\"><b>{n}</b>{1}</a>",
+            url(s.as_str()),
+            state(s.as_str())
+        ));
+    }
+    body.push_str("</div>");
+    let pauses = crate::control::read(&web.layout);
+    body.push_str("<h2>Paused</h2>");
+    let list = pauses.list();
+    if list.is_empty() {
+        body.push_str("<p class=\"muted\">nothing is paused ");
+        body.push_str(&button("/pause", "pause everything", &web.csrf, &[]));
+        body.push_str("</p>");
+    } else {
+        body.push_str("<ul>");
+        for (scope, p) in list {
+            body.push_str(&format!(
+                "<li>{}{} {}</li>",
+                esc(&format!("{} {}", scope.kind(), scope.name().unwrap_or(""))),
+                p.reason
+                    .as_deref()
+                    .map(|r| format!(": {}", esc(r)))
+                    .unwrap_or_default(),
+                button(
+                    "/resume",
+                    "resume",
+                    &web.csrf,
+                    &[("kind", scope.kind()), ("name", scope.name().unwrap_or(""))]
+                )
+            ));
+        }
+        body.push_str("</ul>");
+    }
+    body.push_str("<h2>Needs attention</h2>");
+    let attention = ledger
+        .as_ref()
+        .and_then(|l| l.prompts_needing_attention(20).ok())
+        .unwrap_or_default();
+    if attention.is_empty() {
+        body.push_str("<p class=\"muted\">nothing</p>");
+    } else {
+        body.push_str(
+            "<table><tr><th>prompt</th><th>outcome</th><th class=\"wide\">why</th><th></th></tr>",
+        );
+        for a in attention {
+            body.push_str(&format!(
+                "<tr><td><a href=\"/jobs/{}\">{}/{}</a></td><td>{}</td><td class=\"wide\">{}</td><td>{}</td></tr>",
+                url(&a.job_id),
+                esc(&a.project),
+                esc(&a.name),
+                esc(&a.outcome),
+                esc(a.reason.as_deref().unwrap_or("")),
+                button(&format!("/jobs/{}/ack", url(&a.job_id)), "ack", &web.csrf, &[])
+            ));
+        }
+        body.push_str("</table>");
+    }
+    Html(page("overview", &body))
+}
+
+/// `/jobs?state=&project=&q=`.
+#[derive(Debug, Default, Deserialize)]
+pub struct JobsQuery {
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Text found in the prompt's name or project.
+    #[serde(default)]
+    pub q: Option<String>,
+}
+
+/// The rows of the job list, newest first (at most 200).
+pub(super) fn job_rows(web: &Web, q: &JobsQuery) -> String {
+    let Some(ledger) = ledger(web) else {
+        return "<tr><td colspan=\"5\" class=\"muted\">nothing has run yet</td></tr>".into();
+    };
+    let filter = JobFilter {
+        states: q.state.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        project: q.project.clone().filter(|p| !p.is_empty()),
+        ..JobFilter::default()
+    };
+    let text = q.q.as_deref().unwrap_or("").to_lowercase();
+    let jobs: Vec<IndexedJob> = ledger
+        .list_jobs(&filter, if text.is_empty() { 200 } else { 5000 })
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|j| {
+            text.is_empty()
+                || format!("{}/{}", j.project, j.name)
+                    .to_lowercase()
+                    .contains(&text)
+        })
+        .take(200)
+        .collect();
+    if jobs.is_empty() {
+        return "<tr><td colspan=\"5\" class=\"muted\">no job matches</td></tr>".into();
+    }
+    jobs.iter()
+        .map(|j| {
+            format!(
+                "<tr data-id=\"{id}\"><td><a href=\"/jobs/{id}\">{short}</a></td><td>{prompt}</td><td>{state}</td>\
+                 <td class=\"wide\">{when}</td><td class=\"wide\">{reason}</td></tr>",
+                id = url(&j.id),
+                short = esc(&crate::ledger::short_id(&j.id)),
+                prompt = esc(&format!("{}/{}", j.project, j.name)),
+                state = state(&j.state),
+                when = esc(&ago(j.finished_at.unwrap_or(j.created_at))),
+                reason = esc(j.state_reason.as_deref().unwrap_or("")),
+            )
+        })
+        .collect()
+}
+
+pub async fn jobs(State(web): State<Arc<Web>>, Query(q): Query<JobsQuery>) -> Html<String> {
+    let states: String = std::iter::once(String::new())
+        .chain(JobState::ALL.iter().map(|s| s.as_str().to_owned()))
+        .map(|s| {
+            let selected = if q.state.as_deref() == Some(s.as_str()) {
+                " selected"
+            } else {
+                ""
+            };
+            format!("<option value=\"{0}\"{selected}>{0}</option>", esc(&s))
+        })
+        .collect();
+    let params = format!(
+        "state={}&project={}&q={}",
+        url(q.state.as_deref().unwrap_or("")),
+        url(q.project.as_deref().unwrap_or("")),
+        url(q.q.as_deref().unwrap_or(""))
+    );
+    let body = format!(
+        "<h1>Jobs</h1><form method=\"get\" action=\"/jobs\">\
+         <select name=\"state\">{states}</select> \
+         <input name=\"project\" placeholder=\"project\" value=\"{project}\"> \
+         <input name=\"q\" placeholder=\"text\" value=\"{text}\"> <button>filter</button></form>\
+         <table><thead><tr><th>job</th><th>prompt</th><th>state</th><th class=\"wide\">when</th>\
+         <th class=\"wide\">why</th></tr></thead><tbody id=\"rows\">{rows}</tbody></table>\
+         <script>new EventSource('/live/jobs?{params}').onmessage = e => \
+         {{ document.getElementById('rows').innerHTML = e.data; }};</script>",
+        project = esc(q.project.as_deref().unwrap_or("")),
+        text = esc(q.q.as_deref().unwrap_or("")),
+        rows = job_rows(&web, &q),
+        params = esc(&params),
+    );
+    Html(page("jobs", &body))
+}
+
+pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
+    let Ok(id) = JobId::parse(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Html(page("no such job", "<p>no such job</p>")),
+        )
+            .into_response();
+    };
+    let rec = JobRecord::load_job(&web.layout, &id);
+    let mut body = format!("<h1>Job <code>{}</code></h1>", esc(id.as_str()));
+    match &rec {
+        Ok(rec) => {
+            body.push_str(&format!(
+                "<p>{}/{} · attempt {} · {}{}</p><p>",
+                esc(&rec.project),
+                esc(&rec.name),
+                rec.attempt,
+                state(rec.state.as_str()),
+                rec.state_reason
+                    .as_deref()
+                    .map(|r| format!(": {}", esc(r)))
+                    .unwrap_or_default()
+            ));
+            if !rec.state.is_terminal() {
+                body.push_str(&button(
+                    &format!("/jobs/{}/abort", url(id.as_str())),
+                    "abort",
+                    &web.csrf,
+                    &[],
+                ));
+            }
+            body.push_str(&button(
+                &format!("/jobs/{}/ack", url(id.as_str())),
+                "ack",
+                &web.csrf,
+                &[],
+            ));
+            body.push_str("</p>");
+        }
+        Err(e) => body.push_str(&format!("<p class=\"muted\">{}</p>", esc(&e.to_string()))),
+    }
+    let log = crate::fsio::read_capped(web.layout.root(), &web.layout.job_log(&id), 256 << 10)
+        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let live = rec.as_ref().is_ok_and(|r| !r.state.is_terminal());
+    body.push_str(&format!("<h2>Log</h2><pre id=\"log\">{}</pre>", esc(&log)));
+    if live {
+        body.push_str(&format!(
+            "<script>const log = document.getElementById('log'); \
+             new EventSource('/live/jobs/{}/log?from={}').onmessage = e => \
+             {{ log.textContent += e.data + '\\n'; }};</script>",
+            url(id.as_str()),
+            log.len()
+        ));
+    }
+    if let Ok(rec) = &rec {
+        let json = serde_json::to_string_pretty(rec).unwrap_or_default();
+        body.push_str(&format!("<h2>Record</h2><pre>{}</pre>", esc(&json)));
+    }
+    let events =
+        crate::events::read_all(web.layout.root(), &web.layout.events(&id)).unwrap_or_default();
+    body.push_str("<h2>Events</h2><table>");
+    for e in events.iter().rev().take(200) {
+        body.push_str(&format!(
+            "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"wide\"><code>{}</code></td></tr>",
+            esc(&e["seq"].to_string()),
+            esc(e["op"].as_str().unwrap_or("")),
+            esc(&e.to_string())
+        ));
+    }
+    body.push_str("</table>");
+    Html(page(&format!("job {}", id.as_str()), &body)).into_response()
+}
+
+pub async fn metrics(State(web): State<Arc<Web>>) -> Response {
+    let text = crate::metrics::render(&web.layout, ledger(&web).as_ref(), daemon_running(&web));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,264 @@
+//! `jobwarden web` over real HTTP on the loopback, against a real daemon:
+//! the token, the CSRF token of every state change, escaping of what jobs
+//! wrote, the log streamed as it grows, abort, pause and `/metrics`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A `jobwarden web` process on a free loopback port.
+struct WebProcess {
+    child: Child,
+    addr: SocketAddr,
+    token: String,
+}
+
+impl WebProcess {
+    fn start(sb: &Sandbox) -> WebProcess {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let child = sb
+            .command(&["web", "--listen", &addr.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn web");
+        wait_until("the page answers", secs(10), || {
+            TcpStream::connect(addr).ok().map(|_| ())
+        });
+        let url = sb.run(&["web", "--print-url", "--listen", &addr.to_string()]);
+        assert_eq!(url.code(), 0, "{url:?}");
+        let token = url
+            .stdout
+            .trim()
+            .rsplit_once("token=")
+            .map(|(_, t)| t.to_owned())
+            .expect("token in the URL");
+        WebProcess { child, addr, token }
+    }
+
+    /// A request; `(status, head, body)`.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> (u16, String, String) {
+        let mut s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+            self.addr
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() {
+            req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
+        req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+        s.write_all(req.as_bytes()).expect("send");
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, head.to_owned(), body.to_owned())
+    }
+
+    fn cookie(&self) -> String {
+        format!("jobwarden_token={}", self.token)
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let cookie = self.cookie();
+        let (status, _, body) = self.request("GET", path, &[("Cookie", &cookie)], "");
+        (status, body)
+    }
+
+    fn post(&self, path: &str, form: &str) -> u16 {
+        let cookie = self.cookie();
+        self.request("POST", path, &[("Cookie", &cookie)], form).0
+    }
+
+    /// The CSRF token the page's forms carry.
+    fn csrf(&self) -> String {
+        let (_, body) = self.get("/");
+        let at = body.find("name=\"csrf\" value=\"").expect("a form") + 19;
+        body[at..at + 64].to_owned()
+    }
+}
+
+impl Drop for WebProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_page_needs_its_token_and_a_link_with_it_logs_in() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["cat"]));
+    let _d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    assert_eq!(web.request("GET", "/", &[], "").0, 401, "no token");
+    assert_eq!(
+        web.request("GET", "/", &[("Cookie", "jobwarden_token=nope")], "")
+            .0,
+        401
+    );
+    let wrong = format!("Bearer {}0", &web.token[..63]);
+    assert_eq!(
+        web.request("GET", "/metrics", &[("Authorization", &wrong)], "")
+            .0,
+        401
+    );
+    let (status, head, _) = web.request("GET", &format!("/jobs?token={}", web.token), &[], "");
+    assert_eq!(status, 303);
+    assert!(
+        head.contains(&format!(
+            "jobwarden_token={}; HttpOnly; SameSite=Strict",
+            web.token
+        )),
+        "{head}"
+    );
+    assert!(
+        head.to_ascii_lowercase().contains("location: /jobs\r"),
+        "{head}"
+    );
+    let (status, body) = web.get("/");
+    assert_eq!(status, 200);
+    assert!(body.contains("daemon: <b>running</b>"), "{body}");
+    let bearer = format!("Bearer {}", web.token);
+    let (status, _, metrics) = web.request("GET", "/metrics", &[("Authorization", &bearer)], "");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("jobwarden_daemon_up 1"), "{metrics}");
+    // The token file is the service user's alone.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(sb.root.join("web.token"))
+        .expect("token")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Not on another address without saying so.
+    let out = sb.run(&["web", "--listen", "0.0.0.0:1", "--print-url"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(out.stderr.contains("--allow-remote"), "{out:?}");
+}
+
+#[test]
+fn what_jobs_wrote_is_shown_as_text_and_a_form_without_its_csrf_token_is_refused() {
+    let sb = Sandbox::new();
+    let job = sb.script(
+        "job",
+        r#"cat >/dev/null; echo "<script>alert('log')</script>"; touch "$OUT/started"; while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
+    let _d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    sb.drop_prompt("p", "<script>alert(1)", "x\n");
+    let job = sb.wait_state("p", "<script>alert(1)", "running", secs(20));
+    wait_until("it printed", secs(10), || {
+        sb.out().join("started").exists().then_some(())
+    });
+    let (_, list) = web.get("/jobs");
+    assert!(list.contains("p/&lt;script&gt;alert(1)"), "{list}");
+    assert!(!list.contains("<script>alert(1)"), "unescaped in the list");
+    let page = format!("/jobs/{}", job.id);
+    let (status, body) = web.get(&page);
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt;"),
+        "{body}"
+    );
+    assert!(!body.contains("<script>alert"), "unescaped on the job page");
+    // No CSRF token, a wrong one: refused, the job runs on.
+    assert_eq!(web.post(&format!("{page}/abort"), ""), 403);
+    assert_eq!(
+        web.post(
+            &format!("{page}/abort"),
+            &format!("csrf={}", "0".repeat(64))
+        ),
+        403
+    );
+    assert_never("an abort", millis(500), || {
+        sb.run_dir(&job.id).join("ABORT").exists()
+    });
+    // A GET cannot act at all.
+    assert_eq!(web.get(&format!("{page}/abort")).0, 405);
+    // With it: the job ends aborted, as by `jobwarden abort`.
+    let csrf = web.csrf();
+    assert_eq!(
+        web.post(&format!("{page}/abort"), &format!("csrf={csrf}")),
+        303
+    );
+    let ended = sb.wait_done("p", "<script>alert(1)", secs(20));
+    assert_eq!(ended.state(), "aborted");
+    assert!(
+        ended
+            .str_field("state_reason")
+            .is_some_and(|r| r.contains("from the web page")),
+        "{:#}",
+        ended.record
+    );
+    std::fs::write(sb.out().join("release"), "").expect("release");
+}
+
+#[test]
+fn a_running_job_s_log_streams_as_it_grows_and_pause_and_resume_act() {
+    let sb = Sandbox::new();
+    let job = sb.script(
+        "job",
+        r#"cat >/dev/null; i=0; while [ ! -e "$OUT/release" ]; do i=$((i+1)); echo "line $i"; sleep 0.1; done"#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
+    let _d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    sb.drop_prompt("p", "slow", "x\n");
+    let job = sb.wait_state("p", "slow", "running", secs(20));
+    let mut s = TcpStream::connect(web.addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /live/jobs/{}/log?from=0 HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
+        job.id,
+        web.cookie()
+    )
+    .expect("send");
+    let mut lines = BufReader::new(s).lines();
+    let mut seen = Vec::new();
+    while seen.len() < 8 {
+        let line = lines.next().expect("a line").expect("read");
+        if let Some(data) = line.strip_prefix("data: ") {
+            seen.push(data.to_owned());
+        }
+    }
+    assert_eq!(seen[..3], ["line 1", "line 2", "line 3"], "{seen:?}");
+    let csrf = web.csrf();
+    assert_eq!(web.post("/pause", &format!("csrf={csrf}")), 303);
+    assert!(sb.root.join("control").exists(), "a pause marker");
+    let status = sb.run(&["status"]);
+    assert!(status.stdout.contains("paused"), "{}", status.stdout);
+    assert_eq!(
+        web.post("/resume", &format!("csrf={csrf}&kind=daemon")),
+        303
+    );
+    let status = sb.run(&["status"]);
+    assert!(!status.stdout.contains("paused"), "{}", status.stdout);
+    std::fs::write(sb.out().join("release"), "").expect("release");
+    assert_eq!(sb.wait_done("p", "slow", secs(20)).state(), "succeeded");
+}
