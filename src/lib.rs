@@ -159,6 +159,7 @@ pub mod published;
 pub mod recover;
 pub mod retry;
 pub mod storage;
+pub mod submit;
 pub mod terminal;
 pub mod waiting;
 pub mod web;

@@ -20,7 +20,7 @@
 //! With `--wait`, the code of the last job's end (`exit.rs`).
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
@@ -31,8 +31,6 @@ use crate::cli::{GlobalArgs, SubmitArgs};
 use crate::clock::Timestamp;
 use crate::config::{Config, format_size};
 use crate::error::JobError;
-use crate::front_matter::{self, Parsed};
-use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::Ledger;
@@ -47,7 +45,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
     let (prompt, id, text) = prepare(&config, &layout, args)?;
     let since_ms = Timestamp::now().epoch_ms();
-    let path = drop_prompt(&layout, &prompt, text.as_bytes())?;
+    let path = crate::submit::drop_prompt(&layout, &prompt, text.as_bytes())?;
     let submitted = Submitted {
         job_id: id.clone(),
         prompt_path: path.display().to_string(),
@@ -90,28 +88,15 @@ fn prepare(
 ) -> anyhow::Result<(PromptName, JobId, String)> {
     let prompt = prompt_name(args)?;
     let input = Input::read(&args.file, config.max_prompt_bytes)?;
-    let (id, text) = job_id_and_text(&input, args.job_id.as_deref())?;
-    crate::claim::vet(config, &prompt.project, &text).map_err(|reason| {
-        anyhow!(
-            "{} would be rejected by the daemon: {reason}; nothing was submitted",
-            input.label
-        )
-    })?;
-    if text.len() as u64 > config.max_prompt_bytes {
-        bail!(
-            "{} with its job_id added is {} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
-            input.label,
-            text.len(),
-            format_size(config.max_prompt_bytes)
-        );
-    }
-    anyhow::ensure!(
-        layout.root().is_dir(),
-        "no jobwarden root at {}; check --root, JOBWARDEN_HOME or the config's root (the daemon creates it when it first starts)",
-        layout.root().display()
-    );
-    refuse_used_id(layout, &id)?;
-    Ok((prompt, id, text))
+    let s = crate::submit::prepare(
+        config,
+        layout,
+        prompt,
+        &input.label,
+        &input.text,
+        args.job_id.as_deref(),
+    )?;
+    Ok((s.prompt, s.id, s.text))
 }
 
 /// The prompt's key: `--project` and `--name` (or the file's name), both
@@ -200,82 +185,6 @@ fn read_capped(reader: impl Read, max: u64) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     reader.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// The job id, and the text to drop: the front matter's `job_id` if it
-/// has one (`--job-id` may only repeat it); else `--job-id` or a new
-/// UUIDv7, written into the front matter so that the daemon uses it.
-fn job_id_and_text(input: &Input, flag: Option<&str>) -> anyhow::Result<(JobId, String)> {
-    let parsed: Parsed = front_matter::parse(&input.text).map_err(|e| {
-        anyhow!(
-            "{} has invalid {e}; fix its front matter and submit again",
-            input.label
-        )
-    })?;
-    let flag = flag
-        .map(|s| JobId::parse(s).map_err(|e| anyhow!("--job-id: {e}")))
-        .transpose()?;
-    match (&parsed.front.job_id, flag) {
-        (Some(own), Some(flag)) if *own != flag => bail!(
-            "{} sets job_id {:?} in its front matter, but --job-id says {:?}; drop one of them",
-            input.label,
-            own.as_str(),
-            flag.as_str()
-        ),
-        (Some(own), _) => Ok((own.clone(), input.text.clone())),
-        (None, flag) => {
-            let id = flag.unwrap_or_else(JobId::generate);
-            let text = front_matter::with_job_id(&input.text, &parsed, &id);
-            Ok((id, text))
-        }
-    }
-}
-
-/// Refuse an id that a job already has (its run folder, or a ledger row).
-fn refuse_used_id(layout: &Layout, id: &JobId) -> anyhow::Result<()> {
-    let dir = layout.run_dir(id);
-    if std::fs::symlink_metadata(&dir).is_ok() {
-        bail!(
-            "job id {:?} is already used ({} exists); choose another job_id",
-            id.as_str(),
-            dir.display()
-        );
-    }
-    if layout.ledger().exists() && Ledger::open(&layout.ledger())?.has_execution(id.as_str())? {
-        bail!(
-            "job id {id:?} is already used (the ledger has an execution with it); choose another job_id"
-        );
-    }
-    Ok(())
-}
-
-/// Write `bytes` to a temporary dotfile in the prompt's inbox folder,
-/// fsynced, then rename it to `<name>.prompt.md` without replacing: a
-/// prompt of the same name already waiting is an error, and left alone.
-fn drop_prompt(layout: &Layout, prompt: &PromptName, bytes: &[u8]) -> anyhow::Result<PathBuf> {
-    let dest = layout.waiting_prompt(prompt);
-    let tmp = layout.incoming_prompt(prompt, std::process::id());
-    if let Some(dir) = dest.parent() {
-        fsio::create_dirs(layout.root(), dir)?;
-    }
-    // A temporary file with our pid can only be a crashed earlier run's.
-    let _ = std::fs::remove_file(&tmp);
-    fsio::create_new_synced(layout.root(), &tmp, bytes)?;
-    let renamed = fsio::rename_noreplace(layout.root(), &tmp, &dest);
-    if !matches!(renamed, Ok(Renamed::Done)) {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    match renamed? {
-        Renamed::Done => Ok(dest),
-        Renamed::TargetExists => bail!(
-            "{} already waits in the inbox and was left untouched; submit under another --name, or wait until it is claimed",
-            dest.display()
-        ),
-        Renamed::SourceGone => bail!(
-            "the temporary file {} disappeared before it could be renamed into place; submit again",
-            tmp.display()
-        ),
-    }
 }
 
 /// The id alone on stdout, flushed at once (a `--wait` may last long).
@@ -543,7 +452,7 @@ mod tests {
 
     fn args(file: &str, project: &str, name: Option<&str>) -> SubmitArgs {
         SubmitArgs {
-            file: PathBuf::from(file),
+            file: std::path::PathBuf::from(file),
             project: project.into(),
             name: name.map(str::to_owned),
             job_id: None,
@@ -577,31 +486,6 @@ mod tests {
         }
         let err = prompt_name(&args("-", "", None)).expect_err("stdin needs a name");
         assert!(err.to_string().contains("--name"), "{err}");
-    }
-
-    #[test]
-    fn job_id_comes_from_the_front_matter_or_is_written_into_it() {
-        let input = |text: &str| Input {
-            label: "prompt file p.md".into(),
-            text: text.into(),
-        };
-        let (id, text) = job_id_and_text(&input("---\njob_id: mine\n---\nbody\n"), Some("mine"))
-            .expect("same id twice is fine");
-        assert_eq!(id.as_str(), "mine");
-        assert_eq!(text, "---\njob_id: mine\n---\nbody\n");
-
-        let err = job_id_and_text(&input("---\njob_id: mine\n---\n"), Some("other"))
-            .expect_err("conflicting ids");
-        assert!(err.to_string().contains("--job-id"), "{err}");
-
-        let (id, text) = job_id_and_text(&input("body\n"), Some("given")).expect("valid");
-        assert_eq!(id.as_str(), "given");
-        assert_eq!(text, "---\njob_id: given\n---\nbody\n");
-
-        let (id, text) = job_id_and_text(&input("body\n"), None).expect("valid");
-        let parsed = front_matter::parse(&text).expect("written block parses");
-        assert_eq!(parsed.front.job_id, Some(id));
-        assert_eq!(&text[parsed.body_start..], "body\n");
     }
 
     #[test]
