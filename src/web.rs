@@ -13,6 +13,7 @@
 
 mod actions;
 mod auth;
+mod charts;
 mod html;
 mod live;
 mod pages;
@@ -47,6 +48,8 @@ pub async fn serve(web: Web, listen: SocketAddr) -> anyhow::Result<()> {
         .route("/jobs/{id}", get(pages::job))
         .route("/jobs/{id}/abort", post(actions::abort))
         .route("/jobs/{id}/ack", post(actions::ack))
+        .route("/submit", get(pages::submit_form).post(actions::submit))
+        .route("/history", get(pages::history))
         .route("/pause", post(actions::pause))
         .route("/resume", post(actions::resume))
         .route("/live/jobs", get(live::jobs))

@@ -27,6 +27,12 @@ pub struct Posted {
     kind: Option<String>,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    project: Option<String>,
+    #[serde(default)]
+    profile: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
 }
 
 /// Who did it, for the markers and events: the page, and the browser's
@@ -135,6 +141,53 @@ pub async fn ack(
         }
         Err(e) => refuse(StatusCode::NOT_FOUND, &e.to_string()),
     }
+}
+
+/// The submit form: the prompt dropped as `jobwarden submit` drops it,
+/// its profile (when chosen) in its front matter.
+pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Response {
+    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
+    if let Some(refused) = unchecked(&web, &posted) {
+        return refused;
+    }
+    let project = posted.project.clone().unwrap_or_default();
+    let name = posted.name.clone().unwrap_or_default();
+    let mut text = posted
+        .text
+        .clone()
+        .unwrap_or_default()
+        .replace("\r\n", "\n");
+    if let Some(profile) = posted.profile.as_deref().filter(|p| !p.is_empty()) {
+        text = format!("---\nprofile: {profile}\n---\n{text}");
+    }
+    let prompt = match check_prompt(&project, &name) {
+        Ok(p) => p,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+    };
+    let dropped =
+        crate::submit::prepare(&web.config, &web.layout, prompt, "the prompt", &text, None)
+            .and_then(|s| {
+                crate::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes()).map(|_| s)
+            });
+    match dropped {
+        Ok(s) => Redirect::to(&format!(
+            "/jobs?project={}",
+            super::html::url(&s.prompt.project)
+        ))
+        .into_response(),
+        Err(e) => refuse(StatusCode::BAD_REQUEST, &format!("{e:#}")),
+    }
+}
+
+fn check_prompt(project: &str, name: &str) -> Result<crate::layout::PromptName, String> {
+    crate::layout::validate_project(project).map_err(|e| {
+        format!("project {project:?}: {e}; give a folder under the inbox, such as acme/api")
+    })?;
+    crate::layout::validate_segment(name).map_err(|e| format!("name {name:?} {e}"))?;
+    Ok(crate::layout::PromptName {
+        project: project.to_owned(),
+        name: name.to_owned(),
+    })
 }
 
 fn scope_of(posted: &Posted) -> Result<Scope, &'static str> {

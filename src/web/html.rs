@@ -45,12 +45,13 @@ td.num { text-align: right; }
 .state-succeeded, .state-merged { color: var(--ok); }
 .state-failed, .state-timed_out, .state-setup_failed, .state-interrupted { color: var(--bad); }
 .state-running, .state-preparing, .state-publishing { color: var(--warn); }
+td code { word-break: break-all; }
 pre { white-space: pre-wrap; word-break: break-word; background: rgba(127,127,127,.08); padding: .6em; overflow-x: auto; }
 form.inline { display: inline; }
 button { font: inherit; padding: .3em .8em; cursor: pointer; }
 .muted { color: var(--muted); }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: .6em; }
-.card { border: 1px solid var(--line); border-radius: 6px; padding: .6em; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: .6em; color: inherit; text-decoration: none; }
 .card b { font-size: 1.4em; display: block; }
 @media (max-width: 600px) { th.wide, td.wide { display: none; } main { padding: .5em; } }
 "#;
@@ -61,7 +62,7 @@ pub fn page(title: &str, body: &str) -> String {
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · jobwarden</title><style>{STYLE}</style></head><body>\
-         <header><a href=\"/\">jobwarden</a><a href=\"/jobs\">jobs</a><a href=\"/metrics\">metrics</a></header>\
+         <header><a href=\"/\">jobwarden</a><a href=\"/jobs\">jobs</a><a href=\"/submit\">submit</a><a href=\"/history\">history</a><a href=\"/metrics\">metrics</a></header>\
          <main>{body}</main></body></html>",
         esc(title)
     )

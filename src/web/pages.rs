@@ -287,3 +287,98 @@ pub async fn metrics(State(web): State<Arc<Web>>) -> Response {
     )
         .into_response()
 }
+
+pub async fn submit_form(State(web): State<Arc<Web>>) -> Html<String> {
+    let profiles: String = web
+        .config
+        .profiles
+        .keys()
+        .map(|p| format!("<option value=\"{0}\">{0}</option>", esc(p)))
+        .collect();
+    let body = format!(
+        "<h1>Submit a prompt</h1><form method=\"post\" action=\"/submit\" id=\"submit\">\
+         <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <p><label>project <input name=\"project\" placeholder=\"acme/api\"></label></p>\
+         <p><label>name <input name=\"name\" required placeholder=\"fix-tests\"></label></p>\
+         <p><label>profile <select name=\"profile\"><option value=\"\">(by route)</option>{profiles}</select></label></p>\
+         <p><textarea name=\"text\" rows=\"10\" style=\"width:100%\" required placeholder=\"What the job should do\"></textarea></p>\
+         <p><button type=\"submit\">submit</button></p></form>",
+        csrf = esc(&web.csrf),
+    );
+    Html(page("submit", &body))
+}
+
+/// `/history?path=`.
+#[derive(Debug, Default, Deserialize)]
+pub struct HistoryQuery {
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>) -> Html<String> {
+    let Some(ledger) = ledger(&web) else {
+        return Html(page(
+            "history",
+            "<h1>History</h1><p class=\"muted\">nothing has run yet</p>",
+        ));
+    };
+    let now = Timestamp::now().epoch_ms();
+    let day = crate::ledger::history::Filter {
+        since_ms: Some(now.saturating_sub(86_400_000)),
+        ..Default::default()
+    };
+    let recent = ledger.list(&day, 5000).unwrap_or_default();
+    let window = JobFilter {
+        since_ms: Some(now.saturating_sub(2 * 86_400_000)),
+        ..JobFilter::default()
+    };
+    let jobs = ledger.list_jobs(&window, 20_000).unwrap_or_default();
+    let mut body = String::from("<h1>History</h1>");
+    body.push_str(&super::charts::per_hour(&recent, now));
+    body.push_str(&super::charts::durations(&recent));
+    body.push_str(&super::charts::queue(&jobs, now));
+    body.push_str(&format!(
+        "<h2>Who touched a file</h2><form method=\"get\" action=\"/history\">\
+         <input name=\"path\" size=\"50\" placeholder=\"/srv/repos/api/src/lib.rs\" value=\"{}\"> <button>look up</button></form>",
+        esc(q.path.as_deref().unwrap_or(""))
+    ));
+    if let Some(path) = q.path.as_deref().filter(|p| !p.is_empty()) {
+        let touches = ledger.touching(path).unwrap_or_default();
+        if touches.is_empty() {
+            body.push_str("<p class=\"muted\">no execution touched it</p>");
+        } else {
+            body.push_str("<table><tr><th>execution</th><th>prompt</th><th>outcome</th><th class=\"wide\">how</th></tr>");
+            for t in touches.iter().take(200) {
+                let how: Vec<String> = t
+                    .paths
+                    .iter()
+                    .map(|p| format!("{} {}", p.relation, p.path))
+                    .collect();
+                body.push_str(&format!(
+                    "<tr><td><a href=\"/jobs/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td class=\"wide\">{}</td></tr>",
+                    url(&t.execution.id),
+                    esc(&crate::ledger::short_id(&t.execution.id)),
+                    esc(&t.execution.project),
+                    esc(&t.execution.name),
+                    esc(t.execution.outcome.as_str()),
+                    esc(&how.join(", "))
+                ));
+            }
+            body.push_str("</table>");
+        }
+    }
+    body.push_str("<h2>Latest executions</h2><table><tr><th>execution</th><th>prompt</th><th>outcome</th><th>duration</th></tr>");
+    for e in recent.iter().take(50) {
+        body.push_str(&format!(
+            "<tr><td><a href=\"/jobs/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            url(&e.id),
+            esc(&crate::ledger::short_id(&e.id)),
+            esc(&e.project),
+            esc(&e.name),
+            esc(e.outcome.as_str()),
+            e.duration_ms.map(|d| format!("{:.1} s", d as f64 / 1000.0)).unwrap_or_default()
+        ));
+    }
+    body.push_str("</table>");
+    Html(page("history", &body))
+}

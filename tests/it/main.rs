@@ -15,6 +15,7 @@ mod arrival;
 mod backlog;
 mod bad_input;
 mod bench;
+mod browser;
 mod cli;
 mod concurrency;
 mod config;

@@ -259,6 +259,26 @@ fn a_running_job_s_log_streams_as_it_grows_and_pause_and_resume_act() {
     );
     let status = sb.run(&["status"]);
     assert!(!status.stdout.contains("paused"), "{}", status.stdout);
+    // A submission the claim would refuse is refused at once, naming why,
+    // and nothing is dropped.
+    let cookie = web.cookie();
+    let (status, _, body) = web.request(
+        "POST",
+        "/submit",
+        &[("Cookie", &cookie)],
+        &format!("csrf={csrf}&project=p&name=..%2Fx&text=hello"),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("name \"../x\""), "{body}");
+    let (status, _, body) = web.request(
+        "POST",
+        "/submit",
+        &[("Cookie", &cookie)],
+        &format!("csrf={csrf}&project=p&name=typed&profile=nope&text=hello"),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("nope"), "{body}");
+    assert!(!sb.inbox().join("p/typed.prompt.md").exists());
     std::fs::write(sb.out().join("release"), "").expect("release");
     assert_eq!(sb.wait_done("p", "slow", secs(20)).state(), "succeeded");
 }
