@@ -261,6 +261,9 @@ pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Respons
         let json = serde_json::to_string_pretty(rec).unwrap_or_default();
         body.push_str(&format!("<h2>Record</h2><pre>{}</pre>", esc(&json)));
     }
+    if let (Ok(rec), Some(ledger)) = (&rec, ledger(&web)) {
+        body.push_str(&attempts(&ledger, rec));
+    }
     let events =
         crate::events::read_all(web.layout.root(), &web.layout.events(&id)).unwrap_or_default();
     body.push_str("<h2>Events</h2><table>");
@@ -381,4 +384,33 @@ pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>)
     }
     body.push_str("</table>");
     Html(page("history", &body))
+}
+
+/// The ledger's attempts of `rec`'s prompt, newest first.
+fn attempts(ledger: &Ledger, rec: &JobRecord) -> String {
+    let filter = crate::ledger::history::Filter {
+        project: Some(rec.project.clone()),
+        name: Some(rec.name.clone()),
+        ..Default::default()
+    };
+    let rows = ledger.list(&filter, 20).unwrap_or_default();
+    let mut out = String::from("<h2>Attempts of this prompt</h2>");
+    if rows.is_empty() {
+        out.push_str("<p class=\"muted\">none recorded yet</p>");
+        return out;
+    }
+    out.push_str("<table id=\"attempts\"><tr><th>attempt</th><th>execution</th><th>outcome</th><th>finished</th><th class=\"wide\">why</th></tr>");
+    for e in rows {
+        out.push_str(&format!(
+            "<tr><td class=\"num\">{}</td><td><a href=\"/jobs/{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"wide\">{}</td></tr>",
+            e.attempt,
+            url(&e.id),
+            esc(&crate::ledger::short_id(&e.id)),
+            esc(e.outcome.as_str()),
+            esc(&ago(e.finished_at)),
+            esc(e.error_message.as_deref().unwrap_or(""))
+        ));
+    }
+    out.push_str("</table>");
+    out
 }

@@ -308,6 +308,10 @@ fn a_person_logs_in_submits_watches_the_log_grow_aborts_and_sees_the_charts() {
     assert_eq!(ended.state(), "aborted", "{:#}", ended.record);
     browser.go(&format!("{base}/jobs/{}", job.id));
     assert!(browser.text("body").contains("aborted"));
+    assert!(
+        browser.text("#attempts").contains("aborted"),
+        "the ledger's attempt"
+    );
 
     // The charts render (bars drawn for the runs of the last hours).
     browser.go(&format!("{base}/history"));
