@@ -183,6 +183,7 @@ derive_paths() {
     examples_dir=$prefix/share/doc/jobwarden/examples
     config_file=$config_dir/config.toml
     unit_file=$unit_dir/jobwarden.service
+    web_unit_file=$unit_dir/jobwarden-web.service
     # Where bash-completion, zsh (Debian's fpath) and fish look: under the
     # prefix for a system install, the XDG data folder for --user. Manual
     # pages go beside bin/, where man finds them from PATH.
@@ -191,7 +192,11 @@ derive_paths() {
     fish_completion=$data_home/fish/vendor_completions.d/jobwarden.fish
     man_dir=$prefix/share/man/man1
     unit_template=$SRC/systemd/jobwarden.service
-    [[ $mode == user ]] && unit_template=$SRC/systemd/jobwarden-user.service
+    web_unit_template=$SRC/systemd/jobwarden-web.service
+    if [[ $mode == user ]]; then
+        unit_template=$SRC/systemd/jobwarden-user.service
+        web_unit_template=$SRC/systemd/jobwarden-web-user.service
+    fi
     return 0
 }
 
@@ -217,7 +222,7 @@ check_unit_paths() {
 
 check_sources() {
     local f
-    for f in "$unit_template" "$SRC/config/config.toml" "$SRC/scripts/worktree-prepare"; do
+    for f in "$unit_template" "$web_unit_template" "$SRC/config/config.toml" "$SRC/scripts/worktree-prepare"; do
         [[ -f $f ]] || die "missing $f: run install.sh from a jobwarden source tree"
     done
 }
@@ -445,12 +450,20 @@ install_unit() {
     grep -qxF "ExecReload=$bin_path reload" "$rendered" ||
         die "could not render $unit_template (no ExecReload line to rewrite)"
     install_file 0644 "$rendered" "$unit_file"
+    local web=$work/jobwarden-web.service
+    render_unit "$web_unit_template" >"$web"
+    grep -qxF "ExecStart=$bin_path web" "$web" ||
+        die "could not render $web_unit_template (no ExecStart line to rewrite)"
+    install_file 0644 "$web" "$web_unit_file"
 }
 
-# The unit with this install's paths and user in place of the defaults.
+# A unit (the daemon's, or the TEMPLATE given) with this install's paths
+# and user in place of the defaults.
 render_unit() {
+    local template=${1:-$unit_template}
     local state_dir="" sed_args=(
         -e "s|^ExecStart=.*/jobwarden daemon\$|ExecStart=$bin_path daemon|"
+        -e "s|^ExecStart=.*/jobwarden web\$|ExecStart=$bin_path web|"
         -e "s|^ExecReload=.*/jobwarden reload\$|ExecReload=$bin_path reload|"
         -e "s|^Environment=JOBWARDEN_HOME=.*|Environment=JOBWARDEN_HOME=$root|"
         -e "s|^Environment=JOBWARDEN_CONFIG=.*|Environment=JOBWARDEN_CONFIG=$config_file|"
@@ -460,6 +473,7 @@ render_unit() {
             -e "s|^User=.*|User=$service_user|"
             -e "s|^Group=.*|Group=$service_user|"
             -e "s|^ReadWritePaths=/var/lib/jobwarden |ReadWritePaths=$root |"
+            -e "s|^ReadWritePaths=/var/lib/jobwarden\$|ReadWritePaths=$root|"
         )
         # StateDirectory= names a folder under /var/lib only.
         [[ $root == /var/lib/?* ]] && state_dir=${root#/var/lib/}
@@ -472,7 +486,7 @@ render_unit() {
             )
         fi
     fi
-    sed "${sed_args[@]}" "$unit_template"
+    sed "${sed_args[@]}" "$template"
 }
 
 # The root: 2770 and the service's user and group on a system install (the
@@ -572,6 +586,7 @@ next_steps() {
     note "Next:"
     note "  edit $config_file (the agent to run), then: $bin_path --config $config_file config check"
     note "  start it now and at every boot: $sc enable --now jobwarden"
+    note "  the web page too: $sc enable --now jobwarden-web (its address: jobwarden web --print-url, as the service's user)"
     if [[ $mode == user ]]; then
         note "  keep it running while you are logged out: loginctl enable-linger $(id -un)"
         note "  zsh completion: add $(dirname "$zsh_completion") to fpath (bash and fish find theirs)"
@@ -587,6 +602,7 @@ uninstall_all() {
     warn_if_service_enabled
     remove_file "$bin_path"
     remove_file "$unit_file"
+    remove_file "$web_unit_file"
     remove_scripts
     remove_examples
     remove_completions_and_man_pages

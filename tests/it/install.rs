@@ -759,6 +759,10 @@ fn installed_units_pass_systemd_analyze_verify() {
     let user_unit = UserLayout::of(&sc.home).unit;
     let out = systemd_verify(&sc, &user_unit, true).expect("systemd-analyze");
     assert_verified(&out, &user_unit);
+    // The web page's unit beside it.
+    let web_unit = user_unit.with_file_name("jobwarden-web.service");
+    let out = systemd_verify(&sc, &web_unit, true).expect("systemd-analyze");
+    assert_verified(&out, &web_unit);
 
     // The system unit as shipped, with ExecStart and ExecReload on a binary that exists
     // (verify checks it) and otherwise untouched: the installer only
@@ -779,6 +783,21 @@ fn installed_units_pass_systemd_analyze_verify() {
     fs::write(&system_unit, rendered).expect("write unit copy");
     let out = systemd_verify(&sc, &system_unit, false).expect("systemd-analyze");
     assert_verified(&out, &system_unit);
+
+    let web_template =
+        fs::read_to_string(Path::new(SOURCE).join("systemd/jobwarden-web.service")).expect("unit");
+    let web_unit = sc.base.join("jobwarden-web.service");
+    let rendered = web_template.replace(
+        "ExecStart=/usr/local/bin/jobwarden web",
+        &format!("ExecStart={BIN} web"),
+    );
+    assert_ne!(
+        rendered, web_template,
+        "the shipped web unit's ExecStart changed"
+    );
+    fs::write(&web_unit, rendered).expect("write unit copy");
+    let out = systemd_verify(&sc, &web_unit, false).expect("systemd-analyze");
+    assert_verified(&out, &web_unit);
 
     // And verify does look: a unit whose binary is missing is refused.
     let broken = sc.base.join("broken.service");

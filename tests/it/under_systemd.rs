@@ -26,6 +26,7 @@ mod restart;
 mod sandbox;
 mod upgrade;
 mod watchdog;
+mod web;
 
 /// The tests' own folder inside a booted system.
 const JW: &str = "/var/tmp/jw";
