@@ -40,17 +40,26 @@ pub struct Posted {
 const BY: &str = "jobwarden web";
 
 fn refuse(status: StatusCode, why: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("jobwarden: {why}\n"),
-    )
-        .into_response()
+    Refusal(status, why.to_owned()).into_response()
 }
 
-/// A form without the page's CSRF token is refused: another site cannot
-/// make the browser act.
-fn unchecked(web: &Web, posted: &Posted) -> Option<Response> {
+/// A request refused: its status and why, said as plain text.
+pub struct Refusal(StatusCode, String);
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        (
+            self.0,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("jobwarden: {}\n", self.1),
+        )
+            .into_response()
+    }
+}
+
+/// The form posted in `body`, once its CSRF token is checked.
+fn posted(web: &Web, body: &[u8]) -> Result<Posted, Refusal> {
+    let posted: Posted = serde_urlencoded::from_bytes(body).unwrap_or_default();
     let ok = posted.csrf.len() == web.csrf.len()
         && posted
             .csrf
@@ -58,12 +67,21 @@ fn unchecked(web: &Web, posted: &Posted) -> Option<Response> {
             .zip(web.csrf.bytes())
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
-    (!ok).then(|| {
-        refuse(
+    if ok {
+        Ok(posted)
+    } else {
+        Err(Refusal(
             StatusCode::FORBIDDEN,
-            "the form's CSRF token is missing or wrong; reload the page and try again",
-        )
-    })
+            "the form's CSRF token is missing or wrong; reload the page and try again".into(),
+        ))
+    }
+}
+
+/// The form of a POST about job `id`, checked, and the id.
+fn posted_for(web: &Web, body: &[u8], id: &str) -> Result<(Posted, JobId), Refusal> {
+    let posted = posted(web, body)?;
+    let id = JobId::parse(id).map_err(|_| Refusal(StatusCode::NOT_FOUND, "no such job".into()))?;
+    Ok((posted, id))
 }
 
 /// Back to the page the form was on (same site only), else `fallback`.
@@ -84,12 +102,9 @@ pub async fn abort(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    if let Some(refused) = unchecked(&web, &posted) {
-        return refused;
-    }
-    let Ok(id) = JobId::parse(&id) else {
-        return refuse(StatusCode::NOT_FOUND, "no such job");
+    let (_, id) = match posted_for(&web, &body, &id) {
+        Ok(checked) => checked,
+        Err(refused) => return refused.into_response(),
     };
     let rec = match JobRecord::load_job(&web.layout, &id) {
         Ok(rec) => rec,
@@ -116,12 +131,9 @@ pub async fn ack(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    if let Some(refused) = unchecked(&web, &posted) {
-        return refused;
-    }
-    let Ok(id) = JobId::parse(&id) else {
-        return refuse(StatusCode::NOT_FOUND, "no such job");
+    let (_, id) = match posted_for(&web, &body, &id) {
+        Ok(checked) => checked,
+        Err(refused) => return refused.into_response(),
     };
     let Some(mut ledger) = super::pages::ledger(&web) else {
         return refuse(StatusCode::NOT_FOUND, "nothing has run yet");
@@ -146,10 +158,10 @@ pub async fn ack(
 /// The submit form: the prompt dropped as `jobwarden submit` drops it,
 /// its profile (when chosen) in its front matter.
 pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Response {
-    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    if let Some(refused) = unchecked(&web, &posted) {
-        return refused;
-    }
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.into_response(),
+    };
     let project = posted.project.clone().unwrap_or_default();
     let name = posted.name.clone().unwrap_or_default();
     let mut text = posted
@@ -205,10 +217,10 @@ pub async fn pause(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    if let Some(refused) = unchecked(&web, &posted) {
-        return refused;
-    }
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.into_response(),
+    };
     let scope = match scope_of(&posted) {
         Ok(s) => s,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
@@ -224,10 +236,10 @@ pub async fn resume(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted: Posted = serde_urlencoded::from_bytes(&body).unwrap_or_default();
-    if let Some(refused) = unchecked(&web, &posted) {
-        return refused;
-    }
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.into_response(),
+    };
     let scope = match scope_of(&posted) {
         Ok(s) => s,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),

@@ -6,7 +6,7 @@
 //! would. The daemon sees them at start and every `reconcile_interval`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
@@ -15,30 +15,6 @@ use crate::support::*;
 
 const PREPARE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/worktree-prepare");
 const PUBLISH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/worktree-publish");
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Operator",
-            "-c",
-            "user.email=op@example.com",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// `origin.git` (bare, `main` seeded), `repos/widgets` (the clone jobs
 /// work on) and `upstream` (another clone: the hosting side, where merges

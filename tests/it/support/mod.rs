@@ -1242,6 +1242,33 @@ pub fn install_program(path: &Path, body: &str) {
     fs::rename(&tmp, path).expect("install program");
 }
 
+/// Runs git in `dir` as the tests' operator would, reading neither the
+/// machine's nor the user's config and with an identity of its own;
+/// asserts it succeeded and returns its trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=Operator",
+            "-c",
+            "user.email=op@example.com",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
