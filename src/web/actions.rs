@@ -217,18 +217,9 @@ pub async fn pause(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted = match posted(&web, &body) {
-        Ok(posted) => posted,
-        Err(refused) => return refused.into_response(),
-    };
-    let scope = match scope_of(&posted) {
-        Ok(s) => s,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
-    };
-    match crate::control::pause(&web.layout, &scope, Some("from the web page")) {
-        Ok(_) => back(&headers, "/"),
-        Err(e) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
-    }
+    change_pause(&web, &headers, &body, |layout, scope| {
+        crate::control::pause(layout, scope, Some("from the web page")).map(drop)
+    })
 }
 
 pub async fn resume(
@@ -236,7 +227,20 @@ pub async fn resume(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted = match posted(&web, &body) {
+    change_pause(&web, &headers, &body, |layout, scope| {
+        crate::control::resume(layout, scope).map(drop)
+    })
+}
+
+/// A pause or its end, for the scope the form names, as `jobwarden pause`
+/// and `resume` make them.
+fn change_pause(
+    web: &Web,
+    headers: &HeaderMap,
+    body: &[u8],
+    change: impl FnOnce(&crate::layout::Layout, &Scope) -> Result<(), crate::control::ControlError>,
+) -> Response {
+    let posted = match posted(web, body) {
         Ok(posted) => posted,
         Err(refused) => return refused.into_response(),
     };
@@ -244,8 +248,8 @@ pub async fn resume(
         Ok(s) => s,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
-    match crate::control::resume(&web.layout, &scope) {
-        Ok(_) => back(&headers, "/"),
+    match change(&web.layout, &scope) {
+        Ok(()) => back(headers, "/"),
         Err(e) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
     }
 }
