@@ -185,6 +185,9 @@ fn fill(path: &std::path::Path) {
     tx.commit().expect("commit");
 }
 
+/// When the recorded executions finished (2023-11-14).
+const FINISHED: u64 = 1_700_000_000_000;
+
 fn time_record(path: &std::path::Path, n: u64) -> Duration {
     let mut ledger = Ledger::open(path).expect("open");
     let mut exec = Execution::new(
@@ -192,14 +195,15 @@ fn time_record(path: &std::path::Path, n: u64) -> Duration {
         "p1",
         "n1",
         Outcome::Success,
-        2,
+        // Real times: the schema refuses those before 2020 (migration 8).
+        FINISHED,
         "bench",
         Source::Daemon,
     );
     exec.profile = Some("default".into());
     exec.command = Some(vec!["codex".into(), "exec".into()]);
     exec.workdir = Some("/srv/repo".into());
-    exec.started_at = Some(1);
+    exec.started_at = Some(FINISHED - 1);
     exec.duration_ms = Some(1);
     exec.exit_code = Some(0);
     exec.disposition = Some("archived".into());
