@@ -135,8 +135,13 @@ impl Service {
 
     /// The ledger's executions, newest first (`history list --json`).
     pub fn executions(&self) -> Vec<Value> {
-        let out = self.sys.sh("jobwarden history list --json");
-        serde_json::from_slice(&out.stdout).unwrap_or_default()
+        let out = self.sys.sh("jobwarden history list --limit 10000 --json");
+        assert!(
+            out.status.success(),
+            "history list: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("history list --json: {e}"))
     }
 
     /// The ledger's rows for prompt `project/name`.
@@ -145,6 +150,22 @@ impl Service {
             .into_iter()
             .filter(|r| r["project"] == project && r["name"] == name)
             .collect()
+    }
+
+    /// The ledger's rows that `pick` keeps, once there are at least `n`.
+    /// A job's terminal `job.json` is written before its row (DESIGN §7:
+    /// the row follows, and a crash between the two is backfilled), so a
+    /// test that saw the end waits for the row.
+    pub fn recorded(&self, n: usize, pick: impl Fn(&Value) -> bool) -> Vec<Value> {
+        wait_until(&format!("{n} ledger row(s)"), secs(20), || {
+            let rows: Vec<Value> = self.executions().into_iter().filter(|r| pick(r)).collect();
+            (rows.len() >= n).then_some(rows)
+        })
+    }
+
+    /// The ledger's rows for prompt `project/name`, once it has one.
+    pub fn recorded_of(&self, project: &str, name: &str) -> Vec<Value> {
+        self.recorded(1, |r| r["project"] == project && r["name"] == name)
     }
 
     /// `systemctl show -p <prop> --value jobwarden`.

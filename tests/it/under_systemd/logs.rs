@@ -94,13 +94,7 @@ fn one_plain_line_per_transition_naming_the_job_and_journald_restarts_lose_nothi
     for name in &names {
         assert_eq!(svc.runs(name), 1, "{name} ran once");
     }
-    assert_eq!(
-        svc.executions()
-            .iter()
-            .filter(|r| r["project"] == "burst")
-            .count(),
-        30
-    );
+    assert_eq!(svc.recorded(30, |r| r["project"] == "burst").len(), 30);
     // And the daemon's lines reach the new journald.
     let last = ids.last().map(String::as_str).unwrap_or_default();
     svc.sys.wait_for(

@@ -75,7 +75,7 @@ fn detach_jobs_outlive_restart_and_stop_and_the_next_daemon_adopts_and_records_t
     svc.wait_state(&b, "succeeded", secs(20));
     for name in ["a", "b", "c"] {
         assert_eq!(svc.runs(name), 1, "{name} ran once");
-        let rows = svc.executions_of("p", name);
+        let rows = svc.recorded_of("p", name);
         assert_eq!(rows.len(), 1, "{name} recorded once: {rows:?}");
         assert_eq!(rows[0]["outcome"], "success", "{rows:?}");
     }
@@ -106,7 +106,7 @@ fn drain_makes_stop_wait_for_running_jobs_and_abort_ends_them() {
     assert!(status.success(), "systemctl stop: {status}");
     let rec = svc.show(&d);
     assert_eq!(state_of(&rec), "succeeded", "{rec:#}");
-    assert_eq!(svc.executions_of("p", "d").len(), 1);
+    assert_eq!(svc.recorded_of("p", "d").len(), 1);
     assert_eq!(unit_processes(&svc).trim(), "", "nothing left running");
 
     // abort: stopping ends the running job, recorded as aborted.
@@ -117,7 +117,7 @@ fn drain_makes_stop_wait_for_running_jobs_and_abort_ends_them() {
     svc.sys.ok("systemctl stop jobwarden");
     let rec = svc.show(&e);
     assert_eq!(state_of(&rec), "aborted", "{rec:#}");
-    let rows = svc.executions_of("p", "e");
+    let rows = svc.recorded_of("p", "e");
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(unit_processes(&svc).trim(), "", "nothing left running");
     assert_eq!(svc.runs("e"), 1);

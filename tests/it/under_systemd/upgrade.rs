@@ -48,7 +48,7 @@ fn a_new_binary_installed_while_jobs_run_then_restart_adopts_and_records_them() 
         svc.release(name);
         svc.wait_state(id, "succeeded", secs(20));
         assert_eq!(svc.runs(name), 1);
-        let rows = svc.executions_of("up", name);
+        let rows = svc.recorded_of("up", name);
         assert_eq!(rows.len(), 1, "{rows:?}");
         // Its end was recorded by a daemon, after the old one was gone.
         assert_eq!(rows[0]["source"], "daemon", "{rows:?}");
