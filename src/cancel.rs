@@ -83,6 +83,76 @@ pub enum Cancelled {
     Lost,
 }
 
+/// What a cancel of a prompt waiting in the inbox did.
+#[derive(Debug)]
+pub enum WaitingCancelled {
+    /// Claimed here and ended `cancelled`.
+    Ended(JobRecord),
+    /// Claimed here and refused by the claim (see [`Cancelled::Rejected`]).
+    Rejected(JobRecord),
+    /// The daemon claimed it first, as this job: it is the caller's to
+    /// abort (no marker was written).
+    ClaimedAs(JobId),
+    /// No longer waiting, and no job of it appeared.
+    Gone,
+}
+
+/// How long the job the daemon made from a prompt is looked for.
+const FIND_PATIENCE: Duration = Duration::from_secs(5);
+/// How often it is looked for.
+const FIND_POLL: Duration = Duration::from_millis(20);
+
+/// Cancel the prompt waiting as `prompt` (`before`: its newest job when
+/// it was found waiting), as `jobwarden abort` and the web page do: take
+/// the turn, claim it and end it; if the daemon claimed it first, find
+/// the job it made (the job index shows it within an instant). `by` is
+/// who asked (the CLI's operator when `None`). The ledger, when given,
+/// gets the row; without one the daemon's next start backfills it.
+pub fn cancel_waiting_by_hand(
+    layout: &Layout,
+    config: &crate::config::Config,
+    mut ledger: Option<&mut crate::ledger::Ledger>,
+    prompt: &PromptName,
+    before: Option<&str>,
+    reason: Option<&str>,
+    by: Option<&str>,
+) -> anyhow::Result<WaitingCancelled> {
+    crate::fault::pause("abort-before-claim");
+    let host = crate::daemon::hostname();
+    let Some(turn) = take_turn(layout, TURN_PATIENCE)? else {
+        anyhow::bail!(
+            "{prompt}: {} stayed locked for {} (a daemon starting, or another abort); nothing was cancelled, try again",
+            layout.claim_lock().display(),
+            humantime::format_duration(TURN_PATIENCE)
+        );
+    };
+    let mut canceller = Canceller {
+        layout,
+        config,
+        host: &host,
+        ledger: ledger.as_deref_mut(),
+    };
+    match canceller.cancel_waiting(prompt, reason, by)? {
+        Cancelled::Ended(rec) => return Ok(WaitingCancelled::Ended(rec)),
+        Cancelled::Rejected(rec) => return Ok(WaitingCancelled::Rejected(rec)),
+        Cancelled::Lost => drop(turn),
+    }
+    let deadline = Instant::now() + FIND_PATIENCE;
+    loop {
+        let newest = ledger
+            .as_deref()
+            .and_then(|l| l.newest_job_of(&prompt.project, &prompt.name).ok())
+            .flatten()
+            .filter(|j| Some(j.id.as_str()) != before)
+            .and_then(|j| JobId::parse(&j.id).ok());
+        match newest {
+            Some(id) => return Ok(WaitingCancelled::ClaimedAs(id)),
+            None if Instant::now() >= deadline => return Ok(WaitingCancelled::Gone),
+            None => std::thread::sleep(FIND_POLL),
+        }
+    }
+}
+
 /// Everything a cancel needs is what a claim needs: a cancel of a waiting
 /// prompt is a claim ([`Claimer::claim_to_cancel`]) ended at once.
 pub type Canceller<'a> = Claimer<'a>;
@@ -90,12 +160,14 @@ pub type Canceller<'a> = Claimer<'a>;
 impl Claimer<'_> {
     /// Claim the prompt waiting as `prompt` and end it `cancelled` at once,
     /// `reason` in its ABORT marker and record. Its attempt number is the
-    /// one the daemon's claim would have given it. The caller holds the
-    /// turn ([`take_turn`]).
+    /// one the daemon's claim would have given it. `by` is who asked (the
+    /// CLI's operator when `None`). The caller holds the turn
+    /// ([`take_turn`]).
     pub fn cancel_waiting(
         &mut self,
         prompt: &PromptName,
         reason: Option<&str>,
+        by: Option<&str>,
     ) -> Result<Cancelled, JobError> {
         let path = self.layout.waiting_prompt(prompt);
         // A root no daemon has started on yet has no `runs/`.
@@ -108,7 +180,7 @@ impl Claimer<'_> {
         let prior = Prior {
             requeued_by: retry::continues(last.as_ref(), request.as_ref()),
         };
-        let claimed = self.claim_to_cancel(&path, prompt.clone(), &prior, reason)?;
+        let claimed = self.claim_to_cancel(&path, prompt.clone(), &prior, reason, by)?;
         if let (Some(request), Claimed::Queued(_) | Claimed::Rejected(_)) = (&request, &claimed) {
             retry::request::clear_if(self.layout, prompt, request);
         }

@@ -118,7 +118,8 @@ impl Claimer<'_> {
     /// the prompt is renamed straight to a new name in `archive/cancelled/`
     /// (which no scan claims from and no recovery puts back, and which no
     /// earlier job of the prompt can hold), and the job's ABORT marker,
-    /// with `reason`, is written before its record. A `queued` job
+    /// with `reason` and `by` (who asked; the CLI's operator when `None`),
+    /// is written before its record. A `queued` job
     /// returned is for the caller to end at once; found by a starting
     /// daemon first, it ends `cancelled` without running.
     pub fn claim_to_cancel(
@@ -127,6 +128,7 @@ impl Claimer<'_> {
         prompt: PromptName,
         prior: &Prior,
         reason: Option<&str>,
+        by: Option<&str>,
     ) -> Result<Claimed, JobError> {
         let place = self
             .layout
@@ -134,7 +136,7 @@ impl Claimer<'_> {
         if let Some(dir) = place.parent() {
             fsio::create_dirs(self.layout.root(), dir)?;
         }
-        self.claim_to(path, prompt, prior, &place, Some(Cancel { reason }))
+        self.claim_to(path, prompt, prior, &place, Some(Cancel { reason, by }))
     }
 
     /// Rename `path` to `claimed` (the claim), then make its job; with
@@ -244,7 +246,10 @@ impl Claimer<'_> {
         }
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         if let Some(cancel) = stop {
-            crate::abort::write_marker(self.layout, &id, cancel.reason)?;
+            match cancel.by {
+                Some(by) => crate::abort::write_marker_by(self.layout, &id, cancel.reason, by)?,
+                None => crate::abort::write_marker(self.layout, &id, cancel.reason)?,
+            };
         }
         rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
@@ -471,10 +476,11 @@ struct Made {
 }
 
 /// A claim made only to cancel the prompt: the reason its ABORT marker
-/// gives.
+/// gives, and who asked.
 #[derive(Clone, Copy)]
 struct Cancel<'r> {
     reason: Option<&'r str>,
+    by: Option<&'r str>,
 }
 
 /// What a claimed prompt's content decides.

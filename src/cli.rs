@@ -291,6 +291,12 @@ pub struct JobsArgs {
     #[arg(long)]
     pub name: Option<String>,
 
+    /// Only jobs that ran under this profile. Prompts still waiting in the
+    /// inbox are left out: their profile is chosen when they are claimed
+    /// (`jobwarden route` says which it would be).
+    #[arg(long)]
+    pub profile: Option<String>,
+
     /// Only jobs claimed at or after WHEN: a duration ago (`2h`, `3d`), a date
     /// (`2026-11-25`, UTC) or an RFC 3339 time (`2026-11-25T10:00:00Z`, `…+02:00`).
     #[arg(long, value_name = "WHEN")]

@@ -192,6 +192,18 @@ fn wall_ms() -> i64 {
     i64::try_from(Timestamp::now().epoch_ms()).unwrap_or(i64::MAX) + crate::fault::clock_offset_ms()
 }
 
+/// `just now`, `42s ago`, `3m ago`, `5h ago`, `12d ago`.
+pub fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0..10 => "just now".into(),
+        10..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

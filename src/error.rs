@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 
 use crate::job::InvalidTransition;
 
+/// A clean "no" (the CLI's exit 1): not found, nothing matched, already
+/// done by another. Its message is an answer, not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct No(pub String);
+
 /// An I/O failure with the operation and the path it concerned.
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {}: {source}", path.display())]

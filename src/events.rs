@@ -150,7 +150,7 @@ impl EventLog {
                 // Under the writers' lock: an append between reading the
                 // tail and the length would be counted in one, not the other.
                 let lock = FileLock::exclusive(&f);
-                let tail = read_tail(&mut f);
+                let tail = tail_of(&mut f);
                 log.next_seq = last_seq(&tail).map_or(1, |s| s.saturating_add(1));
                 // A torn last line (crash mid-write) is closed off so the
                 // next event starts on a line of its own.
@@ -193,7 +193,7 @@ impl EventLog {
         let len = file.metadata().map(|m| m.len()).unwrap_or(self.known_len);
         if len != self.known_len {
             // Someone else appended: continue after their last seq.
-            let tail = read_tail(file);
+            let tail = tail_of(file);
             self.next_seq =
                 last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
         }
@@ -255,7 +255,7 @@ impl Drop for FileLock {
 }
 
 /// The last [`TAIL_BYTES`] of the file (empty if it cannot be read).
-fn read_tail(f: &mut File) -> Vec<u8> {
+fn tail_of(f: &mut File) -> Vec<u8> {
     let mut tail = Vec::new();
     let read = f
         .seek(SeekFrom::End(0))
@@ -275,6 +275,28 @@ pub(crate) fn last_seq(tail: &[u8]) -> Option<u64> {
         .find_map(|v| v.get("seq").and_then(Value::as_u64))
 }
 
+/// Note in job `id`'s events what an operator did to it from outside (an
+/// input, see [`INPUT_OPS`]), with `by`, who did it (unless `fields` says),
+/// if the job's events are on. Fail-soft, as every event is: a job whose
+/// record cannot be read, or whose events cannot be written, just gets no
+/// line.
+pub fn note_input(
+    layout: &crate::layout::Layout,
+    config: &crate::config::Config,
+    id: &crate::job::JobId,
+    op: Op,
+    mut fields: Value,
+    by: &str,
+) {
+    let Ok(rec) = crate::job::JobRecord::load_job(layout, id) else {
+        return;
+    };
+    if let Some(map) = fields.as_object_mut() {
+        map.entry("by").or_insert_with(|| json!(by));
+    }
+    EventLog::open(layout.root(), &layout.events(id), config.events_for(&rec)).append(op, fields);
+}
+
 /// The most of an `events.jsonl` a reader reads; the rest is reported as
 /// cut, never read (a job can write its own events file).
 pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
@@ -282,6 +304,22 @@ pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 /// Read all parseable events of a file under `root`, skipping malformed lines.
 pub fn read_all(root: &Path, path: &Path) -> Result<Vec<Value>, IoError> {
     read_counted(root, path).map(|read| read.events)
+}
+
+/// The parseable events among the last `limit` bytes of a file under
+/// `root`: for what is written last (a job's end and what follows it)
+/// in a file a job may have made large.
+pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<Vec<Value>, IoError> {
+    let (bytes, len) = fsio::read_tail(root, path, limit)?;
+    let mut lines = bytes.split(|&b| b == b'\n');
+    if len > limit {
+        // The first line read is most likely the end of one cut short.
+        lines.next();
+    }
+    Ok(lines
+        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
+        .filter(Value::is_object)
+        .collect())
 }
 
 /// The events of a file and how many of its lines could not be read.

@@ -41,7 +41,7 @@ mod beneath;
 pub use batch::{Batch, batch};
 pub use beneath::{
     create_dirs, dir_identity, is_refusal, open_append, open_dir, open_file, read_capped,
-    read_capped_from, read_dir, rename_noreplace,
+    read_capped_from, read_dir, read_tail, rename_noreplace,
 };
 
 pub const FILE_MODE: u32 = 0o660;

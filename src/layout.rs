@@ -73,6 +73,11 @@ impl Layout {
         self.root.join("web.token")
     }
 
+    /// The web page's second token, which reads `/metrics` only.
+    pub fn metrics_token(&self) -> PathBuf {
+        self.root.join("metrics.token")
+    }
+
     /// Where a damaged `ledger.db` is moved aside (never deleted):
     /// `ledger.db.corrupt-<ms>`. Its `-wal` and `-shm` go beside it under
     /// that name ([`sqlite_sidecars`]), so the three still open together.

@@ -88,7 +88,8 @@
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order; resuming an end cut short.
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;
-//!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt.
+//!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt;
+//!   `retry/by_hand.rs`: a retry asked for by hand (the CLI's and the web page's).
 //! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `lookup.rs` (reads behind a `<job>` argument beyond the index),
@@ -107,7 +108,7 @@
 //! - [`metrics`] — the Prometheus text exposition (`jobwarden metrics`, the page's `/metrics`).
 //! - [`web`] — `jobwarden web`, the local web page, its own process: `web/auth.rs` (the token,
 //!   the session cookie, the CSRF token), `web/html.rs` (layout, escaping), `web/pages.rs`,
-//!   `web/actions.rs` (the POSTs, through the CLI's file contract), `web/live.rs` (server-sent
+//!   `web/list.rs` (the job list and its filters), `web/charts.rs` (SVG), `web/actions.rs` (the POSTs, through the CLI's file contract), `web/live.rs` (server-sent
 //!   events: the job list, a log as it grows).
 //! - [`published`] — the reconcile of published work: merged branches make their jobs
 //!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.

@@ -531,6 +531,7 @@ fn unindexed(layout: &Layout, id: &JobId) -> IndexedJob {
             exit_code: None,
             state_reason: None,
             updated_at: 0,
+            profile: None,
         },
     }
 }

@@ -4,6 +4,7 @@
 //! survive daemon restarts. Manual retries (`jobwarden retry`) reach the
 //! daemon through a [`request`] beside the prompt.
 
+pub mod by_hand;
 pub mod request;
 
 use std::time::Duration;

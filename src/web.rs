@@ -15,6 +15,7 @@ mod actions;
 mod auth;
 mod charts;
 mod html;
+mod list;
 mod live;
 mod pages;
 
@@ -27,13 +28,15 @@ use axum::routing::{get, post};
 use crate::config::Config;
 use crate::layout::Layout;
 
-pub use auth::{csrf_of, print_url, token};
+pub use auth::{csrf_of, metrics_token, print_url, token};
 
 /// What every handler shares.
 pub struct Web {
     pub layout: Layout,
     pub config: Config,
     pub token: String,
+    /// The token that reads `/metrics` only.
+    pub metrics_token: String,
     /// The CSRF token of every form: derived from the access token, so a
     /// page from another origin cannot know it.
     pub csrf: String,
@@ -44,10 +47,12 @@ pub async fn serve(web: Web, listen: SocketAddr) -> anyhow::Result<()> {
     let state = Arc::new(web);
     let app = Router::new()
         .route("/", get(pages::overview))
-        .route("/jobs", get(pages::jobs))
+        .route("/jobs", get(list::jobs))
         .route("/jobs/{id}", get(pages::job))
         .route("/jobs/{id}/abort", post(actions::abort))
         .route("/jobs/{id}/ack", post(actions::ack))
+        .route("/jobs/{id}/retry", post(actions::retry))
+        .route("/waiting/cancel", post(actions::cancel_waiting))
         .route("/submit", get(pages::submit_form).post(actions::submit))
         .route("/history", get(pages::history))
         .route("/pause", post(actions::pause))

@@ -14,14 +14,12 @@ use std::time::{Duration, Instant};
 
 use super::abort::Marking;
 use super::output::{final_state, prompt_label};
-use crate::cancel::{self, Cancelled, Canceller};
+use crate::cancel::{self, Canceller, WaitingCancelled};
 use crate::config::Config;
 use crate::job::{JobId, JobRecord};
 use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
 
-/// How long the job the daemon made from a prompt is looked for.
-const FIND_PATIENCE: Duration = Duration::from_secs(5);
 /// Beyond `abort_grace`, how long such a job is given to end, and how long
 /// a queued job marked is given to end.
 pub(super) const END_PATIENCE: Duration = Duration::from_secs(10);
@@ -82,18 +80,11 @@ pub(super) fn waiting(
     prompt: &PromptName,
     before: Option<&str>,
 ) -> anyhow::Result<(Option<JobId>, Marking)> {
-    crate::fault::pause("abort-before-claim");
-    let host = crate::daemon::hostname();
-    let Some(_turn) = cancel::take_turn(cx.layout, cancel::TURN_PATIENCE)? else {
-        anyhow::bail!(
-            "{prompt}: {} stayed locked for {} (a daemon starting, or another abort); nothing was cancelled, try again",
-            cx.layout.claim_lock().display(),
-            humantime::format_duration(cancel::TURN_PATIENCE)
-        );
-    };
-    let reason = cx.reason;
-    let (rec, text) = match cx.canceller(&host).cancel_waiting(prompt, reason)? {
-        Cancelled::Ended(rec) => {
+    let (layout, config, reason) = (cx.layout, cx.config, cx.reason);
+    let done =
+        cancel::cancel_waiting_by_hand(layout, config, cx.ledger(), prompt, before, reason, None)?;
+    let (rec, text) = match done {
+        WaitingCancelled::Ended(rec) => {
             let text = format!(
                 "{prompt}: cancelled before it started (it was waiting in the inbox), as job {}; prompt kept at {}",
                 rec.job_id,
@@ -101,7 +92,7 @@ pub(super) fn waiting(
             );
             (rec, text)
         }
-        Cancelled::Rejected(rec) => {
+        WaitingCancelled::Rejected(rec) => {
             let text = format!(
                 "{prompt}: claimed to cancel it, and {} as job {}",
                 final_state(&rec),
@@ -109,27 +100,24 @@ pub(super) fn waiting(
             );
             (rec, text)
         }
-        Cancelled::Lost => {
-            drop(_turn);
-            return claimed_meanwhile(cx, prompt, before);
+        WaitingCancelled::ClaimedAs(id) => return claimed_meanwhile(cx, prompt, id),
+        WaitingCancelled::Gone => {
+            let text = format!(
+                "{prompt}: no longer waiting in the inbox, and no job of it appeared; nothing was cancelled"
+            );
+            return Ok((None, Marking::Missing(text)));
         }
     };
     Ok((Some(rec.job_id), Marking::Marked(text)))
 }
 
-/// The prompt was claimed by another (the daemon) before this cancel
-/// could: abort the job it became, and wait for its end.
+/// The prompt was claimed by another (the daemon) as job `id` before this
+/// cancel could: abort that job, and wait for its end.
 fn claimed_meanwhile(
     cx: &mut Context<'_>,
     prompt: &PromptName,
-    before: Option<&str>,
+    id: JobId,
 ) -> anyhow::Result<(Option<JobId>, Marking)> {
-    let Some(id) = job_made_from(cx, prompt, before) else {
-        let text = format!(
-            "{prompt}: no longer waiting in the inbox, and no job of it appeared; nothing was cancelled"
-        );
-        return Ok((None, Marking::Missing(text)));
-    };
     let marking = super::abort::mark(cx.layout, &id, cx.reason, false)?;
     let patience = cx.config.abort_grace + END_PATIENCE;
     let ended = wait_for_end(cx.layout, &id, patience);
@@ -147,24 +135,6 @@ fn claimed_meanwhile(
         other => other,
     };
     Ok((Some(id), marking))
-}
-
-/// The job made from `prompt` since its newest job was `before`, as the
-/// job index says once its claimer indexed it.
-fn job_made_from(cx: &mut Context<'_>, prompt: &PromptName, before: Option<&str>) -> Option<JobId> {
-    let deadline = Instant::now() + FIND_PATIENCE;
-    loop {
-        let newest = cx
-            .ledger()
-            .and_then(|l| l.newest_job_of(&prompt.project, &prompt.name).ok())
-            .flatten()
-            .filter(|j| Some(j.id.as_str()) != before)
-            .and_then(|j| JobId::parse(&j.id).ok());
-        if newest.is_some() || Instant::now() >= deadline {
-            return newest;
-        }
-        std::thread::sleep(POLL);
-    }
 }
 
 /// Job `id`'s record once it is terminal, if it is within `patience`.

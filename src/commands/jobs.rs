@@ -47,6 +47,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
             .map(|n| layout::validate_segment(n).map(|()| n.to_owned()))
             .transpose()
             .map_err(|e| anyhow::anyhow!("--name {:?} {e}", args.name.as_deref().unwrap_or("")))?,
+        profile: args.profile.clone(),
         since_ms: window.since_ms,
         until_ms: window.until_ms,
     };
@@ -54,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let ledger = super::open_ledger(&layout)?;
     let limit = args.limit as usize;
     let mut rows = Vec::new();
-    if any_state || !inbox_states.is_empty() {
+    if (any_state || !inbox_states.is_empty()) && filter.profile.is_none() {
         let wanted = |state: &str| any_state || inbox_states.iter().any(|s| s == state);
         let found = in_inbox(&layout, &config, ledger.as_ref(), &filter, wanted, limit)?;
         rows.extend(found.into_iter().map(Row::Waiting));
@@ -231,6 +232,9 @@ pub(super) struct JobJson {
     waiting: Option<WaitingJson>,
     /// Why a queued job has not started, when known.
     waits: Option<String>,
+    /// The profile it ran under; null for a prompt with no job yet, and
+    /// for a job the index has not yet learnt it of.
+    profile: Option<String>,
 }
 
 impl From<&IndexedJob> for JobJson {
@@ -253,6 +257,7 @@ impl From<&IndexedJob> for JobJson {
             state_reason: j.state_reason.clone(),
             waiting: None,
             waits: None,
+            profile: j.profile.clone(),
         }
     }
 }
@@ -274,6 +279,7 @@ impl JobJson {
             state_reason: Some(w.reason(daemon)),
             waiting: Some(WaitingJson::new(layout, w, daemon)),
             waits: None,
+            profile: None,
         }
     }
 }

@@ -53,11 +53,9 @@ use crate::ledger::Ledger;
 /// Exit status for a clean "no": not found, nothing matched.
 pub const EXIT_NO: u8 = exit::Exit::No.code();
 
-/// A clean "no" (exit 1): not found, nothing matched. Its message goes
-/// to stderr like an error's, but it is an answer, not a failure.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct No(pub String);
+/// A clean "no" (exit 1): its message goes to stderr like an error's,
+/// but it is an answer, not a failure.
+pub use crate::error::No;
 
 /// The whole `jobwarden` program: make sure fds 0 to 2 are open, parse
 /// the command line, start logging, run, and map the result to an exit
@@ -219,26 +217,15 @@ fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     Ok((config, Layout::new(root)))
 }
 
-/// Note in job `id`'s events what an operator did to it from outside (an
-/// input, see [`crate::events::INPUT_OPS`]), with who did it, if the
-/// job's events are on. Fail-soft, as every event is: a job whose record
-/// cannot be read, or whose events cannot be written, just gets no line.
+/// [`crate::events::note_input`] by the operator running this command.
 pub(crate) fn note_input(
     layout: &Layout,
     config: &Config,
     id: &crate::job::JobId,
     op: crate::events::Op,
-    mut fields: serde_json::Value,
+    fields: serde_json::Value,
 ) {
-    let Ok(rec) = crate::job::JobRecord::load_job(layout, id) else {
-        return;
-    };
-    if let Some(map) = fields.as_object_mut() {
-        map.entry("by")
-            .or_insert_with(|| serde_json::json!(operator()));
-    }
-    crate::events::EventLog::open(layout.root(), &layout.events(id), config.events_for(&rec))
-        .append(op, fields);
+    crate::events::note_input(layout, config, id, op, fields, &operator());
 }
 
 /// Who runs this command: `alice (uid 1000)`.

@@ -125,17 +125,7 @@ pub fn fmt_duration(ms: u64) -> String {
     }
 }
 
-/// `just now`, `42s ago`, `3m ago`, `5h ago`, `12d ago`.
-pub fn fmt_ago(then_ms: u64, now_ms: u64) -> String {
-    let s = now_ms.saturating_sub(then_ms) / 1000;
-    match s {
-        0..10 => "just now".into(),
-        10..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
-}
+pub use crate::clock::fmt_ago;
 
 /// How long ago, never rounded to "just now": `4.6s ago` under a minute,
 /// else as [`fmt_ago`]. For an age that is the point (a stale heartbeat).

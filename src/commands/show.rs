@@ -7,7 +7,6 @@
 //! inbox, which has no job yet, is shown by `commands/waiting.rs`: where it
 //! waits, since when, and for what.
 
-use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -24,7 +23,6 @@ use super::history::list::ExecutionJson;
 use super::output::print_json;
 use crate::cli::{GlobalArgs, ShowArgs};
 use crate::clock::Timestamp;
-use crate::error::IoContext;
 use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
@@ -35,6 +33,9 @@ use crate::lookup::Target;
 const LOG_LINES: usize = 10;
 /// At most this much of the log's end is read for them.
 const LOG_TAIL_BYTES: u64 = 16 * 1024;
+/// How much of the end of `events.jsonl` is read for the notifications:
+/// a job's deliveries are among its last events, a few hundred bytes each.
+const NOTIFICATIONS_TAIL_BYTES: u64 = 256 * 1024;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load_for_reading(global)?;
@@ -174,14 +175,14 @@ impl Shown {
     }
 }
 
-/// The job's notification deliveries, from its events (none when they
-/// cannot be read).
+/// The job's notification deliveries, from the end of its events, where
+/// they are (they follow its end); none when they cannot be read.
 fn notifications(layout: &Layout, id: &JobId) -> Vec<Value> {
     let ops = [
         crate::events::Op::Notified.as_str(),
         crate::events::Op::NotifyFailed.as_str(),
     ];
-    crate::events::read_all(layout.root(), &layout.events(id))
+    crate::events::read_tail(layout.root(), &layout.events(id), NOTIFICATIONS_TAIL_BYTES)
         .unwrap_or_default()
         .into_iter()
         .filter(|e| e["op"].as_str().is_some_and(|op| ops.contains(&op)))
@@ -192,15 +193,8 @@ fn notifications(layout: &Layout, id: &JobId) -> Vec<Value> {
 /// A log that is not a regular file (a FIFO, a symlink) is refused with a
 /// warning naming it, never read.
 fn log_tail(root: &Path, path: &Path) -> Vec<String> {
-    let read = || -> Result<Vec<u8>, crate::error::IoError> {
-        let mut f = fsio::open_file(root, path)?;
-        let len = f.metadata().ctx("inspecting", path)?.len();
-        f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
-            .ctx("reading", path)?;
-        Ok(fsio::read_capped_from(f, path, LOG_TAIL_BYTES)?.0)
-    };
-    let bytes = match read() {
-        Ok(bytes) => bytes,
+    let bytes = match fsio::read_tail(root, path, LOG_TAIL_BYTES) {
+        Ok((bytes, _)) => bytes,
         Err(e) if fsio::is_refusal(&e) => {
             crate::logging::line(format_args!("warning: {e}"));
             return Vec::new();

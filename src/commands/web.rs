@@ -27,12 +27,14 @@ pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let token = web::token(&layout, true)?;
+    let metrics_token = web::metrics_token(&layout, true)?;
     if !args.listen.ip().is_loopback() {
         tracing::warn!(listen = %args.listen, "serving on an address other than the loopback (--allow-remote): protect the token");
     }
     let state = Web {
         csrf: crate::web::csrf_of(&token),
         token,
+        metrics_token,
         layout,
         config,
     };

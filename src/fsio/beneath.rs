@@ -102,6 +102,21 @@ pub fn read_capped(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, boo
     read_capped_from(file, path, limit)
 }
 
+/// The last `limit` bytes of a regular file under `root` (the whole file
+/// when shorter), and the file's length: the tail of a log that may be
+/// large costs only what is read.
+pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, u64), IoError> {
+    use std::io::{Seek, SeekFrom};
+    let mut file = open_file(root, path)?;
+    let len = file
+        .metadata()
+        .map_err(|e| IoError::new("inspecting", path, e))?
+        .len();
+    file.seek(SeekFrom::Start(len.saturating_sub(limit)))
+        .map_err(|e| IoError::new("reading", path, e))?;
+    Ok((read_capped_from(file, path, limit)?.0, len))
+}
+
 /// Read at most `limit` bytes from an open file (`path` names it in errors).
 pub fn read_capped_from(
     file: impl Read,

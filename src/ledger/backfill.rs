@@ -146,20 +146,15 @@ pub fn ensure_row_with(
 
 /// The job log's tail, standing in for the per-stream tails.
 fn log_tail(layout: &Layout, rec: &JobRecord) -> Option<Artifact> {
-    use std::io::{Read, Seek, SeekFrom};
     let path = layout.job_log(&rec.job_id);
-    let mut f = match crate::fsio::open_file(layout.root(), &path) {
-        Ok(f) => f,
+    let (buf, len) = match crate::fsio::read_tail(layout.root(), &path, LOG_TAIL) {
+        Ok(read) => read,
         Err(e) if crate::fsio::is_refusal(&e) => {
             tracing::warn!(job = %rec.job_id, "{e}; its log tail is left out of the ledger");
             return None;
         }
         Err(_) => return None,
     };
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL))).ok()?;
-    let mut buf = Vec::new();
-    f.take(LOG_TAIL).read_to_end(&mut buf).ok()?;
     Some(Artifact {
         kind: "log_tail",
         text: String::from_utf8_lossy(&buf).into_owned(),

@@ -130,6 +130,7 @@ mod tests {
             exit_code: None,
             state_reason: None,
             updated_at: finished,
+            profile: None,
         }
     }
 

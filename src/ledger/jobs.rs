@@ -33,6 +33,9 @@ pub struct IndexedJob {
     pub exit_code: Option<i32>,
     pub state_reason: Option<String>,
     pub updated_at: u64,
+    /// The profile it ran under, once known (migration 11; older rows
+    /// gain it when a daemon's start-up check refreshes them).
+    pub profile: Option<String>,
 }
 
 impl IndexedJob {
@@ -49,6 +52,7 @@ impl IndexedJob {
             exit_code: rec.exit_code,
             state_reason: rec.state_reason.clone(),
             updated_at: rec.updated_at.epoch_ms(),
+            profile: rec.profile.clone(),
         }
     }
 
@@ -68,11 +72,12 @@ impl IndexedJob {
             exit_code: r.get(8)?,
             state_reason: r.get(9)?,
             updated_at: ms(10)?.unwrap_or(0),
+            profile: r.get(11)?,
         })
     }
 }
 
-const COLUMNS: &str = "id, project, name, state, attempt, created_at, started_at, finished_at, exit_code, state_reason, updated_at";
+const COLUMNS: &str = "id, project, name, state, attempt, created_at, started_at, finished_at, exit_code, state_reason, updated_at, profile";
 
 /// Which jobs `jobs` lists (all given conditions hold).
 #[derive(Debug, Default, Clone)]
@@ -81,6 +86,7 @@ pub struct JobFilter {
     pub states: Vec<String>,
     pub project: Option<String>,
     pub name: Option<String>,
+    pub profile: Option<String>,
     /// Created at or after (epoch ms).
     pub since_ms: Option<u64>,
     /// Created before (epoch ms).
@@ -100,14 +106,15 @@ impl Ledger {
             {
                 let mut upsert = tx.prepare_cached(
                     "INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at,
-                         started_at, finished_at, exit_code, state_reason, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                         started_at, finished_at, exit_code, state_reason, updated_at, profile)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                      ON CONFLICT (id) DO UPDATE SET
                          project = excluded.project, name = excluded.name, state = excluded.state,
                          attempt = excluded.attempt, created_at = excluded.created_at,
                          started_at = excluded.started_at, finished_at = excluded.finished_at,
                          exit_code = excluded.exit_code, state_reason = excluded.state_reason,
-                         updated_at = excluded.updated_at
+                         updated_at = excluded.updated_at,
+                         profile = COALESCE(excluded.profile, jobs.profile)
                      WHERE excluded.updated_at >= jobs.updated_at",
                 )?;
                 for j in jobs {
@@ -124,6 +131,7 @@ impl Ledger {
                         j.exit_code,
                         j.state_reason,
                         j.updated_at as i64,
+                        j.profile,
                     ])?;
                 }
             }
@@ -249,6 +257,10 @@ impl Ledger {
         if let Some(n) = &f.name {
             sql.push_str(" AND name = ?");
             args.push(n.clone().into());
+        }
+        if let Some(p) = &f.profile {
+            sql.push_str(" AND profile = ?");
+            args.push(p.clone().into());
         }
         if let Some(since) = f.since_ms {
             sql.push_str(" AND created_at >= ?");

@@ -435,8 +435,19 @@ INSERT INTO metric_duration_sums (project, sum_ms)
     GROUP BY project;
 "#;
 
+/// Migration 11: the job index knows each job's profile, for `jobs
+/// --profile` and the web page's filter. Ended jobs take it from their
+/// ledger row; the rest gain it when a daemon's start-up check refreshes
+/// their rows from `job.json`.
+const V11: &str = r#"
+ALTER TABLE jobs ADD COLUMN profile TEXT;  -- the profile it ran under; NULL until known
+UPDATE jobs SET profile = (SELECT e.profile FROM executions e WHERE e.id = jobs.id)
+    WHERE profile IS NULL;
+CREATE INDEX jobs_by_profile ON jobs (profile, created_at) WHERE profile IS NOT NULL;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

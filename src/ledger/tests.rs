@@ -728,3 +728,67 @@ fn a_listed_or_printed_path_is_stored_absolute_without_dot_components() {
     assert_eq!(stored_path(Some("/w"), "/abs/b.c"), "/abs/b.c");
     assert_eq!(stored_path(None, "rel.c"), "rel.c");
 }
+
+#[test]
+fn the_job_index_knows_profiles_and_migration_11_learns_them_from_the_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    let prompt = PromptName {
+        project: "p".into(),
+        name: "n".into(),
+    };
+    let mut ended =
+        JobRecord::new_queued(JobId::generate(), &prompt, "inbox/n.running.md".into(), "h");
+    ended.profile = Some("review".into());
+    ended.state = JobState::Succeeded;
+    let mut live =
+        JobRecord::new_queued(JobId::generate(), &prompt, "inbox/n.running.md".into(), "h");
+    live.profile = Some("fast".into());
+    {
+        let mut l = Ledger::open(&path).expect("open");
+        l.index_job(&ended).expect("index");
+        l.index_job(&live).expect("index");
+        let exec =
+            Execution::from_record(&ended, Outcome::Success, Some("archived"), Source::Daemon);
+        l.record(&exec, &[], &[]).expect("record");
+        let only = |profile: &str| JobFilter {
+            profile: Some(profile.into()),
+            ..JobFilter::default()
+        };
+        let review = l.list_jobs(&only("review"), 10).expect("list");
+        assert_eq!(review.len(), 1);
+        assert_eq!(review[0].id, ended.job_id.as_str());
+        assert_eq!(review[0].profile.as_deref(), Some("review"));
+        assert!(l.list_jobs(&only("none"), 10).expect("list").is_empty());
+        // A snapshot without a profile never forgets the one known.
+        let mut later = live.clone();
+        later.profile = None;
+        l.index_job(&later).expect("index");
+        let row = l
+            .indexed_job(live.job_id.as_str())
+            .expect("read")
+            .expect("row");
+        assert_eq!(row.profile.as_deref(), Some("fast"));
+        // Back to a ledger from before migration 11.
+        l.conn
+            .execute_batch(
+                "DROP INDEX jobs_by_profile; ALTER TABLE jobs DROP COLUMN profile; PRAGMA user_version = 10;",
+            )
+            .expect("downgrade");
+    }
+    let l = Ledger::open(&path).expect("open migrates");
+    let ended_row = l
+        .indexed_job(ended.job_id.as_str())
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        ended_row.profile.as_deref(),
+        Some("review"),
+        "from its ledger row"
+    );
+    let live_row = l
+        .indexed_job(live.job_id.as_str())
+        .expect("read")
+        .expect("row");
+    assert_eq!(live_row.profile, None, "learnt at the next refresh");
+}

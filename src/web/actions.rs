@@ -33,6 +33,9 @@ pub struct Posted {
     profile: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    /// A retry's "now": without waiting for a cooldown.
+    #[serde(default)]
+    now: Option<String>,
 }
 
 /// Who did it, for the markers and events: the page, and the browser's
@@ -152,6 +155,111 @@ pub async fn ack(
             back(&headers, "/")
         }
         Err(e) => refuse(StatusCode::NOT_FOUND, &e.to_string()),
+    }
+}
+
+/// Retry an ended job, as `jobwarden retry [--now]` does; then its page
+/// (the retry's event is in its events).
+pub async fn retry(
+    State(web): State<Arc<Web>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let (posted, id) = match posted_for(&web, &body, &id) {
+        Ok(checked) => checked,
+        Err(refused) => return refused.into_response(),
+    };
+    let now = posted
+        .now
+        .as_deref()
+        .is_some_and(|v| !v.is_empty() && v != "0");
+    let web2 = web.clone();
+    let id2 = id.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let ledger = super::pages::ledger(&web2);
+        crate::retry::by_hand::retry(&web2.layout, &web2.config, ledger.as_ref(), &id2, now, BY)
+    })
+    .await;
+    match done {
+        Ok(Ok(_)) => back(
+            &headers,
+            &format!("/jobs/{}", super::html::url(id.as_str())),
+        ),
+        Ok(Err(e)) if e.downcast_ref::<crate::error::No>().is_some() => {
+            refuse(StatusCode::CONFLICT, &format!("{e:#}"))
+        }
+        Ok(Err(e)) => refuse(StatusCode::BAD_REQUEST, &format!("{e:#}")),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// Cancel a prompt waiting in the inbox, as `jobwarden abort
+/// project/name` does: claimed and ended `cancelled`, or, if the daemon
+/// claimed it first, the job it became gets its ABORT marker. Then that
+/// job's page.
+pub async fn cancel_waiting(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Response {
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.into_response(),
+    };
+    let project = posted.project.clone().unwrap_or_default();
+    let name = posted.name.clone().unwrap_or_default();
+    let prompt = match check_prompt(&project, &name) {
+        Ok(p) => p,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+    };
+    let web2 = web.clone();
+    let done = tokio::task::spawn_blocking(move || cancel_waiting_now(&web2, &prompt)).await;
+    match done {
+        Ok(Ok(id)) => {
+            Redirect::to(&format!("/jobs/{}", super::html::url(id.as_str()))).into_response()
+        }
+        Ok(Err(refused)) => refused.into_response(),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+fn cancel_waiting_now(web: &Web, prompt: &crate::layout::PromptName) -> Result<JobId, Refusal> {
+    use crate::cancel::WaitingCancelled;
+    let not_waiting = || {
+        Refusal(
+            StatusCode::CONFLICT,
+            format!("{prompt} is no longer waiting in the inbox; nothing was cancelled"),
+        )
+    };
+    if std::fs::symlink_metadata(web.layout.waiting_prompt(prompt)).is_err() {
+        return Err(not_waiting());
+    }
+    let mut ledger = super::pages::ledger(web);
+    let before = ledger
+        .as_ref()
+        .and_then(|l| l.newest_job_of(&prompt.project, &prompt.name).ok())
+        .flatten()
+        .map(|j| j.id);
+    let reason = Some("from the web page");
+    let done = crate::cancel::cancel_waiting_by_hand(
+        &web.layout,
+        &web.config,
+        ledger.as_mut(),
+        prompt,
+        before.as_deref(),
+        reason,
+        Some(BY),
+    )
+    .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")))?;
+    match done {
+        WaitingCancelled::Ended(rec) | WaitingCancelled::Rejected(rec) => Ok(rec.job_id),
+        WaitingCancelled::ClaimedAs(id) => {
+            if JobRecord::load_job(&web.layout, &id).is_ok_and(|r| r.state.is_terminal()) {
+                // It ran and ended before the marker could stop it.
+                return Ok(id);
+            }
+            crate::abort::write_marker_by(&web.layout, &id, reason, BY)
+                .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            Ok(id)
+        }
+        WaitingCancelled::Gone => Err(not_waiting()),
     }
 }
 

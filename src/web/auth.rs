@@ -4,6 +4,10 @@
 //! `/metrics`), or once in the address (`?token=…`, what `--print-url`
 //! gives): that visit sets the cookie (HttpOnly, SameSite=Strict) and is
 //! sent on to the same page without it. Anything else is refused (401).
+//!
+//! `/metrics` also takes a second token, `metrics.token` (made beside the
+//! first, 0600): a scraper given it can read the metrics and nothing else,
+//! so that Prometheus never holds what could abort a job.
 
 use std::io::Read;
 use std::sync::Arc;
@@ -22,8 +26,16 @@ const COOKIE: &str = "jobwarden_token";
 /// The token of `layout`'s page, made (0600, never replaced) when
 /// `create` and there is none.
 pub fn token(layout: &Layout, create: bool) -> anyhow::Result<String> {
-    let path = layout.web_token();
-    match crate::fsio::read_capped(layout.root(), &path, 4096) {
+    secret(layout, &layout.web_token(), create)
+}
+
+/// The token that reads `/metrics` only, made as [`token`] is.
+pub fn metrics_token(layout: &Layout, create: bool) -> anyhow::Result<String> {
+    secret(layout, &layout.metrics_token(), create)
+}
+
+fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Result<String> {
+    match crate::fsio::read_capped(layout.root(), path, 4096) {
         Ok((bytes, _)) => {
             let text = String::from_utf8_lossy(&bytes).trim().to_owned();
             if text.len() < 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -35,7 +47,7 @@ pub fn token(layout: &Layout, create: bool) -> anyhow::Result<String> {
             Ok(text)
         }
         Err(e) if !create || e.kind() != std::io::ErrorKind::NotFound => {
-            anyhow::bail!("reading the web token {}: {e}", path.display())
+            anyhow::bail!("reading the token {}: {e}", path.display())
         }
         Err(_) => {
             let mut bytes = [0u8; 32];
@@ -43,9 +55,9 @@ pub fn token(layout: &Layout, create: bool) -> anyhow::Result<String> {
                 .and_then(|mut f| f.read_exact(&mut bytes))
                 .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
             let text = crate::claim::hex(&bytes);
-            crate::fsio::create_new_private(layout.root(), &path, format!("{text}\n").as_bytes())?;
+            crate::fsio::create_new_private(layout.root(), path, format!("{text}\n").as_bytes())?;
             // Another start may have made one first: its is the one.
-            token(layout, false)
+            secret(layout, path, false)
         }
     }
 }
@@ -107,6 +119,12 @@ pub async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> R
         .into_iter()
         .flatten()
         .any(|t| same(&t, &web.token))
+    {
+        return next.run(req).await;
+    }
+    if req.uri().path() == "/metrics"
+        && req.method() == axum::http::Method::GET
+        && bearer_token(headers).is_some_and(|t| same(&t, &web.metrics_token))
     {
         return next.run(req).await;
     }

@@ -12,7 +12,7 @@ use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 
 use super::Web;
-use super::pages::{JobsQuery, job_rows};
+use super::list::{JobsQuery, job_rows};
 use crate::job::JobId;
 
 /// How often a stream looks again.

@@ -1,6 +1,6 @@
-//! The pages: the overview, the job list (filtered, updated live), a job
-//! (its record, events, ledger attempts and its log as it grows), and
-//! `/metrics`.
+//! The pages: the overview, a job (its record, events, ledger attempts
+//! and its log as it grows), the submit form, history and `/metrics`.
+//! The job list is in `list.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use super::Web;
 use super::html::{button, esc, page, state, url};
 use crate::clock::Timestamp;
 use crate::job::{JobId, JobRecord, JobState};
-use crate::ledger::{IndexedJob, JobFilter, Ledger};
+use crate::ledger::{JobFilter, Ledger};
 
 /// The ledger, if the root has one (never created by the page).
 pub(super) fn ledger(web: &Web) -> Option<Ledger> {
@@ -22,19 +22,13 @@ pub(super) fn ledger(web: &Web) -> Option<Ledger> {
     path.exists().then(|| Ledger::open(&path).ok()).flatten()
 }
 
-fn daemon_running(web: &Web) -> bool {
-    crate::procfs::flock_holder(&web.layout.daemon_lock()).is_ok_and(|h| h.is_some())
+/// Does a daemon hold the root's lock? Not when that cannot be told.
+pub(super) fn daemon_running(web: &Web) -> bool {
+    crate::cancel::daemon_running(&web.layout) == Some(true)
 }
 
-fn ago(ms: u64) -> String {
-    let now = Timestamp::now().epoch_ms();
-    let s = now.saturating_sub(ms) / 1000;
-    match s {
-        0..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86400),
-    }
+pub(super) fn ago(ms: u64) -> String {
+    crate::clock::fmt_ago(ms, Timestamp::now().epoch_ms())
 }
 
 pub async fn overview(State(web): State<Arc<Web>>) -> Html<String> {
@@ -113,95 +107,6 @@ pub async fn overview(State(web): State<Arc<Web>>) -> Html<String> {
     Html(page("overview", &body))
 }
 
-/// `/jobs?state=&project=&q=`.
-#[derive(Debug, Default, Deserialize)]
-pub struct JobsQuery {
-    #[serde(default)]
-    pub state: Option<String>,
-    #[serde(default)]
-    pub project: Option<String>,
-    /// Text found in the prompt's name or project.
-    #[serde(default)]
-    pub q: Option<String>,
-}
-
-/// The rows of the job list, newest first (at most 200).
-pub(super) fn job_rows(web: &Web, q: &JobsQuery) -> String {
-    let Some(ledger) = ledger(web) else {
-        return "<tr><td colspan=\"5\" class=\"muted\">nothing has run yet</td></tr>".into();
-    };
-    let filter = JobFilter {
-        states: q.state.iter().filter(|s| !s.is_empty()).cloned().collect(),
-        project: q.project.clone().filter(|p| !p.is_empty()),
-        ..JobFilter::default()
-    };
-    let text = q.q.as_deref().unwrap_or("").to_lowercase();
-    let jobs: Vec<IndexedJob> = ledger
-        .list_jobs(&filter, if text.is_empty() { 200 } else { 5000 })
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|j| {
-            text.is_empty()
-                || format!("{}/{}", j.project, j.name)
-                    .to_lowercase()
-                    .contains(&text)
-        })
-        .take(200)
-        .collect();
-    if jobs.is_empty() {
-        return "<tr><td colspan=\"5\" class=\"muted\">no job matches</td></tr>".into();
-    }
-    jobs.iter()
-        .map(|j| {
-            format!(
-                "<tr data-id=\"{id}\"><td><a href=\"/jobs/{id}\">{short}</a></td><td>{prompt}</td><td>{state}</td>\
-                 <td class=\"wide\">{when}</td><td class=\"wide\">{reason}</td></tr>",
-                id = url(&j.id),
-                short = esc(&crate::ledger::short_id(&j.id)),
-                prompt = esc(&format!("{}/{}", j.project, j.name)),
-                state = state(&j.state),
-                when = esc(&ago(j.finished_at.unwrap_or(j.created_at))),
-                reason = esc(j.state_reason.as_deref().unwrap_or("")),
-            )
-        })
-        .collect()
-}
-
-pub async fn jobs(State(web): State<Arc<Web>>, Query(q): Query<JobsQuery>) -> Html<String> {
-    let states: String = std::iter::once(String::new())
-        .chain(JobState::ALL.iter().map(|s| s.as_str().to_owned()))
-        .map(|s| {
-            let selected = if q.state.as_deref() == Some(s.as_str()) {
-                " selected"
-            } else {
-                ""
-            };
-            format!("<option value=\"{0}\"{selected}>{0}</option>", esc(&s))
-        })
-        .collect();
-    let params = format!(
-        "state={}&project={}&q={}",
-        url(q.state.as_deref().unwrap_or("")),
-        url(q.project.as_deref().unwrap_or("")),
-        url(q.q.as_deref().unwrap_or(""))
-    );
-    let body = format!(
-        "<h1>Jobs</h1><form method=\"get\" action=\"/jobs\">\
-         <select name=\"state\">{states}</select> \
-         <input name=\"project\" placeholder=\"project\" value=\"{project}\"> \
-         <input name=\"q\" placeholder=\"text\" value=\"{text}\"> <button>filter</button></form>\
-         <table><thead><tr><th>job</th><th>prompt</th><th>state</th><th class=\"wide\">when</th>\
-         <th class=\"wide\">why</th></tr></thead><tbody id=\"rows\">{rows}</tbody></table>\
-         <script>new EventSource('/live/jobs?{params}').onmessage = e => \
-         {{ document.getElementById('rows').innerHTML = e.data; }};</script>",
-        project = esc(q.project.as_deref().unwrap_or("")),
-        text = esc(q.q.as_deref().unwrap_or("")),
-        rows = job_rows(&web, &q),
-        params = esc(&params),
-    );
-    Html(page("jobs", &body))
-}
-
 pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
     let Ok(id) = JobId::parse(&id) else {
         return (
@@ -225,12 +130,18 @@ pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Respons
                     .map(|r| format!(": {}", esc(r)))
                     .unwrap_or_default()
             ));
-            if !rec.state.is_terminal() {
+            let to = |what: &str| format!("/jobs/{}/{what}", url(id.as_str()));
+            if rec.state == JobState::Queued {
+                body.push_str(&button(&to("abort"), "cancel", &web.csrf, &[]));
+            } else if !rec.state.is_terminal() {
+                body.push_str(&button(&to("abort"), "abort", &web.csrf, &[]));
+            } else {
+                body.push_str(&button(&to("retry"), "retry", &web.csrf, &[]));
                 body.push_str(&button(
-                    &format!("/jobs/{}/abort", url(id.as_str())),
-                    "abort",
+                    &to("retry"),
+                    "retry now",
                     &web.csrf,
-                    &[],
+                    &[("now", "1")],
                 ));
             }
             body.push_str(&button(

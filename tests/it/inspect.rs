@@ -189,9 +189,11 @@ fn jobs_lists_newest_first_with_filters_that_combine() {
             "exit_code",
             "state_reason",
             "waiting",
-            "waits"
+            "waits",
+            "profile"
         ])
     );
+    assert_eq!(all[0]["profile"], "default", "{:#}", all[0]);
     let failed = json(&sb, &["jobs", "--state", "failed", "--json"], 0);
     assert_eq!(failed.as_array().map(Vec::len), Some(1));
     assert_eq!(failed[0]["exit_code"], 3);

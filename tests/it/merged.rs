@@ -363,15 +363,17 @@ fn a_branch_deleted_unmerged_is_recorded_and_one_deleted_after_its_merge_is_merg
     assert!(row["published"]["merged_at"].is_null());
     let shown = sb.run(&["show", &dropped.id]);
     assert!(shown.stdout.contains("branch_deleted"), "{}", shown.stdout);
-    // Settled: later passes leave it alone (one event, not one a pass).
-    std::thread::sleep(millis(900));
-    let n = sb.job(&dropped.id).map(|j| {
-        j.events()
-            .iter()
-            .filter(|e| e["op"] == "reconciled")
-            .count()
+    // Settled: later passes (every 300 ms) leave it alone (one event, not
+    // one a pass).
+    assert_never("a second reconciled event", millis(1200), || {
+        sb.job(&dropped.id).is_none_or(|j| {
+            j.events()
+                .iter()
+                .filter(|e| e["op"] == "reconciled")
+                .count()
+                != 1
+        })
     });
-    assert_eq!(n, Some(1));
 }
 
 #[test]

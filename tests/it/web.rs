@@ -146,13 +146,35 @@ fn the_page_needs_its_token_and_a_link_with_it_logs_in() {
     let (status, _, metrics) = web.request("GET", "/metrics", &[("Authorization", &bearer)], "");
     assert_eq!(status, 200);
     assert!(metrics.contains("jobwarden_daemon_up 1"), "{metrics}");
-    // The token file is the service user's alone.
+    // The metrics token reads /metrics and nothing else.
+    let scraper = std::fs::read_to_string(sb.root.join("metrics.token")).expect("metrics.token");
+    assert_ne!(scraper.trim(), web.token);
+    let bearer = format!("Bearer {}", scraper.trim());
+    let (status, _, metrics) = web.request("GET", "/metrics", &[("Authorization", &bearer)], "");
+    assert_eq!(status, 200);
+    assert!(metrics.contains("jobwarden_jobs{"), "{metrics}");
+    assert_eq!(
+        web.request("GET", "/", &[("Authorization", &bearer)], "").0,
+        401
+    );
+    let csrf = web.csrf();
+    let (status, _, _) = web.request(
+        "POST",
+        "/pause",
+        &[("Authorization", &bearer)],
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(status, 401, "the metrics token changes nothing");
+    assert!(!sb.root.join("control").join("pause").exists());
+    // The token files are the service user's alone.
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(sb.root.join("web.token"))
-        .expect("token")
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o600);
+    for file in ["web.token", "metrics.token"] {
+        let mode = std::fs::metadata(sb.root.join(file))
+            .expect("token")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{file}");
+    }
     // Not on another address without saying so.
     let out = sb.run(&["web", "--listen", "0.0.0.0:1", "--print-url"]);
     assert_eq!(out.code(), 2, "{out:?}");
@@ -281,4 +303,113 @@ fn a_running_job_s_log_streams_as_it_grows_and_pause_and_resume_act() {
     assert!(!sb.inbox().join("p/typed.prompt.md").exists());
     std::fs::write(sb.out().join("release"), "").expect("release");
     assert_eq!(sb.wait_done("p", "slow", secs(20)).state(), "succeeded");
+}
+
+#[test]
+fn retry_and_cancel_from_the_page_and_the_list_filters_by_profile() {
+    let sb = Sandbox::new();
+    let fail = sb.script("fail", "cat >/dev/null; echo failing; exit 3");
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &fail])
+            .profile("max_attempts", "1")
+            .profile("cooldown", "\"1h\"")
+            .extra("[profiles.other]\ncommand = [\"/bin/sh\", \"-c\", \"cat >/dev/null\"]\n"),
+    );
+    let _d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    sb.drop_prompt("p", "a", "x\n");
+    sb.drop_prompt("p", "b", "---\nprofile: other\n---\nx\n");
+    let first = sb.wait_done("p", "a", secs(20));
+    assert_eq!(first.state(), "failed");
+    assert_eq!(sb.wait_done("p", "b", secs(20)).state(), "succeeded");
+
+    // The list by profile.
+    let (_, other) = web.get("/jobs?profile=other");
+    assert!(other.contains("p/b") && !other.contains("p/a"), "{other}");
+    let (_, default) = web.get("/jobs?profile=default");
+    assert!(
+        default.contains("p/a") && !default.contains("p/b"),
+        "{default}"
+    );
+    let json = sb.run(&["jobs", "--profile", "other", "--json"]);
+    assert_eq!(json.code(), 0, "{json:?}");
+    let rows: serde_json::Value = serde_json::from_str(&json.stdout).expect("jobs --json");
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows:#}");
+    assert_eq!(rows[0]["profile"], "other", "{rows:#}");
+
+    // Retry: refused without the CSRF token; with it, the prompt runs again
+    // as attempt 2 at once (`now`), despite its hour of cooldown.
+    let page = format!("/jobs/{}", first.id);
+    let (_, body) = web.get(&page);
+    assert!(body.contains("retry now"), "{body}");
+    assert_eq!(web.post(&format!("{page}/retry"), "now=1"), 403);
+    let csrf = web.csrf();
+    assert_eq!(
+        web.post(&format!("{page}/retry"), &format!("csrf={csrf}&now=1")),
+        303
+    );
+    let second = sb.wait_done_excluding("p", "a", std::slice::from_ref(&first.id), secs(20));
+    assert_eq!(second.record["attempt"], 2, "{:#}", second.record);
+    // The same job again: another retry already put it back.
+    let cookie = web.cookie();
+    let (status, _, why) = web.request(
+        "POST",
+        &format!("{page}/retry"),
+        &[("Cookie", &cookie)],
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(status, 409, "{why}");
+    assert!(why.contains("already put back"), "{why}");
+
+    // Cancel a queued job (the daemon paused holds it) from the list.
+    assert_eq!(sb.run(&["pause"]).code(), 0);
+    sb.drop_prompt("p", "c", "waits\n");
+    let queued = sb.wait_state("p", "c", "queued", secs(20));
+    let cancel = format!("/jobs/{}/abort", queued.id);
+    let (_, list) = web.get("/jobs?state=queued");
+    assert!(list.contains(&cancel), "{list}");
+    assert_eq!(web.post(&cancel, &format!("csrf={csrf}")), 303);
+    assert_eq!(sb.wait_done("p", "c", secs(20)).state(), "cancelled");
+
+    // Cancel a prompt waiting in the inbox: p/a dropped again waits out
+    // the cooldown of its failure.
+    sb.drop_prompt("p", "a", "again\n");
+    let listed = wait_until("the list to show p/a deferred", secs(10), || {
+        let (_, list) = web.get("/jobs?state=deferred");
+        list.contains("data-prompt=\"p/a\"").then_some(list)
+    });
+    assert!(listed.contains("/waiting/cancel"), "{listed}");
+    assert_eq!(web.post("/waiting/cancel", "project=p&name=a"), 403);
+    assert!(
+        sb.inbox().join("p/a.prompt.md").exists(),
+        "kept without the token"
+    );
+    let (status, head, body) = web.request(
+        "POST",
+        "/waiting/cancel",
+        &[("Cookie", &cookie)],
+        &format!("csrf={csrf}&project=p&name=a"),
+    );
+    assert_eq!(status, 303, "{body}");
+    let cancelled =
+        sb.wait_done_excluding("p", "a", &[first.id.clone(), second.id.clone()], secs(20));
+    assert_eq!(cancelled.state(), "cancelled");
+    assert!(
+        head.contains(&format!("/jobs/{}", cancelled.id)),
+        "to the job's page: {head}"
+    );
+    let marker = std::fs::read_to_string(sb.run_dir(&cancelled.id).join("ABORT")).expect("marker");
+    assert!(marker.contains("jobwarden web"), "{marker}");
+    assert!(!sb.inbox().join("p/a.prompt.md").exists());
+    // Gone now: a second cancel says so.
+    let (status, _, why) = web.request(
+        "POST",
+        "/waiting/cancel",
+        &[("Cookie", &cookie)],
+        &format!("csrf={csrf}&project=p&name=a"),
+    );
+    assert_eq!(status, 409, "{why}");
+    assert!(why.contains("no longer waiting"), "{why}");
+    let row = wait_row(&sb, &cancelled.id);
+    assert_eq!(row["outcome"], "cancelled", "{row:#}");
 }

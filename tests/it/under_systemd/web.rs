@@ -51,6 +51,12 @@ fn the_web_unit_serves_the_page_as_the_service_user_behind_its_token() {
         &format!("-H 'Authorization: Bearer {token}' http://127.0.0.1:8765/metrics"),
     );
     assert!(metrics.contains("jobwarden_daemon_up 1"), "{metrics}");
+    // A scraper's copy of metrics.token, as docs/metrics.md makes it.
+    let scraper = svc.sys.ok(
+        "install -m 0640 /var/lib/jobwarden/metrics.token /var/tmp/scrape.token && \
+         curl -s -H \"Authorization: Bearer $(cat /var/tmp/scrape.token)\" http://127.0.0.1:8765/metrics",
+    );
+    assert!(scraper.contains("jobwarden_jobs{"), "{scraper}");
 
     // Abort a running job from the page: the daemon's monitor honours it.
     let id = svc.submit("web", "held");
