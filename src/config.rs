@@ -19,6 +19,8 @@ pub use rate_limit::Patterns;
 mod raw;
 mod route;
 mod show;
+mod slurm;
+pub use slurm::{Executor, SlurmOptions};
 mod template;
 mod validate;
 
@@ -229,6 +231,8 @@ pub struct Profile {
     /// Where its jobs' published work lives in git (`[profiles.*.git]`):
     /// what the reconcile watches until it is merged.
     pub git: Option<GitTemplates>,
+    /// Where its main command runs (`executor`, `[profiles.*.slurm]`).
+    pub executor: Executor,
 }
 
 /// A profile's `git` table, its values templates resolved per job into
@@ -334,6 +338,8 @@ pub struct Config {
     /// (merged, branch deleted) and running jobs' worktrees looked for;
     /// also once at start.
     pub reconcile_interval: Duration,
+    /// How often the daemon asks Slurm about every Slurm job at once.
+    pub slurm_poll_interval: Duration,
     /// `[[route]]` entries, in order: the first that matches wins.
     pub routes: Vec<Route>,
     /// `[[notify]]` hooks.
@@ -510,6 +516,12 @@ fn build(
             300 * SEC,
             true,
         ),
+        slurm_poll_interval: v.duration(
+            "slurm_poll_interval",
+            raw.slurm_poll_interval,
+            2 * SEC,
+            true,
+        ),
         routes: Vec::new(),
         notify: Vec::new(),
     };
@@ -524,6 +536,11 @@ impl Config {
     pub fn default_profile(&self) -> &Profile {
         // `profiles()` always inserts the default profile.
         &self.profiles[DEFAULT_PROFILE]
+    }
+
+    /// Does any profile run its jobs on Slurm?
+    pub fn uses_slurm(&self) -> bool {
+        self.profiles.values().any(|p| p.executor.slurm().is_some())
     }
 
     /// Which route, profile and captures a prompt in folder `project` gets;

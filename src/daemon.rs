@@ -21,6 +21,7 @@ mod notices;
 pub mod notify;
 mod published_watch;
 mod schedule;
+mod slurm_watch;
 mod startup_check;
 pub mod state_file;
 
@@ -222,6 +223,8 @@ struct Daemon {
     quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
     gc_running: Arc<AtomicBool>,
     published: published_watch::PublishedWatch,
+    /// The one poll of Slurm for every Slurm job.
+    slurm: slurm_watch::SlurmWatch,
     /// The `[[notify]]` hooks' deliveries.
     hooks: crate::hooks::Hub,
     /// A job was claimed or ended since `all_done` was last told.
@@ -253,6 +256,8 @@ struct Daemon {
     /// (storage refusing writes): retried every tick.
     /// The value says how the monitor ended.
     unsettled: HashMap<JobId, String>,
+    /// How many monitors each Slurm job has had to be given again.
+    reattached: HashMap<JobId, u32>,
     /// Reload requests, and the config state `daemon.json` reports.
     control: control::Control,
     /// Interrupted jobs whose orphaned process group is being waited for.
@@ -291,6 +296,7 @@ impl Daemon {
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             published: Default::default(),
+            slurm: Default::default(),
             hooks,
             work_seen: false,
             all_done_due: None,
@@ -305,6 +311,7 @@ impl Daemon {
             notifier: notify::Notifier::disabled(),
             storage: storage::Health::default(),
             unsettled: HashMap::new(),
+            reattached: HashMap::new(),
             clearing_jobs: HashSet::new(),
             startup: startup_check::StartupCheck::default(),
             clock: crate::clock::StepWatch::new(),
@@ -320,6 +327,7 @@ impl Daemon {
         let mut tick = interval_after(self.config.heartbeat_interval);
         let mut gc = interval_after(self.config.retention.gc_interval);
         let mut reconcile = interval_after(self.config.reconcile_interval);
+        let mut slurm_poll = interval_after(self.config.slurm_poll_interval);
         // Pinged from this loop, so a wedged loop is what stops the pings.
         let watchdog_period = self.notifier.watchdog_period();
         let mut watchdog = interval_after(watchdog_period.unwrap_or(Duration::from_secs(3600)));
@@ -350,6 +358,9 @@ impl Daemon {
                 _ = tick.tick() => self.on_tick(),
                 _ = gc.tick() => self.collect_garbage(),
                 _ = reconcile.tick() => self.reconcile_published(),
+                _ = slurm_poll.tick(), if self.config.uses_slurm() => {
+                    self.slurm.poll(&self.layout, self.running.keys());
+                }
             }
             self.watch_all_done();
             self.follow_intervals([
@@ -357,6 +368,7 @@ impl Daemon {
                 (&mut tick, self.config.heartbeat_interval),
                 (&mut gc, self.config.retention.gc_interval),
                 (&mut reconcile, self.config.reconcile_interval),
+                (&mut slurm_poll, self.config.slurm_poll_interval),
             ]);
             self.release_memory();
         }
@@ -620,6 +632,9 @@ impl Daemon {
             tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
             self.hold_adopted(&id);
             self.running.insert(id, Slot::Adopted(monitor));
+        }
+        for id in recovered.reattach {
+            self.reattach(&id);
         }
         for clearing in recovered.clearing {
             self.wait_for_group(clearing);

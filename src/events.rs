@@ -49,6 +49,8 @@ ops! {
     Queued => "queued",
     PrepareStarted => "prepare_started",
     Started => "started",
+    SlurmSubmitted => "slurm_submitted",
+    SlurmStarted => "slurm_started",
     PublishStarted => "publish_started",
     SpawnFailed => "spawn_failed",
     State => "state",

@@ -73,6 +73,11 @@ impl Layout {
         self.root.join("web.token")
     }
 
+    /// What the daemon's last poll of Slurm found (`slurm.json`).
+    pub fn slurm_queue(&self) -> PathBuf {
+        self.root.join("slurm.json")
+    }
+
     /// The web page's second token, which reads `/metrics` only.
     pub fn metrics_token(&self) -> PathBuf {
         self.root.join("metrics.token")

@@ -36,7 +36,8 @@
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
 //!   key), `config/show.rs` (`config show`: the effective config as TOML),
 //!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
-//!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks).
+//!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks),
+//!   `config/slurm.rs` (a profile's executor: local, or Slurm with its `sbatch` options).
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
@@ -65,7 +66,8 @@
 //!   first claims, its findings acted on by the loop), `daemon/notices.rs` (what the hooks are told, and
 //!   when: a job's end, needs attention, cooldown, all done), `daemon/published_watch.rs` (the
 //!   reconcile of published work: at start and every `reconcile_interval`, one pass at a
-//!   time), `daemon/control.rs` (reloading the
+//!   time), `daemon/slurm_watch.rs` (one `squeue` for every Slurm job, written to
+//!   `slurm.json` for their monitors), `daemon/control.rs` (reloading the
 //!   config on request: SIGHUP),
 //!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
 //!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
@@ -84,7 +86,10 @@
 //!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
 //!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
-//!   `stages.rs` (prepare, main command, publish: order and verdicts), outcome.
+//!   `stages.rs` (prepare, main command, publish: order and verdicts), `slurm.rs` (the
+//!   main command as a Slurm batch job: submitted, followed, stopped, taken over by a new
+//!   monitor) and `slurm/ending.rs` (its end: the batch script's record, else Slurm's word),
+//!   outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
 //!   in a recoverable order; resuming an end cut short.
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;
@@ -100,7 +105,11 @@
 //!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`
 //!   (each execution's compiler and linter diagnostics, and the questions asked of them),
 //!   `published.rs` (each execution's published git branch, watched until settled),
-//!   `batch.rs` (the last batch of work and its completion summary).
+//!   `batch.rs` (the last batch of work and its completion summary), `slurm.rs` (each
+//!   execution's Slurm job: id, node, Slurm's word, time pending and running).
+//! - [`slurm`] — Slurm as jobwarden drives it: the batch script, `job.json`'s `slurm`,
+//!   `slurm.json`; `slurm/client.rs`: `sbatch`, `squeue`, `scontrol`, `scancel`, each with a
+//!   deadline.
 //! - [`git`] — a job's published work (`job.json` `git`) and what git says of it: merged
 //!   (by which commit), deleted; git's commands run with a deadline.
 //! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
@@ -159,6 +168,7 @@ mod props;
 pub mod published;
 pub mod recover;
 pub mod retry;
+pub mod slurm;
 pub mod storage;
 pub mod submit;
 pub mod terminal;

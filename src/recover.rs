@@ -11,6 +11,9 @@
 //!   witness) and its prompt goes where an ended job's prompt goes;
 //! - a `queued` record that no monitor ever took (no `monitor.lock` file)
 //!   goes back on the queue, oldest claim first;
+//! - a job whose main command was submitted to Slurm (`running`, with
+//!   `slurm` in its record) lost only its monitor: the job goes on in
+//!   Slurm, and a new monitor follows it;
 //! - any other non-terminal record lost its monitor: `interrupted`, once
 //!   what is left of its process group is proven the job's, killed and
 //!   gone (waited for off the daemon's loop: see [`Clearing`]);
@@ -93,6 +96,9 @@ pub struct Recovered {
     pub queued: Vec<(JobId, i32)>,
     /// Jobs whose monitor still runs, with that monitor.
     pub adopted: Vec<(JobId, Proc)>,
+    /// Jobs whose main command runs in Slurm and whose monitor is gone:
+    /// the job goes on there, and a new monitor follows it.
+    pub reattach: Vec<JobId>,
     /// Interrupted jobs whose orphaned process group was killed and is
     /// still exiting: ended once it is gone.
     pub clearing: Vec<Clearing>,

@@ -58,6 +58,23 @@ pub fn preflight(config: &Config, layout: &Layout, path_var: Option<&OsStr>) -> 
             }
         }
         workdir(&mut f, &key("workdir"), &profile.workdir, profile, layout);
+        if profile.executor.slurm().is_some() {
+            let missing: Vec<&str> = ["sbatch", "squeue", "scontrol", "scancel"]
+                .into_iter()
+                .filter(|client| on_path(client, &path) != Some(true))
+                .collect();
+            if !missing.is_empty() {
+                f.warn(
+                    &key("executor"),
+                    format!(
+                        "{}: Slurm's {} not found on PATH ({}); install Slurm's client commands (Debian: slurm-client) where the daemon runs",
+                        key("executor"),
+                        missing.join(", "),
+                        path.to_string_lossy()
+                    ),
+                );
+            }
+        }
     }
     for (i, route) in config.routes.iter().enumerate() {
         let (Some(w), Some(profile)) = (&route.workdir, config.profiles.get(&route.profile)) else {
@@ -104,8 +121,7 @@ fn program(f: &mut Findings, key: &str, argv: &[Template], path: &OsStr) {
         }
         return;
     }
-    let found = std::env::split_paths(path).map(|dir| executable(&dir.join(&program)));
-    match found.flatten().max() {
+    match on_path(&program, path) {
         Some(true) => {}
         Some(false) => f.warn(
             key,
@@ -119,6 +135,14 @@ fn program(f: &mut Findings, key: &str, argv: &[Template], path: &OsStr) {
             ),
         ),
     }
+}
+
+/// Is `program` on `path`: `Some(is_executable)` for the best file of
+/// that name found, `None` when there is none.
+fn on_path(program: &str, path: &OsStr) -> Option<bool> {
+    std::env::split_paths(path)
+        .filter_map(|dir| executable(&dir.join(program)))
+        .max()
 }
 
 /// `Some(is_executable)` for an existing regular file, `None` otherwise.

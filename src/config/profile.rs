@@ -92,6 +92,7 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
         Some(raw) => git(v, &key("git"), raw),
         None => base.and_then(|b| b.git.clone()),
     };
+    let executor = super::slurm::executor(v, &key, p, base.map(|b| &b.executor));
     let limits = match &p.limits {
         Some(raw) => v.limits(&key("limits"), raw),
         None => base.map(|b| b.limits).unwrap_or_default(),
@@ -139,6 +140,7 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             .or(base.map(|b| b.shared_workdir))
             .unwrap_or(false),
         git,
+        executor,
     }
 }
 

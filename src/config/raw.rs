@@ -62,6 +62,7 @@ pub(super) struct RawConfig {
     pub keep_artifacts: Opt<i64>,
     pub gc_interval: Opt<String>,
     pub reconcile_interval: Opt<String>,
+    pub slurm_poll_interval: Opt<String>,
     #[serde(default)]
     pub profiles: BTreeMap<String, RawProfile>,
     #[serde(default, rename = "route")]
@@ -100,6 +101,20 @@ pub(super) struct RawProfile {
     pub max_jobs: Opt<i64>,
     pub shared_workdir: Opt<bool>,
     pub git: Option<RawGit>,
+    pub executor: Opt<String>,
+    pub slurm: Option<RawSlurm>,
+}
+
+/// A profile's `slurm`: how its jobs are submitted.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawSlurm {
+    pub partition: Opt<String>,
+    pub account: Opt<String>,
+    pub time_limit: Opt<String>,
+    pub cpus: Opt<i64>,
+    pub memory: Opt<String>,
+    pub sbatch_args: Opt<Vec<String>>,
+    pub batch_dir: Opt<PathBuf>,
 }
 
 /// A profile's `git`: where its jobs' published work lives.

@@ -31,6 +31,7 @@ struct ShownConfig<'a> {
     keep_artifacts: usize,
     gc_interval: String,
     reconcile_interval: String,
+    slurm_poll_interval: String,
     profiles: BTreeMap<&'a str, ShownProfile<'a>>,
     #[serde(rename = "route", skip_serializing_if = "Vec::is_empty")]
     routes: Vec<ShownRoute<'a>>,
@@ -90,6 +91,26 @@ struct ShownProfile<'a> {
     shared_workdir: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     git: Option<ShownGit<'a>>,
+    executor: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slurm: Option<ShownSlurm<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShownSlurm<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    account: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_limit: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpus: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<&'a str>,
+    sbatch_args: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_dir: Option<&'a Path>,
 }
 
 #[derive(Serialize)]
@@ -123,6 +144,7 @@ impl Config {
             keep_artifacts: self.retention.keep_artifacts,
             gc_interval: dur(self.retention.gc_interval),
             reconcile_interval: dur(self.reconcile_interval),
+            slurm_poll_interval: dur(self.slurm_poll_interval),
             profiles: self
                 .profiles
                 .iter()
@@ -158,6 +180,16 @@ impl Config {
                             target: g.target.source(),
                             worktree: g.worktree.as_ref().map(Template::source),
                             fetch: g.fetch.as_deref(),
+                        }),
+                        executor: p.executor.as_str(),
+                        slurm: p.executor.slurm().map(|s| ShownSlurm {
+                            partition: s.partition.as_deref(),
+                            account: s.account.as_deref(),
+                            time_limit: s.time_limit.map(dur),
+                            cpus: s.cpus,
+                            memory: s.memory.as_deref(),
+                            sbatch_args: &s.sbatch_args,
+                            batch_dir: s.batch_dir.as_deref(),
                         }),
                     };
                     (n.as_str(), shown)

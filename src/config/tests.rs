@@ -301,3 +301,50 @@ fn limits_and_shared_workdir_are_typed_inherited_and_shown() {
     assert_eq!(again.profiles["solo"].max_jobs, Some(1), "{shown}");
     assert_eq!(config("").profiles["default"].max_jobs, None);
 }
+
+#[test]
+fn a_slurm_profile_gets_its_options_and_passes_the_executor_on() {
+    let text = r#"
+slurm_poll_interval = "500ms"
+[profiles.default]
+executor = "slurm"
+timeout = "2h"
+[profiles.default.slurm]
+partition = "batch"
+cpus = 4
+memory = "16G"
+time_limit = "3h"
+sbatch_args = ["--qos=high"]
+batch_dir = "/shared/jw"
+[profiles.inherits]
+command = ["true"]
+[profiles.here]
+executor = "local"
+"#;
+    let c = parse(text, ConfigSource::BuiltIn).expect("valid");
+    assert_eq!(c.slurm_poll_interval, Duration::from_millis(500));
+    let o = c.profiles["default"]
+        .executor
+        .slurm()
+        .expect("slurm")
+        .clone();
+    assert_eq!(o.partition.as_deref(), Some("batch"));
+    assert_eq!(o.cpus, Some(4));
+    assert_eq!(o.memory.as_deref(), Some("16G"));
+    assert_eq!(o.time_limit, Some(Duration::from_secs(3 * 3600)));
+    assert_eq!(o.sbatch_args, ["--qos=high"]);
+    assert_eq!(o.batch_dir.as_deref(), Some(Path::new("/shared/jw")));
+    assert_eq!(
+        c.profiles["inherits"].executor,
+        c.profiles["default"].executor
+    );
+    assert_eq!(c.profiles["here"].executor, Executor::Local);
+    assert!(c.uses_slurm());
+    let shown = c.to_toml();
+    let again = parse(&shown, ConfigSource::BuiltIn).expect("shown parses");
+    assert_eq!(
+        again.profiles["default"].executor,
+        c.profiles["default"].executor
+    );
+    assert_eq!(again.slurm_poll_interval, c.slurm_poll_interval);
+}

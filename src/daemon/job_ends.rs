@@ -15,6 +15,9 @@ use crate::recover;
 use crate::storage;
 use crate::terminal::Handed;
 
+/// How many monitors a Slurm job may lose before it is interrupted.
+const MAX_REATTACH: u32 = 5;
+
 impl Daemon {
     /// Monitors' reports, `first` and those already arrived after it. The
     /// ends handed over in a row are finished as one group commit: their
@@ -153,6 +156,14 @@ impl Daemon {
     fn settle_with(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) -> bool {
         self.refresh_ledger();
         match JobRecord::load_job(&self.layout, id) {
+            Ok(rec) if self.follows_in_slurm(&rec, how) => {
+                // The job goes on in Slurm: another monitor follows it.
+                if self.stopping {
+                    tracing::info!(job = %id, "the next daemon's start follows its Slurm job");
+                    return true;
+                }
+                return self.reattach(id);
+            }
             Ok(mut rec) if !rec.state.is_terminal() => {
                 let why = format!("its monitor exited ({how}) before the job ended");
                 self.release_claim(&rec.prompt_name(), id);
@@ -212,6 +223,26 @@ impl Daemon {
             }
         }
         JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
+    }
+
+    /// Does `rec`, whose monitor exited (`how`) before it ended, go on in
+    /// Slurm under a new monitor? Yes while its main command was submitted
+    /// there, up to [`MAX_REATTACH`] monitors: a job that loses more than
+    /// that is interrupted like any other, and its Slurm job named for the
+    /// operator to cancel.
+    fn follows_in_slurm(&mut self, rec: &JobRecord, how: &str) -> bool {
+        if rec.state != crate::job::JobState::Running || rec.slurm.is_none() {
+            return false;
+        }
+        let n = self.reattached.entry(rec.job_id.clone()).or_insert(0);
+        *n += 1;
+        if *n > MAX_REATTACH {
+            let slurm_id = rec.slurm.as_ref().and_then(|s| s.job_id.clone());
+            tracing::error!(job = %rec.job_id, slurm_job_id = ?slurm_id, "its monitors exited {MAX_REATTACH} times while its Slurm job ran; the job is interrupted, and the Slurm job left as it is (scancel it if it must not go on)");
+            return false;
+        }
+        tracing::warn!(job = %rec.job_id, "its monitor exited ({how}) while its Slurm job runs");
+        true
     }
 
     /// Wait, off the loop, for the killed orphaned group of an interrupted

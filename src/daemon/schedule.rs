@@ -390,6 +390,24 @@ impl Daemon {
         Some(job)
     }
 
+    /// A job whose main command runs in Slurm lost its monitor: start
+    /// another that follows it, in a slot of its own (it never waits in
+    /// the queue, where a pause or an ABORT would treat it as not started).
+    /// False when no monitor could be started (the caller retries).
+    pub(super) fn reattach(&mut self, id: &JobId) -> bool {
+        let job = self.queued_job_of(id, 0);
+        if let Err(e) = self.spawn_monitor(id) {
+            tracing::error!(job = %id, "could not start a monitor to follow its Slurm job: {e}");
+            return false;
+        }
+        tracing::info!(job = %id, "a new monitor follows its Slurm job");
+        self.running.insert(id.clone(), Slot::Child);
+        self.sched.queue.started(&job.project);
+        let alone = works_alone(&self.config, &job);
+        self.sched.holds.take(job, alone);
+        true
+    }
+
     /// A job whose monitor did nothing (no storage) goes back to its place.
     pub(super) fn requeue_unstarted(&mut self, id: &JobId) {
         let job = match self.free_slot(id) {

@@ -106,6 +106,10 @@ pub struct JobRecord {
     /// (`branch_merged`, `branch_deleted`), and when.
     #[serde(default)]
     pub reconciled: Option<Reconciled>,
+    /// Its main command as a Slurm batch job (profile `executor =
+    /// "slurm"`), once submitted.
+    #[serde(default)]
+    pub slurm: Option<crate::slurm::SlurmRecord>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -184,6 +188,7 @@ impl JobRecord {
             merged_at: None,
             merge_commit: None,
             reconciled: None,
+            slurm: None,
             extra: serde_json::Map::new(),
         }
     }

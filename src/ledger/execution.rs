@@ -71,6 +71,10 @@ pub struct Execution {
     /// says of it: written beside the row (`published`).
     #[serde(skip)]
     pub published: Option<super::published::Published>,
+    /// Its Slurm job, when it ran on Slurm: written beside the row
+    /// (`execution_slurm`).
+    #[serde(skip)]
+    pub slurm: Option<super::slurm::SlurmRun>,
 }
 
 fn ser_outcome<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
@@ -165,6 +169,7 @@ impl Execution {
             disposition: None,
             source,
             published: None,
+            slurm: None,
         }
     }
 
@@ -206,6 +211,7 @@ impl Execution {
             disposition: disposition.map(str::to_owned),
             source,
             published: published_work(rec),
+            slurm: super::slurm::SlurmRun::of(rec),
         }
     }
 }
@@ -323,6 +329,9 @@ fn insert(
     super::diagnostics::store(tx, e, artifacts)?;
     if let Some(published) = &e.published {
         super::published::insert(tx, &e.id, published, Timestamp::now().epoch_ms())?;
+    }
+    if let Some(run) = &e.slurm {
+        super::slurm::insert(tx, &e.id, run)?;
     }
     Ok(true)
 }

@@ -649,6 +649,7 @@ pub(super) fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
         disposition: r.get(19)?,
         source: parse_text(r, 20, |s| s.parse::<Source>())?,
         published: None,
+        slurm: None,
     })
 }
 

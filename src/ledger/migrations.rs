@@ -446,8 +446,20 @@ UPDATE jobs SET profile = (SELECT e.profile FROM executions e WHERE e.id = jobs.
 CREATE INDEX jobs_by_profile ON jobs (profile, created_at) WHERE profile IS NOT NULL;
 "#;
 
+/// Migration 12: an execution's Slurm job (profile `executor = "slurm"`).
+const V12: &str = r#"
+CREATE TABLE execution_slurm (
+    execution_id TEXT PRIMARY KEY REFERENCES executions (id),
+    slurm_job_id TEXT NOT NULL,            -- Slurm's id (ids repeat after a controller reinstall)
+    node TEXT,                             -- where the command ran
+    state TEXT,                            -- Slurm's last word (COMPLETED, CANCELLED, NODE_FAIL...)
+    pending_ms INTEGER CHECK (pending_ms IS NULL OR pending_ms >= 0),  -- submitted to started
+    run_ms INTEGER CHECK (run_ms IS NULL OR run_ms >= 0)               -- started to ended
+) WITHOUT ROWID;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;

@@ -29,6 +29,7 @@ mod published;
 mod query;
 pub mod repair;
 mod retention;
+mod slurm;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,6 +46,7 @@ pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
 pub use published::{Published, PublishedRow, Settled, Watched};
 pub use query::{Cooldowns, Ended, LastRun};
+pub use slurm::SlurmRun;
 
 /// How long a writer waits for another writer's lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

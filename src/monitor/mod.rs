@@ -21,6 +21,7 @@ pub mod handover;
 mod output;
 mod process;
 mod restore;
+mod slurm;
 pub mod spawn;
 mod stages;
 
@@ -100,6 +101,14 @@ pub async fn run(
         return Ok(Outcome::AlreadySupervised);
     };
     let rec = JobRecord::load_job(&layout, &id)?;
+    if rec.state == JobState::Running && rec.slurm.is_some() {
+        // Its main command runs in Slurm, and its monitor is gone: follow it.
+        let mut job = Monitor::new(layout, config, rec, hand_over, lock);
+        if job.profile.executor.slurm().is_none() {
+            tracing::warn!(job = %id, "its profile no longer runs jobs on Slurm; the job submitted there is followed to its end");
+        }
+        return job.adopt_slurm().await;
+    }
     if rec.state != JobState::Queued {
         return Err(JobError::BadRecord {
             path: layout.job_json(&id),
@@ -109,26 +118,8 @@ pub async fn run(
             ),
         });
     }
-    let events = EventLog::open(layout.root(), &layout.events(&id), config.events_for(&rec));
-    let (profile, missing) = match config.profile_of(&rec) {
-        Ok(p) => (p.clone(), None),
-        Err(why) => (config.default_profile().clone(), Some(why)),
-    };
-    let mut job = Monitor {
-        layout,
-        config,
-        profile,
-        rec,
-        events,
-        heartbeat_failing: false,
-        index_owed: false,
-        hand_over,
-        handed: None,
-        artifacts: Vec::new(),
-        containment: Containment::ProcessTree,
-        locks: vec![lock],
-        log: None,
-    };
+    let missing = config.profile_of(&rec).err();
+    let mut job = Monitor::new(layout, config, rec, hand_over, lock);
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, spawn::NotStarted::Setup(why));
         return job.stopped(stop);
@@ -172,6 +163,43 @@ struct Monitor<'a> {
     /// Where the job's output goes, once it is open (reopened by the
     /// restore pass if the job removes it).
     log: Option<SharedSink>,
+}
+
+impl<'a> Monitor<'a> {
+    /// The monitor of `rec`, holding its `lock`; its profile, or the
+    /// default one when it is gone (the caller says so).
+    fn new(
+        layout: Layout,
+        config: &'a Config,
+        rec: JobRecord,
+        hand_over: bool,
+        lock: nix::fcntl::Flock<std::fs::File>,
+    ) -> Self {
+        let events = EventLog::open(
+            layout.root(),
+            &layout.events(&rec.job_id),
+            config.events_for(&rec),
+        );
+        let profile = config
+            .profile_of(&rec)
+            .unwrap_or_else(|_| config.default_profile())
+            .clone();
+        Monitor {
+            layout,
+            config,
+            profile,
+            rec,
+            events,
+            heartbeat_failing: false,
+            index_owed: false,
+            hand_over,
+            handed: None,
+            artifacts: Vec::new(),
+            containment: Containment::ProcessTree,
+            locks: vec![lock],
+            log: None,
+        }
+    }
 }
 
 impl Monitor<'_> {

@@ -30,7 +30,17 @@ use crate::layout::Layout;
 
 /// Variables passed through from the monitor's environment to every job.
 const ENV_ALLOWLIST: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "SHELL",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "SHELL",
+    // How a Slurm client finds its cluster (a profile with `executor = "slurm"`).
+    "SLURM_CONF",
 ];
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -128,6 +138,18 @@ pub struct Plan {
     pub cwd: PathBuf,
     env: Vec<(String, OsString)>,
     stdin: Option<PathBuf>,
+}
+
+impl Plan {
+    /// The command's whole environment.
+    pub fn env(&self) -> &[(String, OsString)] {
+        &self.env
+    }
+
+    /// What its stdin reads (the prompt), if anything.
+    pub fn stdin(&self) -> Option<&Path> {
+        self.stdin.as_deref()
+    }
 }
 
 /// The placeholder values of a job (the route's captures included) and

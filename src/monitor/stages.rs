@@ -101,10 +101,30 @@ impl Monitor<'_> {
                 .await?;
             self.phase_verdict(Stage::Prepare, &end)?;
         }
-        let end = self
-            .run_stage(Stage::Run, planned.take(), sink, abort_watch)
-            .await?;
-        let (state, reason) = self.verdict(Stage::Run, &end);
+        let (state, reason) = match self.profile.executor.slurm().cloned() {
+            Some(options) => {
+                self.run_on_slurm(planned.take(), &options, sink, abort_watch)
+                    .await?
+            }
+            None => {
+                let end = self
+                    .run_stage(Stage::Run, planned.take(), sink, abort_watch)
+                    .await?;
+                self.verdict(Stage::Run, &end)
+            }
+        };
+        self.after_run(state, reason, sink, abort_watch).await
+    }
+
+    /// What follows the main command's end in `state`: the job's end, or,
+    /// when it succeeded, the profile's `publish` and then the end.
+    pub(super) async fn after_run(
+        &mut self,
+        state: JobState,
+        reason: Option<String>,
+        sink: &SharedSink,
+        abort_watch: &mut AbortWatch,
+    ) -> Result<Ending, Stop> {
         if state != JobState::Succeeded || self.profile.publish.is_none() {
             return Ok(self.ending_after_run(state, reason));
         }
@@ -202,6 +222,18 @@ impl Monitor<'_> {
         Ok(end)
     }
 
+    /// No ABORT before a stage starts: else the job's end.
+    pub(super) fn begin_checks(&mut self) -> Result<(), Stop> {
+        // Between two stages: the watch of the one before has ended.
+        if abort::requested(&self.layout, &self.rec.job_id) {
+            // Before the first stage nothing has run: `cancelled`.
+            let ended = self.rec.state.stopped_by_request();
+            let reason = self.abort_reason();
+            return Err(Stop::End(self.ending(ended, Some(reason))));
+        }
+        Ok(())
+    }
+
     /// Everything up to a recorded, running process: no ABORT, a plan,
     /// the spawn, the record in the stage's state, the log's opening line.
     fn begin(
@@ -211,13 +243,7 @@ impl Monitor<'_> {
         timeout: Duration,
         sink: &SharedSink,
     ) -> Result<Started, Stop> {
-        // Between two stages: the watch of the one before has ended.
-        if abort::requested(&self.layout, &self.rec.job_id) {
-            // Before the first stage nothing has run: `cancelled`.
-            let ended = self.rec.state.stopped_by_request();
-            let reason = self.abort_reason();
-            return Err(Stop::End(self.ending(ended, Some(reason))));
-        }
+        self.begin_checks()?;
         let plan = match planned {
             Some(plan) => plan,
             None => self.plan(stage)?,

@@ -103,6 +103,7 @@ impl<'a> Pass<'a> {
                 restore_prompt_copy(layout, &rec);
                 self.queued.push((rec.created_at, id, rec.priority));
             }
+            JobState::Running if rec.slurm.is_some() => self.out.reattach.push(id),
             _ => {
                 let why = "its monitor was gone when the daemon started";
                 let ledger = self.ledger.as_deref_mut();

@@ -275,10 +275,12 @@ fn show_json_of_a_recorded_run_has_the_documented_shape() {
         "workdir",
         "prompt_sha256",
         "published",
+        "slurm",
         "artifacts",
         "paths",
     ];
     assert_execution_shape(&shown, &extra);
+    assert!(shown["slurm"].is_null(), "it ran here: {shown:#}");
     assert_eq!(shown["id"], id.as_str());
     assert_eq!(shown["exit_code"], 7);
     assert_eq!(shown["attempt"], 2);

@@ -50,6 +50,7 @@ mod reload;
 mod routes;
 mod setup_failures;
 mod shutdown;
+mod slurm;
 mod startup;
 mod storage;
 mod submit;

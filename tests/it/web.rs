@@ -120,7 +120,9 @@ fn the_page_needs_its_token_and_a_link_with_it_logs_in() {
             .0,
         401
     );
-    let wrong = format!("Bearer {}0", &web.token[..63]);
+    // The token with its last digit changed.
+    let last = if web.token.ends_with('0') { '1' } else { '0' };
+    let wrong = format!("Bearer {}{last}", &web.token[..63]);
     assert_eq!(
         web.request("GET", "/metrics", &[("Authorization", &wrong)], "")
             .0,

@@ -15,7 +15,8 @@
 //! concern: `latency.rs` with `bare.rs` its inotify baseline, `load.rs`
 //! throughput and burst, `footprint.rs` memory and the idle daemon,
 //! `startup.rs` start-up and queries with a long history, `pueue.rs` the
-//! same scenarios through pueue), `fixtures.rs` (finished jobs and ledger
+//! same scenarios through pueue, `slurm.rs` a job's start on a Slurm
+//! cluster next to a bare `sbatch`), `fixtures.rs` (finished jobs and ledger
 //! rows generated directly), `report.rs` (figures, verdicts, printing).
 
 // A measuring harness run by hand, not a command of the product: its
@@ -46,6 +47,10 @@ const SCENARIOS: &[&str] = &[
     "pueue",
 ];
 
+/// Scenarios that need something `all` cannot assume (a Slurm cluster):
+/// run only when named.
+const ON_REQUEST: &[&str] = &["slurm-latency"];
+
 /// Finished jobs on disk for `startup` when `--history` is not given.
 const DEFAULT_HISTORY: usize = 100_000;
 
@@ -73,8 +78,9 @@ fn main() -> ExitCode {
 
 fn usage() -> String {
     format!(
-        "usage: jobwarden-bench <{}|all>... [--history N] [--json]",
-        SCENARIOS.join("|")
+        "usage: jobwarden-bench <{}|all|{}>... [--history N] [--json]",
+        SCENARIOS.join("|"),
+        ON_REQUEST.join("|")
     )
 }
 
@@ -106,7 +112,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
                 })?;
             }
             "all" => opts.scenarios.extend_from_slice(SCENARIOS),
-            name => match SCENARIOS.iter().find(|s| **s == name) {
+            name => match SCENARIOS.iter().chain(ON_REQUEST).find(|s| **s == name) {
                 Some(s) => opts.scenarios.push(s),
                 None => anyhow::bail!("unknown scenario {name:?}; {}", usage()),
             },
@@ -136,6 +142,7 @@ fn run(args: &[String]) -> anyhow::Result<ExitCode> {
             "idle" => scenarios::footprint::idle()?,
             "startup" => scenarios::startup::startup(opts.history)?,
             "queries" => scenarios::startup::queries()?,
+            "slurm-latency" => scenarios::slurm::slurm_latency()?,
             _ => scenarios::pueue::pueue(&figures)?,
         };
         figures.extend(got);

@@ -32,6 +32,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
     };
     let shown = Shown {
         published: ledger.published(id.as_str())?,
+        slurm: ledger.slurm_run(id.as_str())?,
         artifacts: ledger.artifacts(id.as_str())?,
         paths: ledger.paths(id.as_str())?,
         execution: &execution,
@@ -48,6 +49,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
 struct Shown<'a> {
     execution: &'a Execution,
     published: Option<PublishedRow>,
+    slurm: Option<crate::ledger::SlurmRun>,
     artifacts: Vec<StoredArtifact>,
     paths: Vec<StoredPath>,
 }
@@ -64,6 +66,9 @@ struct ShowJson<'a> {
     /// Its published branch and how it was settled (merged, deleted);
     /// null when it published no branch.
     published: Option<&'a PublishedRow>,
+    /// Its Slurm job (id, node, Slurm's last word, time pending and
+    /// running); null when it ran here.
+    slurm: Option<&'a crate::ledger::SlurmRun>,
     artifacts: &'a [StoredArtifact],
     paths: &'a [StoredPath],
 }
@@ -77,6 +82,7 @@ impl Shown<'_> {
             workdir: e.workdir.as_deref(),
             prompt_sha256: e.prompt_sha256.as_deref(),
             published: self.published.as_ref(),
+            slurm: self.slurm.as_ref(),
             artifacts: &self.artifacts,
             paths: &self.paths,
         }
@@ -85,7 +91,11 @@ impl Shown<'_> {
 
 fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    for (label, value) in fields(s.execution).into_iter().chain(published(s)) {
+    let lines = fields(s.execution)
+        .into_iter()
+        .chain(published(s))
+        .chain(slurm(s));
+    for (label, value) in lines {
         if let Some(value) = value {
             writeln!(out, "{label:<12} {value}").context("writing to stdout")?;
         }
@@ -148,6 +158,28 @@ fn published(s: &Shown<'_>) -> Vec<(&'static str, Option<String>)> {
         ),
         ("merge", Some(settled)),
     ]
+}
+
+/// Its Slurm job: `12 on node1, COMPLETED; pending 2.1s, ran 4m03s`.
+fn slurm(s: &Shown<'_>) -> Vec<(&'static str, Option<String>)> {
+    let Some(r) = &s.slurm else {
+        return Vec::new();
+    };
+    let mut line = r.slurm_job_id.clone();
+    if let Some(node) = &r.node {
+        line.push_str(&format!(" on {node}"));
+    }
+    if let Some(state) = &r.state {
+        line.push_str(&format!(", {state}"));
+    }
+    let times: Vec<String> = [("pending", r.pending_ms), ("ran", r.run_ms)]
+        .into_iter()
+        .filter_map(|(what, ms)| ms.map(|ms| format!("{what} {}", fmt_duration(ms))))
+        .collect();
+    if !times.is_empty() {
+        line.push_str(&format!("; {}", times.join(", ")));
+    }
+    vec![("slurm", Some(line))]
 }
 
 /// `failure (exit 3)`, `aborted (signal SIGTERM)`, `success`.

@@ -61,6 +61,7 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
     rows.push(("state", state_line(rec)));
     rows.extend(rec.result_ref.clone().map(|r| ("result", r)));
     rows.extend(git_rows(rec, &when));
+    rows.extend(slurm_row(rec));
     rows.push(("claimed", when(rec.created_at)));
     rows.extend(rec.started_at.map(|t| ("started", when(t))));
     rows.extend(rec.finished_at.map(|t| ("finished", when(t))));
@@ -81,6 +82,31 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
             .unwrap_or_default();
         rows.push(("process", format!("pid {pid}{heartbeat}")));
     }
+}
+
+/// Its Slurm job: `Slurm job 12 RUNNING on node1, pending 2.1s`.
+fn slurm_row(rec: &JobRecord) -> Option<(&'static str, String)> {
+    let s = rec.slurm.as_ref()?;
+    let mut line = match &s.job_id {
+        Some(id) => format!("Slurm job {id}"),
+        None => format!("being submitted to Slurm as {}", s.name),
+    };
+    if let Some(state) = &s.state {
+        line.push_str(&format!(" {}", state.as_str()));
+    }
+    if let Some(reason) = &s.reason {
+        line.push_str(&format!(" ({reason})"));
+    }
+    if let Some(node) = &s.node {
+        line.push_str(&format!(" on {node}"));
+    }
+    if let Some(ms) = s.pending_ms {
+        line.push_str(&format!(", pending {}", fmt_duration(ms)));
+    }
+    if let Some(ms) = s.run_ms {
+        line.push_str(&format!(", ran {}", fmt_duration(ms)));
+    }
+    Some(("slurm", line))
 }
 
 /// The job's published work: its branch, and its merge or what the

@@ -17,6 +17,7 @@
 #![allow(dead_code)] // not every test module uses every helper
 
 pub mod cgroup;
+pub mod slurm;
 pub mod system;
 
 use std::fs;

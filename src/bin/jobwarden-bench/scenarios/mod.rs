@@ -9,6 +9,7 @@ pub mod footprint;
 pub mod latency;
 pub mod load;
 pub mod pueue;
+pub mod slurm;
 pub mod startup;
 
 use std::path::PathBuf;

@@ -1,0 +1,522 @@
+//! A main command run as a Slurm batch job (profile `executor = "slurm"`,
+//! see [`crate::slurm`]). The monitor stays its supervisor and the only
+//! writer of its records; what changes is where the command runs:
+//!
+//! - it submits the command with `sbatch` (the record says `running`, with
+//!   `slurm.job_id` null, before `sbatch` is run, so that a monitor that
+//!   dies in between is followed by one that finds the job by its name);
+//! - it heartbeats while Slurm says the job is pending or running, as the
+//!   daemon's one poll for all Slurm jobs reports it (`slurm.json`; the
+//!   monitor asks Slurm itself only when that report is stale, as when no
+//!   daemon runs);
+//! - it copies the batch output into `job.log` as it grows;
+//! - the command's exit code comes from the batch script's own record;
+//!   without one, from what Slurm says of the job's end;
+//! - ABORT and the timeout: `scancel --signal=TERM --full`, then after
+//!   `abort_grace` a plain `scancel`; a job still pending is cancelled at
+//!   once and never starts;
+//! - a monitor that finds its job already submitted (it replaces one that
+//!   died) follows it from where the record left it ([`Monitor::adopt_slurm`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+
+use super::abort_watch::AbortWatch;
+use super::output::{self, LogSink, SharedSink, Stream};
+use super::spawn::{NotStarted, Plan, Stage};
+use super::stages::Stop;
+use super::{EarlyEnd, Monitor, Outcome};
+use crate::clock::Timestamp;
+use crate::config::SlurmOptions;
+use crate::error::JobError;
+use crate::events::Op;
+use crate::job::JobState;
+use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
+use crate::{abort, fsio, procfs};
+
+mod ending;
+
+/// How often the batch output and the script's records are looked at.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+/// Bytes of batch output copied at a time.
+const CHUNK: u64 = 1 << 20;
+/// Once Slurm says the job ended, how long its exit record is waited for
+/// (it may reach a shared filesystem late).
+const RECORD_LAG: Duration = Duration::from_secs(3);
+/// How long a job Slurm no longer knows is waited for before it is lost.
+const UNKNOWN_FOR: Duration = Duration::from_secs(10);
+/// After the final `scancel`, how long the job is given to end before the
+/// monitor ends it anyway, saying Slurm still lists it.
+const CANCEL_PATIENCE: Duration = Duration::from_secs(60);
+
+/// What Slurm said of the job, by the freshest word there is.
+enum Word {
+    Known(QueueEntry),
+    /// Slurm was asked, and does not know the job.
+    Unknown,
+    /// Nobody could ask (the controller unreachable): keep waiting.
+    Silent,
+}
+
+/// Where a job's batch folder is: its own under the profile's
+/// `batch_dir`, else its run folder. The first path is the folder the
+/// writes are kept beneath.
+fn batch_dir(monitor: &Monitor<'_>, options: &SlurmOptions) -> (PathBuf, PathBuf) {
+    let id = &monitor.rec.job_id;
+    match &options.batch_dir {
+        Some(dir) => (dir.clone(), dir.join(id.as_str())),
+        None => (
+            monitor.layout.root().to_path_buf(),
+            monitor.layout.run_dir(id),
+        ),
+    }
+}
+
+impl Monitor<'_> {
+    /// Submit the main command (`planned`, or planned now) to Slurm and
+    /// follow it to its end: the job's state after it, and why.
+    pub(super) async fn run_on_slurm(
+        &mut self,
+        planned: Option<Plan>,
+        options: &SlurmOptions,
+        sink: &SharedSink,
+        abort_watch: &mut AbortWatch,
+    ) -> Result<(JobState, Option<String>), Stop> {
+        self.begin_checks()?;
+        let plan = match planned {
+            Some(plan) => plan,
+            None => self.plan(Stage::Run)?,
+        };
+        let (root, dir) = batch_dir(self, options);
+        let stdin = self
+            .write_batch_folder(&root, &dir, &plan)
+            .map_err(|why| self.start_failed(Stage::Run, NotStarted::Other(why)))?;
+        let timeout = self.timeout();
+        self.rec.slurm = Some(SlurmRecord {
+            job_id: None,
+            name: slurm::job_name(&self.rec.job_id),
+            batch_dir: dir.display().to_string(),
+            submitted_at: Timestamp::now(),
+            state: None,
+            reason: None,
+            node: None,
+            started_at: None,
+            ended_at: None,
+            pending_ms: None,
+            run_ms: None,
+            output_bytes: 0,
+        });
+        self.rec.timeout_at = Some(Timestamp::now().plus(timeout));
+        self.rec.heartbeat_at = Some(Timestamp::now());
+        self.events.append(
+            Op::Started,
+            json!({"argv": plan.recorded_argv, "executor": "slurm", "batch_dir": dir}),
+        );
+        if let Err(e) =
+            self.rec
+                .transition_on_start(&self.layout, &mut self.events, JobState::Running)
+        {
+            return Err(Stop::Fatal(e));
+        }
+        let mut env = plan.env().to_vec();
+        env.push(("JOBWARDEN_SLURM_DIR".into(), dir.clone().into_os_string()));
+        if let Some(stdin) = &stdin {
+            env.push((
+                "JOBWARDEN_SLURM_STDIN".into(),
+                stdin.clone().into_os_string(),
+            ));
+        }
+        let submission = slurm::Submission {
+            job: &self.rec.job_id,
+            dir: &dir,
+            cwd: &plan.cwd,
+            argv: &plan.argv,
+            env: &env,
+            time_limit: timeout + Duration::from_secs(60),
+        };
+        let submitted = tokio::select! {
+            r = slurm::submit(&submission, options) => r,
+            () = abort_watch.fired() => {
+                // Nothing was submitted that the record knows of; a
+                // submission under way is found by name and cancelled.
+                self.cancel_by_name().await;
+                let reason = self.abort_reason();
+                return Ok((JobState::Aborted, Some(reason)));
+            }
+        };
+        match submitted {
+            Ok(id) => self.submitted(id),
+            Err(e) => {
+                // A submission that hung may still have reached Slurm.
+                if e.unreachable() {
+                    self.cancel_by_name().await;
+                }
+                let why = format!("submitting to Slurm: {e}");
+                return Err(self.start_failed(Stage::Run, NotStarted::Setup(why)));
+            }
+        }
+        self.index_owed = true;
+        Ok(self.follow_slurm(sink, abort_watch).await)
+    }
+
+    /// Write the batch script (and, in a `batch_dir` of the profile's, the
+    /// prompt the command reads) into the job's batch folder; the prompt's
+    /// path for the script.
+    fn write_batch_folder(
+        &self,
+        root: &std::path::Path,
+        dir: &std::path::Path,
+        plan: &Plan,
+    ) -> Result<Option<PathBuf>, String> {
+        let say = |e: crate::error::IoError| format!("preparing the Slurm batch folder: {e}");
+        fsio::create_dirs(root, dir).map_err(say)?;
+        fsio::write_atomic(root, &slurm::script_file(dir), slurm::WRAPPER.as_bytes())
+            .map_err(say)?;
+        let Some(stdin) = plan.stdin() else {
+            return Ok(None);
+        };
+        if root == self.layout.root() {
+            return Ok(Some(stdin.to_path_buf()));
+        }
+        let (bytes, _) = fsio::read_capped(self.layout.root(), stdin, self.config.max_prompt_bytes)
+            .map_err(say)?;
+        let copy = dir.join("prompt.md");
+        fsio::write_atomic(root, &copy, &bytes).map_err(say)?;
+        Ok(Some(copy))
+    }
+
+    /// Note Slurm's id for the job.
+    fn submitted(&mut self, id: String) {
+        tracing::info!(job = %self.rec.job_id, slurm_job_id = %id, "submitted to Slurm");
+        self.events
+            .append(Op::SlurmSubmitted, json!({"slurm_job_id": id}));
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.job_id = Some(id);
+        }
+        if let Err(e) = self.rec.save(&self.layout) {
+            tracing::warn!(job = %self.rec.job_id, "{e}; the next heartbeat writes it");
+        }
+    }
+
+    /// Cancel a Slurm job of this job's name, if Slurm knows one.
+    async fn cancel_by_name(&mut self) {
+        if let Ok(Some(id)) = slurm::find(&self.rec.job_id).await {
+            if let Err(e) = slurm::cancel(&id, None).await {
+                tracing::warn!(job = %self.rec.job_id, "cancelling Slurm job {id}: {e}");
+            }
+        }
+    }
+
+    /// Take over a job whose main command was submitted to Slurm by a
+    /// monitor that is gone: follow it from where its record left it, then
+    /// end it as the first monitor would have.
+    pub(super) async fn adopt_slurm(&mut self) -> Result<Outcome, JobError> {
+        let id = self.rec.job_id.clone();
+        let me = std::process::id() as i32;
+        self.rec.monitor_pid = Some(me);
+        self.rec.monitor_start_time = procfs::start_time(me);
+        self.rec.monitor_exe = procfs::own_exe();
+        self.rec.heartbeat_at = Some(Timestamp::now());
+        self.rec.save(&self.layout)?;
+        tracing::info!(job = %id, "following its Slurm job again (its monitor was gone)");
+        self.events.append(
+            Op::Adopted,
+            json!({"slurm_job_id": self.rec.slurm.as_ref().and_then(|s| s.job_id.clone())}),
+        );
+        let log = fsio::open_append(self.layout.root(), &self.layout.job_log(&id))?;
+        let sink = LogSink::new(log, self.config.max_log_bytes);
+        self.log = Some(sink.clone());
+        let mut abort_watch =
+            AbortWatch::start(&self.layout.run_dir(&id), self.layout.abort_marker(&id));
+        let known = self.rec.slurm.as_ref().and_then(|s| s.job_id.clone());
+        if known.is_none() {
+            match slurm::find(&id).await {
+                Ok(Some(found)) => self.submitted(found),
+                Ok(None) => {
+                    // `sbatch` never ran, or ran and failed: nothing runs.
+                    abort_watch.stop();
+                    let why = "its monitor stopped while submitting it to Slurm, and Slurm has no job of its name";
+                    return self.end(JobState::Interrupted, Some(why.into()));
+                }
+                Err(e) => {
+                    tracing::warn!(job = %id, "looking for its Slurm job: {e}; asking again");
+                }
+            }
+        }
+        let (state, reason) = self.follow_slurm(&sink, &mut abort_watch).await;
+        let ending = self.after_run(state, reason, &sink, &mut abort_watch).await;
+        abort_watch.stop();
+        let ending = match ending {
+            Ok(ending) | Err(Stop::End(ending)) => ending,
+            Err(Stop::Fatal(e)) => return Err(e),
+        };
+        let ending = self.with_lost_output(ending, &sink);
+        self.end_with(ending)
+    }
+
+    /// Heartbeat, copy the output, honour ABORT and the timeout, until the
+    /// job ends in Slurm: the job's state and why.
+    async fn follow_slurm(
+        &mut self,
+        sink: &SharedSink,
+        abort_watch: &mut AbortWatch,
+    ) -> (JobState, Option<String>) {
+        let period = self.config.heartbeat_interval;
+        let mut heartbeat = tokio::time::interval_at(Instant::now() + period, period);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut follow = tokio::time::interval(FOLLOW_EVERY);
+        follow.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let left = self
+            .rec
+            .timeout_at
+            .map(|t| t.epoch_ms().saturating_sub(Timestamp::now().epoch_ms()))
+            .map_or(self.timeout(), Duration::from_millis);
+        let deadline = sleep_until(Instant::now() + left);
+        tokio::pin!(deadline);
+        let mut early: Option<EarlyEnd> = None;
+        let mut kill_at: Option<Instant> = None;
+        let mut give_up_at: Option<Instant> = None;
+        let mut asked = AskedAt::default();
+        loop {
+            tokio::select! {
+                _ = follow.tick() => {
+                    if let Some(end) = self.look(sink, &early, &mut asked).await {
+                        return end;
+                    }
+                }
+                _ = heartbeat.tick() => {
+                    if early.is_none() && abort::requested(&self.layout, &self.rec.job_id) {
+                        early = Some(EarlyEnd::Abort(self.abort_reason()));
+                        kill_at = Some(self.stop_slurm_job(sink).await);
+                    }
+                    self.heartbeat(sink);
+                }
+                () = abort_watch.fired(), if early.is_none() => {
+                    early = Some(EarlyEnd::Abort(self.abort_reason()));
+                    kill_at = Some(self.stop_slurm_job(sink).await);
+                }
+                () = &mut deadline, if early.is_none() => {
+                    let after = humantime::format_duration(left).to_string();
+                    self.events.append(Op::Timeout, json!({"after": after, "while": self.rec.state}));
+                    early = Some(EarlyEnd::Timeout(self.timeout()));
+                    kill_at = Some(self.stop_slurm_job(sink).await);
+                }
+                () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
+                    kill_at = None;
+                    if let Some(id) = self.slurm_id() {
+                        output::lock(sink).note(&format!("scancel {id}"));
+                        if let Err(e) = slurm::cancel(&id, None).await {
+                            tracing::warn!(job = %self.rec.job_id, "scancel {id}: {e}");
+                        }
+                    }
+                    give_up_at = Some(Instant::now() + CANCEL_PATIENCE);
+                }
+                () = sleep_until(give_up_at.unwrap_or_else(Instant::now)), if give_up_at.is_some() => {
+                    self.copy_output(sink);
+                    let still = "; Slurm still lists it after its final scancel";
+                    return match early {
+                        Some(EarlyEnd::Timeout(after)) => (JobState::TimedOut, Some(format!("timed out after {}{still}", humantime::format_duration(after)))),
+                        Some(EarlyEnd::Abort(why)) => (JobState::Aborted, Some(format!("{why}{still}"))),
+                        None => (JobState::Failed, Some(format!("cancelled{still}"))),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Slurm's id for the job, once known.
+    fn slurm_id(&self) -> Option<String> {
+        self.rec.slurm.as_ref().and_then(|s| s.job_id.clone())
+    }
+
+    /// One look: the output copied, the script's records read, Slurm's
+    /// word taken. The job's end, once there is one.
+    async fn look(
+        &mut self,
+        sink: &SharedSink,
+        early: &Option<EarlyEnd>,
+        asked: &mut AskedAt,
+    ) -> Option<(JobState, Option<String>)> {
+        self.copy_output(sink);
+        let dir = PathBuf::from(self.rec.slurm.as_ref()?.batch_dir.clone());
+        self.note_started(&dir);
+        if let Some(exited) = slurm::read_record::<slurm::Exited>(&slurm::exit_file(&dir)) {
+            self.settled_in_slurm().await;
+            self.copy_output(sink);
+            return Some(self.exited_on_slurm(&exited, early, sink));
+        }
+        let id = self.slurm_id()?;
+        match self.word(&id, asked).await {
+            Word::Known(entry) if entry.name != self.rec.slurm.as_ref()?.name => {
+                // Not ours: an id reused by the cluster, or a forged record.
+                tracing::warn!(job = %self.rec.job_id, "Slurm job {id} is named {:?}, not ours; it is left alone", entry.name);
+                asked.unknown_since.get_or_insert_with(Instant::now);
+            }
+            Word::Known(entry) => {
+                asked.unknown_since = None;
+                if let Some(s) = self.rec.slurm.as_mut() {
+                    s.saw(&entry);
+                }
+                if !entry.state.is_active() {
+                    let since = *asked.ended_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= RECORD_LAG {
+                        self.copy_output(sink);
+                        return Some(self.ended_in_slurm(&id, &entry, early).await);
+                    }
+                }
+            }
+            Word::Unknown => {
+                let since = *asked.unknown_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= UNKNOWN_FOR {
+                    self.copy_output(sink);
+                    return Some(match slurm::show(&id).await {
+                        Ok(Some(entry)) => self.ended_in_slurm(&id, &entry, early).await,
+                        _ => self.lost(&id, early),
+                    });
+                }
+            }
+            Word::Silent => {}
+        }
+        None
+    }
+
+    /// What Slurm says of job `id`: the daemon's last poll when it is
+    /// fresh and asked about it, else this monitor's own question (at most
+    /// once a poll interval).
+    async fn word(&mut self, id: &str, asked: &mut AskedAt) -> Word {
+        let every = self.config.slurm_poll_interval;
+        let fresh = (every * 3).max(Duration::from_secs(2));
+        let now = Timestamp::now().epoch_ms();
+        if let Some(q) = QueueFile::read(self.layout.root(), &self.layout.slurm_queue()) {
+            let recent = now.saturating_sub(q.polled_at_ms) <= fresh.as_millis() as u64;
+            if recent && q.asked.iter().any(|a| a == id) {
+                return match (q.jobs.get(id), &q.error) {
+                    (Some(e), _) => Word::Known(e.clone()),
+                    (None, None) => Word::Unknown,
+                    (None, Some(_)) => Word::Silent,
+                };
+            }
+        }
+        if asked.own.is_some_and(|at| at.elapsed() < every) {
+            return Word::Silent;
+        }
+        asked.own = Some(Instant::now());
+        match slurm::poll(&[id.to_owned()]).await {
+            Ok(jobs) => jobs.get(id).cloned().map_or(Word::Unknown, Word::Known),
+            Err(e) => {
+                if !asked.said_silent {
+                    tracing::warn!(job = %self.rec.job_id, "asking Slurm about job {id}: {e}; the job is followed on");
+                    asked.said_silent = true;
+                }
+                Word::Silent
+            }
+        }
+    }
+
+    /// Note the command's start once the batch script recorded it.
+    fn note_started(&mut self, dir: &std::path::Path) {
+        if self
+            .rec
+            .slurm
+            .as_ref()
+            .is_none_or(|s| s.started_at.is_some())
+        {
+            return;
+        }
+        let Some(started) = slurm::read_record::<slurm::Started>(&slurm::started_file(dir)) else {
+            return;
+        };
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.started(started.started_at, Some(started.host.clone()));
+        }
+        self.events.append(
+            Op::SlurmStarted,
+            json!({"node": started.host, "pending_ms": self.rec.slurm.as_ref().and_then(|s| s.pending_ms)}),
+        );
+    }
+
+    /// Copy what the batch output gained into `job.log`, and say in the
+    /// record at once how far it was copied: a monitor that follows the
+    /// job after this one died copies from there (a death between the two
+    /// writes copies that chunk twice).
+    fn copy_output(&mut self, sink: &SharedSink) {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(s) = self.rec.slurm.as_ref() else {
+            return;
+        };
+        let dir = PathBuf::from(&s.batch_dir);
+        let path = slurm::output_file(&dir);
+        let Ok(mut file) = fsio::open_file(&dir, &path) else {
+            return;
+        };
+        let mut at = s.output_bytes;
+        let tail = self.tail_cap();
+        loop {
+            if file.seek(SeekFrom::Start(at)).is_err() {
+                return;
+            }
+            let mut chunk = Vec::new();
+            match (&mut file).take(CHUNK).read_to_end(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    output::lock(sink).write(Stream::Stdout, &chunk, tail);
+                    at += n as u64;
+                }
+            }
+        }
+        let moved = self
+            .rec
+            .slurm
+            .as_ref()
+            .is_some_and(|s| s.output_bytes != at);
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.output_bytes = at;
+        }
+        if moved {
+            self.sync_log_fields(sink);
+            if let Err(e) = self.rec.save_unsynced(&self.layout) {
+                tracing::debug!(job = %self.rec.job_id, "{e}; the next heartbeat writes it");
+            }
+        }
+    }
+
+    /// Stop the job in Slurm, for an ABORT or the timeout: a job not yet
+    /// started is cancelled outright; a running one gets SIGTERM (its
+    /// script and every step). When to cancel it for good.
+    async fn stop_slurm_job(&mut self, sink: &SharedSink) -> Instant {
+        let at = Instant::now() + self.config.abort_grace;
+        let Some(id) = self.slurm_id() else {
+            self.cancel_by_name().await;
+            return at;
+        };
+        if let Some(dir) = self.rec.slurm.as_ref().map(|s| PathBuf::from(&s.batch_dir)) {
+            self.note_started(&dir);
+        }
+        let started = self.rec.slurm.as_ref().is_some_and(|s| {
+            s.started_at.is_some() || s.state.as_ref().is_some_and(|st| !st.is_pending())
+        });
+        let signal = started.then_some("TERM");
+        let line = match signal {
+            Some(sig) => format!("scancel --signal={sig} --full {id}"),
+            None => format!("scancel {id} (not started yet)"),
+        };
+        output::lock(sink).note(&line);
+        if let Err(e) = slurm::cancel(&id, signal).await {
+            tracing::warn!(job = %self.rec.job_id, "{line}: {e}");
+        }
+        at
+    }
+}
+
+/// When the monitor last asked Slurm itself, and since when Slurm has not
+/// known the job or has said it ended.
+#[derive(Default)]
+struct AskedAt {
+    own: Option<Instant>,
+    unknown_since: Option<Instant>,
+    ended_since: Option<Instant>,
+    said_silent: bool,
+}

@@ -1,0 +1,219 @@
+//! How a Slurm job's end becomes the job's: from the batch script's
+//! record of the command's exit when there is one, else from Slurm's word.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::super::output::SharedSink;
+use super::super::spawn::Stage;
+use super::super::{EarlyEnd, Monitor};
+use crate::clock::Timestamp;
+use crate::events::Op;
+use crate::job::JobState;
+use crate::slurm::{self, QueueEntry};
+
+/// How long Slurm is asked for its word on a job whose command recorded
+/// its end.
+const SETTLE_FOR: Duration = Duration::from_secs(2);
+
+impl Monitor<'_> {
+    /// Once the command's end is recorded: Slurm's own word on the job's
+    /// end, for the record (asked a few times while the batch script
+    /// exits, at most [`SETTLE_FOR`]).
+    pub(super) async fn settled_in_slurm(&mut self) {
+        let Some(id) = self.slurm_id() else {
+            return;
+        };
+        let until = Instant::now() + SETTLE_FOR;
+        loop {
+            if let Ok(Some(entry)) = slurm::show(&id).await {
+                let name = self.rec.slurm.as_ref().map(|s| s.name.clone());
+                if Some(&entry.name) == name.as_ref() {
+                    if let Some(s) = self.rec.slurm.as_mut() {
+                        s.saw(&entry);
+                    }
+                    if !entry.state.is_active() {
+                        return;
+                    }
+                }
+            }
+            if Instant::now() >= until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The command ended and its script recorded how.
+    pub(super) fn exited_on_slurm(
+        &mut self,
+        exited: &slurm::Exited,
+        early: &Option<EarlyEnd>,
+        sink: &SharedSink,
+    ) -> (JobState, Option<String>) {
+        let code = exited.exit_code;
+        self.rec.exit_code = Some(code);
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.ended(exited.ended_at.unwrap_or_else(Timestamp::now));
+            if let Some(host) = &exited.host {
+                s.node = Some(host.clone());
+            }
+        }
+        self.note_exit(Some(code), sink);
+        match early {
+            Some(EarlyEnd::Abort(why)) => (JobState::Aborted, Some(why.clone())),
+            Some(EarlyEnd::Timeout(after)) => self.timed_out(*after),
+            None if code == 0 => (JobState::Succeeded, None),
+            None => {
+                self.rec.failure_stage = Some(Stage::Run.as_str().into());
+                (
+                    JobState::Failed,
+                    Some(format!("the command exited with code {code}")),
+                )
+            }
+        }
+    }
+
+    /// The job ended in Slurm without the script's record: Slurm's word
+    /// decides.
+    pub(super) async fn ended_in_slurm(
+        &mut self,
+        id: &str,
+        entry: &QueueEntry,
+        early: &Option<EarlyEnd>,
+    ) -> (JobState, Option<String>) {
+        // `scontrol` knows the exit code that squeue does not show.
+        let entry = match &entry.exit_code {
+            Some(_) => entry.clone(),
+            None => match slurm::show(id).await {
+                Ok(Some(shown)) if shown.name == entry.name => shown,
+                _ => entry.clone(),
+            },
+        };
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.saw(&entry);
+            s.ended(Timestamp::now());
+        }
+        let code = entry
+            .exit_code
+            .as_deref()
+            .and_then(|c| c.split(':').next())
+            .and_then(|c| c.parse::<i32>().ok());
+        self.rec.exit_code = code.filter(|c| *c != 0).or(self.rec.exit_code);
+        let state = entry.state.as_str();
+        let on = entry
+            .node
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default();
+        let why = entry
+            .reason
+            .as_deref()
+            .map(|r| format!(" ({r})"))
+            .unwrap_or_default();
+        let sink = self.log.clone();
+        if let Some(sink) = &sink {
+            self.note_exit(self.rec.exit_code, sink);
+        }
+        match early {
+            Some(EarlyEnd::Abort(reason)) => {
+                let never = self
+                    .rec
+                    .slurm
+                    .as_ref()
+                    .is_some_and(|s| s.started_at.is_none());
+                let reason = if never {
+                    format!("{reason}; Slurm had not started it")
+                } else {
+                    reason.clone()
+                };
+                return (JobState::Aborted, Some(reason));
+            }
+            Some(EarlyEnd::Timeout(after)) => return self.timed_out(*after),
+            None => {}
+        }
+        self.rec.failure_stage = Some(Stage::Run.as_str().into());
+        match state {
+            "CANCELLED" => (
+                JobState::Aborted,
+                Some(format!(
+                    "Slurm job {id} was cancelled in Slurm{on}, not through jobwarden"
+                )),
+            ),
+            "TIMEOUT" => (
+                JobState::TimedOut,
+                Some(format!("Slurm's time limit ended Slurm job {id}{on}")),
+            ),
+            _ if entry.state.is_infrastructure() => (
+                JobState::Interrupted,
+                Some(format!(
+                    "Slurm job {id} ended {state}{on}{why}: the cluster, not the job, failed"
+                )),
+            ),
+            "OUT_OF_MEMORY" => (
+                JobState::Failed,
+                Some(format!(
+                    "Slurm job {id} ran out of memory{on} (raise the profile's slurm.memory)"
+                )),
+            ),
+            _ => (
+                JobState::Failed,
+                Some(format!(
+                    "Slurm job {id} ended {state}{on}{why} without the batch script's exit record (in {})",
+                    self.rec.slurm.as_ref().map_or("", |s| s.batch_dir.as_str())
+                )),
+            ),
+        }
+    }
+
+    /// Slurm no longer knows job `id`, and nothing recorded its end.
+    pub(super) fn lost(
+        &mut self,
+        id: &str,
+        early: &Option<EarlyEnd>,
+    ) -> (JobState, Option<String>) {
+        if let Some(s) = self.rec.slurm.as_mut() {
+            s.ended(Timestamp::now());
+        }
+        match early {
+            Some(EarlyEnd::Abort(reason)) => (JobState::Aborted, Some(reason.clone())),
+            Some(EarlyEnd::Timeout(after)) => self.timed_out(*after),
+            None => {
+                self.rec.failure_stage = Some(Stage::Run.as_str().into());
+                (
+                    JobState::Interrupted,
+                    Some(format!(
+                        "Slurm no longer knows job {id}, and its batch script recorded no end: lost by the cluster"
+                    )),
+                )
+            }
+        }
+    }
+
+    pub(super) fn timed_out(&mut self, after: Duration) -> (JobState, Option<String>) {
+        self.rec.failure_stage = Some(Stage::Run.as_str().into());
+        let after = humantime::format_duration(after);
+        (JobState::TimedOut, Some(format!("timed out after {after}")))
+    }
+
+    /// The `exited` event, and the tails kept for the ledger.
+    pub(super) fn note_exit(&mut self, code: Option<i32>, sink: &SharedSink) {
+        let s = self.rec.slurm.clone();
+        self.events.append(
+            Op::Exited,
+            json!({
+                "code": code,
+                "signal": null,
+                "slurm_job_id": s.as_ref().and_then(|s| s.job_id.clone()),
+                "slurm_state": s.as_ref().and_then(|s| s.state.clone()),
+                "node": s.as_ref().and_then(|s| s.node.clone()),
+                "pending_ms": s.as_ref().and_then(|s| s.pending_ms),
+                "run_ms": s.as_ref().and_then(|s| s.run_ms),
+            }),
+        );
+        self.sync_log_fields(sink);
+        self.keep_tails(Stage::Run, sink, 0);
+    }
+}

@@ -1,0 +1,378 @@
+//! The Slurm executor against a real single-node cluster
+//! (`support/slurm.rs`): a profile with `executor = "slurm"` submits its
+//! jobs with `sbatch`, follows them with one poll for all, and records
+//! them as it records local jobs.
+
+use serde_json::Value;
+
+use crate::support::slurm::Cluster;
+use crate::support::*;
+
+/// A sandbox whose default profile runs `body` (a shell script) on the
+/// cluster, and a daemon that knows the cluster.
+fn on_slurm(cluster: &Cluster, body: &str, extra: &str) -> (Sandbox, Daemon) {
+    let sb = Sandbox::new();
+    let job = sb.script("job", body);
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &job])
+            .global("slurm_poll_interval", "\"300ms\"")
+            .profile("executor", "\"slurm\"")
+            .extra(&format!(
+                "[profiles.default.slurm]\npartition = \"debug\"\n{extra}"
+            )),
+    );
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    let daemon = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    (sb, daemon)
+}
+
+fn slurm_of(job: &Job) -> Value {
+    job.record["slurm"].clone()
+}
+
+#[test]
+fn a_prompt_on_a_slurm_profile_runs_there_with_its_log_and_ledger_row() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(
+        &cluster,
+        r#"echo "$SLURM_JOB_ID" >> "$OUT/ran"; echo "read: $(cat)"; echo "to stderr" >&2; echo done"#,
+        "",
+    );
+    sb.drop_prompt("p", "hello", "the prompt\n");
+    let job = sb.wait_done("p", "hello", secs(60));
+    assert_eq!(
+        job.state(),
+        "succeeded",
+        "{:#}\n{}",
+        job.record,
+        cluster.logs()
+    );
+    let s = slurm_of(&job);
+    let ran = std::fs::read_to_string(sb.out().join("ran")).expect("ran");
+    assert_eq!(ran.lines().count(), 1, "ran once: {ran}");
+    assert_eq!(s["job_id"].as_str(), Some(ran.trim()), "{s:#}");
+    assert_eq!(s["node"].as_str(), Some(cluster.node.as_str()), "{s:#}");
+    assert_eq!(s["name"].as_str(), Some(format!("jw-{}", job.id).as_str()));
+    assert!(s["pending_ms"].is_u64() && s["run_ms"].is_u64(), "{s:#}");
+    assert_eq!(s["state"], "COMPLETED", "Slurm's word on its end: {s:#}");
+    assert_eq!(job.record["exit_code"], 0);
+    let log = std::fs::read_to_string(job.dir.join("job.log")).expect("log");
+    assert!(log.contains("read: the prompt"), "{log}");
+    assert!(log.contains("to stderr") && log.contains("done"), "{log}");
+    let row = wait_row(&sb, &job.id);
+    assert_eq!(row["outcome"], "success", "{row:#}");
+    assert_eq!(
+        row["slurm"]["slurm_job_id"].as_str(),
+        Some(ran.trim()),
+        "{row:#}"
+    );
+    assert_eq!(
+        row["slurm"]["node"].as_str(),
+        Some(cluster.node.as_str()),
+        "{row:#}"
+    );
+    assert_eq!(row["slurm"]["state"], "COMPLETED", "{row:#}");
+    assert!(
+        row["slurm"]["pending_ms"].is_u64() && row["slurm"]["run_ms"].is_u64(),
+        "{row:#}"
+    );
+    let human = sb.run(&["history", "show", &job.id]);
+    assert!(
+        human
+            .stdout
+            .contains(&format!("slurm        {} on {}", ran.trim(), cluster.node)),
+        "{}",
+        human.stdout
+    );
+    let shown = sb.run(&["show", &job.id]);
+    assert!(
+        shown.stdout.contains(&format!("Slurm job {}", ran.trim())),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        artifact_text(&row, "stdout_tail").is_some_and(|t| t.contains("done")),
+        "{row:#}"
+    );
+    // Slurm agrees.
+    let shown = cluster.show(ran.trim());
+    assert!(shown.contains("JobState=COMPLETED"), "{shown}");
+}
+
+#[test]
+fn a_failing_slurm_job_records_its_exit_code() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(&cluster, "cat >/dev/null; echo failing; exit 7", "");
+    sb.drop_prompt("p", "bad", "x\n");
+    let job = sb.wait_done("p", "bad", secs(60));
+    assert_eq!(
+        job.state(),
+        "failed",
+        "{:#}\n{}",
+        job.record,
+        cluster.logs()
+    );
+    assert_eq!(job.record["exit_code"], 7);
+    assert_eq!(
+        job.str_field("state_reason"),
+        Some("the command exited with code 7")
+    );
+    assert_eq!(job.record["failure_stage"], "run");
+    let row = wait_row(&sb, &job.id);
+    assert_eq!(row["outcome"], "failure", "{row:#}");
+    assert_eq!(row["exit_code"], 7, "{row:#}");
+}
+
+/// A job that says it ran (its Slurm id in `ran-<name>`), then waits for
+/// `release-<name>`; a SIGTERM is written down in `term-<name>`.
+const HELD: &str = r#"cat >/dev/null
+echo "$SLURM_JOB_ID" >> "$OUT/ran-$JOBWARDEN_NAME"
+trap 'echo TERM >> "$OUT/term-$JOBWARDEN_NAME"; exit 143' TERM
+echo "waiting for release"
+while [ ! -e "$OUT/release-$JOBWARDEN_NAME" ]; do sleep 0.1; done
+echo released"#;
+
+fn started(sb: &Sandbox, name: &str) -> String {
+    let path = sb.out().join(format!("ran-{name}"));
+    wait_until(&format!("{name} to run in Slurm"), secs(60), || {
+        std::fs::read_to_string(&path)
+            .ok()
+            .filter(|t| t.ends_with('\n'))
+    })
+}
+
+fn release(sb: &Sandbox, name: &str) {
+    std::fs::write(sb.out().join(format!("release-{name}")), "").expect("release");
+}
+
+fn runs(sb: &Sandbox, name: &str) -> usize {
+    std::fs::read_to_string(sb.out().join(format!("ran-{name}")))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn abort_of_a_running_slurm_job_sends_it_sigterm_and_of_a_pending_one_cancels_it_unstarted() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(&cluster, HELD, "");
+    sb.drop_prompt("p", "run", "x\n");
+    started(&sb, "run");
+    let job = sb.wait_state("p", "run", "running", secs(10));
+    let out = sb.run(&["abort", &job.id]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let job = sb.wait_done("p", "run", secs(60));
+    assert_eq!(job.state(), "aborted", "{:#}", job.record);
+    let term = std::fs::read_to_string(sb.out().join("term-run")).unwrap_or_default();
+    assert_eq!(term.trim(), "TERM", "the command got SIGTERM");
+    let log = std::fs::read_to_string(job.dir.join("job.log")).expect("log");
+    assert!(log.contains("scancel --signal=TERM --full"), "{log}");
+    let row = wait_row(&sb, &job.id);
+    assert_eq!(row["outcome"], "aborted", "{row:#}");
+
+    // Held in Slurm: never started, cancelled there.
+    let (sb, _d) = on_slurm(&cluster, HELD, "sbatch_args = [\"--hold\"]\n");
+    sb.drop_prompt("p", "held", "x\n");
+    let job = sb.wait_job_where("held pending in Slurm", "p", "held", &[], secs(30), |j| {
+        j.record["slurm"]["state"] == "PENDING"
+    });
+    let slurm_id = job.record["slurm"]["job_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    assert_eq!(sb.run(&["abort", &job.id]).code(), 0);
+    let job = sb.wait_done("p", "held", secs(60));
+    assert_eq!(job.state(), "aborted", "{:#}", job.record);
+    assert!(
+        job.str_field("state_reason")
+            .is_some_and(|r| r.contains("Slurm had not started it")),
+        "{:#}",
+        job.record
+    );
+    assert_eq!(runs(&sb, "held"), 0, "it never ran");
+    let shown = cluster.show(&slurm_id);
+    assert!(shown.contains("JobState=CANCELLED"), "{shown}");
+}
+
+#[test]
+fn a_slurm_job_over_its_timeout_is_timed_out_by_the_monitor() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(&cluster, HELD, "");
+    let cfg = std::fs::read_to_string(&sb.config).expect("config");
+    std::fs::write(
+        &sb.config,
+        cfg.replace(
+            "executor = \"slurm\"",
+            "executor = \"slurm\"\ntimeout = \"3s\"",
+        ),
+    )
+    .expect("config");
+    assert_eq!(sb.run(&["reload"]).code(), 0);
+    sb.drop_prompt("p", "slow", "x\n");
+    started(&sb, "slow");
+    let job = sb.wait_done("p", "slow", secs(60));
+    assert_eq!(job.state(), "timed_out", "{:#}", job.record);
+    assert!(
+        job.str_field("state_reason")
+            .is_some_and(|r| r.starts_with("timed out after")),
+        "{:#}",
+        job.record
+    );
+    assert_eq!(runs(&sb, "slow"), 1);
+    let row = wait_row(&sb, &job.id);
+    assert_eq!(row["outcome"], "timeout", "{row:#}");
+}
+
+#[test]
+fn a_slurm_job_outlives_its_killed_monitor_and_daemon_and_is_recorded_once() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, d) = on_slurm(&cluster, HELD, "");
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    sb.drop_prompt("p", "m", "x\n");
+    sb.drop_prompt("p", "d", "x\n");
+    started(&sb, "m");
+    started(&sb, "d");
+    let m = sb.wait_state("p", "m", "running", secs(10));
+    let monitor = m.int_field("monitor_pid").expect("monitor_pid") as i32;
+    // The monitor killed: another follows the job, which goes on.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(monitor),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL the monitor");
+    let m = sb.wait_id(&m.id, "a new monitor", secs(30), |j| {
+        j.int_field("monitor_pid")
+            .is_some_and(|p| p as i32 != monitor)
+    });
+    assert_eq!(m.state(), "running", "{:#}", m.record);
+    // The daemon and the other job's monitor killed: the next daemon's
+    // start follows it.
+    let dj = sb.wait_state("p", "d", "running", secs(10));
+    let monitor_d = dj.int_field("monitor_pid").expect("monitor_pid") as i32;
+    drop(d);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(monitor_d),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL the monitor");
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    sb.wait_id(&dj.id, "a new monitor", secs(30), |j| {
+        j.int_field("monitor_pid")
+            .is_some_and(|p| p as i32 != monitor_d)
+    });
+    for name in ["m", "d"] {
+        release(&sb, name);
+        let job = sb.wait_done("p", name, secs(60));
+        assert_eq!(job.state(), "succeeded", "{name}: {:#}", job.record);
+        assert_eq!(runs(&sb, name), 1, "{name} ran once");
+        let log = std::fs::read_to_string(job.dir.join("job.log")).expect("log");
+        assert_eq!(log.matches("waiting for release").count(), 1, "{log}");
+        assert!(log.contains("released"), "{log}");
+        let rows = sb.run(&["history", "list", "--name", name, "--json"]);
+        let rows: Value = serde_json::from_str(&rows.stdout).expect("history");
+        assert_eq!(rows.as_array().map(Vec::len), Some(1), "{name}: {rows:#}");
+    }
+}
+
+#[test]
+fn a_slurmctld_restarted_mid_job_loses_and_duplicates_nothing() {
+    let Some(mut cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(&cluster, HELD, "");
+    sb.drop_prompt("p", "c", "x\n");
+    let slurm_id = started(&sb, "c");
+    cluster.stop_ctld();
+    // Without a controller the job is followed on: still running.
+    assert_never(
+        "the job ending without its controller",
+        millis(1500),
+        || sb.jobs_for("p", "c").iter().any(|j| j.is_terminal()),
+    );
+    cluster.restart_ctld();
+    release(&sb, "c");
+    let job = sb.wait_done("p", "c", secs(90));
+    assert_eq!(
+        job.state(),
+        "succeeded",
+        "{:#}\n{}",
+        job.record,
+        cluster.logs()
+    );
+    assert_eq!(runs(&sb, "c"), 1);
+    assert_eq!(
+        job.record["slurm"]["job_id"].as_str(),
+        Some(slurm_id.trim())
+    );
+    assert_eq!(sb.jobs_for("p", "c").len(), 1, "one job");
+}
+
+#[test]
+fn sbatch_missing_a_refused_submission_and_an_unreachable_cluster_are_setup_failures() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let job = sb.script("job", "cat >/dev/null; echo ran >> \"$OUT/ran\"");
+    let down = sb.base.join("down.conf");
+    let conf = std::fs::read_to_string(cluster.conf_path()).expect("conf");
+    let port = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("SlurmctldPort="))
+        .expect("port");
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    std::fs::write(
+        &down,
+        conf.replace(
+            &format!("SlurmctldPort={port}"),
+            &format!("SlurmctldPort={free}"),
+        ),
+    )
+    .expect("down.conf");
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &job])
+            .global("slurm_poll_interval", "\"300ms\"")
+            .profile("executor", "\"slurm\"")
+            .extra(&format!(
+                "[profiles.nosbatch]\nenv = {{ PATH = \"/nonexistent\" }}\n\
+                 [profiles.refused.slurm]\npartition = \"nosuchpartition\"\n\
+                 [profiles.down]\nenv = {{ SLURM_CONF = \"{}\" }}\n",
+                down.display()
+            )),
+    );
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    for name in ["nosbatch", "refused", "down"] {
+        sb.drop_prompt("p", name, format!("---\nprofile: {name}\n---\nx\n"));
+    }
+    let said = |name: &str| {
+        let job = sb.wait_done("p", name, secs(90));
+        assert_eq!(job.state(), "setup_failed", "{name}: {:#}", job.record);
+        job.str_field("state_reason").unwrap_or_default().to_owned()
+    };
+    let why = said("nosbatch");
+    assert!(
+        why.contains("sbatch is not installed or not in PATH"),
+        "{why}"
+    );
+    let why = said("refused");
+    assert!(why.contains("Invalid partition"), "{why}");
+    let why = said("down");
+    assert!(why.contains("Unable to contact slurm controller"), "{why}");
+    assert!(!sb.out().join("ran").exists(), "nothing ran");
+    // No cooldown: a setup failure is fixed, not waited out.
+    let check = sb.run(&["history", "check", "p", "down"]);
+    assert_eq!(check.code(), 1, "eligible at once: {check:?}");
+}
