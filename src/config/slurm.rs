@@ -72,6 +72,8 @@ const OWN_OPTIONS: &[&str] = &[
     "-i",
     "--wait",
     "-W",
+    "--requeue",
+    "--no-requeue",
 ];
 
 /// The executor of profile `name` (`key` prefixes its keys), inheriting

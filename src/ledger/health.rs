@@ -6,7 +6,6 @@
 //! the file aside and rebuilds it (`commands/history/repair.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
 
 use rusqlite::{Connection, ErrorCode, ffi};
 use serde::{Deserialize, Serialize};
@@ -74,13 +73,13 @@ pub fn check_before_migrating(conn: &Connection) -> rusqlite::Result<u32> {
 /// here rather than by the first query that needs a missing table.
 pub fn check_schema(conn: &Connection) -> rusqlite::Result<()> {
     let actual = columns(conn)?;
-    for (table, wanted) in expected() {
-        let Some(have) = actual.get(table) else {
+    for (table, wanted) in super::migrations::TABLES {
+        let Some(have) = actual.get(*table) else {
             return Err(damaged(format!(
                 "the schema is not jobwarden's: table {table} is missing"
             )));
         };
-        if let Some(col) = wanted.iter().find(|c| !have.contains(*c)) {
+        if let Some(col) = wanted.split_whitespace().find(|c| !have.contains(*c)) {
             return Err(damaged(format!(
                 "the schema is not jobwarden's: table {table} has no column {col}"
             )));
@@ -119,20 +118,6 @@ fn columns(conn: &Connection) -> rusqlite::Result<Columns> {
     Ok(out)
 }
 
-/// The tables and columns the migrations create, read once per process
-/// from a scratch in-memory database (so the list can never drift from the
-/// migrations). Empty if that fails, which checks nothing.
-fn expected() -> &'static Columns {
-    static EXPECTED: OnceLock<Columns> = OnceLock::new();
-    EXPECTED.get_or_init(|| {
-        let built = Connection::open_in_memory().and_then(|mut conn| {
-            super::migrations::migrate(&mut conn)?;
-            columns(&conn)
-        });
-        built.unwrap_or_default()
-    })
-}
-
 /// The ledger's condition, as the daemon reports it in `daemon.json` and
 /// `status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,10 +153,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn expected_schema_lists_every_table_of_the_migrations() {
-        let tables: Vec<&str> = expected().keys().map(String::as_str).collect();
-        for t in ["executions", "jobs", "outcomes", "stats_counts"] {
-            assert!(tables.contains(&t), "{tables:?}");
-        }
+    fn expected_schema_is_what_the_migrations_make() {
+        let mut conn = Connection::open_in_memory().expect("in-memory database");
+        super::super::migrations::migrate(&mut conn).expect("migrate");
+        let made = columns(&conn).expect("columns");
+        let listed: Columns = super::super::migrations::TABLES
+            .iter()
+            .map(|(t, cols)| {
+                (
+                    t.to_string(),
+                    cols.split_whitespace().map(String::from).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed, made,
+            "migrations::TABLES must list every table the migrations make, with all its columns"
+        );
     }
 }

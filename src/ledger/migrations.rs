@@ -464,6 +464,60 @@ pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;
 
+/// Every table the migrations make, with its columns (separated by
+/// spaces): what an open checks a current ledger's schema against
+/// (`health::check_schema`). Written out rather than learnt by running
+/// every migration on a scratch database in each process, which cost more
+/// than most commands' own queries and grew with each migration. A test
+/// runs the migrations and compares: a migration that adds a table or a
+/// column adds it here too.
+pub(super) const TABLES: &[(&str, &str)] = &[
+    (
+        "acknowledgements",
+        "execution_id acknowledged_at acknowledged_by",
+    ),
+    ("clock_steps", "noticed_at step_ms host"),
+    ("duration_buckets", "lo hi"),
+    ("execution_artifacts", "execution_id kind content"),
+    (
+        "execution_diagnostics",
+        "execution_id seq severity code file path line col message",
+    ),
+    ("execution_paths", "execution_id relation path"),
+    (
+        "execution_slurm",
+        "execution_id slurm_job_id node state pending_ms run_ms",
+    ),
+    (
+        "executions",
+        "id project name attempt retry_of profile command workdir started_at finished_at \
+         duration_ms outcome exit_code signal failure_stage error_message result_ref host \
+         prompt_sha256 disposition source",
+    ),
+    ("job_counts", "state n"),
+    (
+        "jobs",
+        "id id_short project name state attempt created_at started_at finished_at exit_code \
+         state_reason updated_at profile",
+    ),
+    ("metric_counts", "project profile outcome n"),
+    ("metric_duration_sums", "project sum_ms"),
+    ("outcomes", "name causes_cooldown"),
+    (
+        "prompts_last",
+        "project name execution_id outcome finished_at",
+    ),
+    (
+        "published",
+        "execution_id repo branch target fetch worktree tip settled settled_at merged_at \
+         merge_commit",
+    ),
+    ("stats_buckets", "project bucket n"),
+    ("stats_counts", "project outcome n timed"),
+    ("stats_durations", "project duration_ms n"),
+    ("stats_durations_all", "duration_ms n"),
+];
+
 /// Bring the schema up to [`LATEST`], each migration in its own
 /// transaction with the version bump, so a crash never leaves half a step.
 ///

@@ -201,12 +201,10 @@ impl Monitor<'_> {
         }
     }
 
-    /// Cancel a Slurm job of this job's name, if Slurm knows one.
+    /// Cancel the Slurm job of this job's name, if Slurm has one.
     async fn cancel_by_name(&mut self) {
-        if let Ok(Some(id)) = slurm::find(&self.rec.job_id).await {
-            if let Err(e) = slurm::cancel(&id, None).await {
-                tracing::warn!(job = %self.rec.job_id, "cancelling Slurm job {id}: {e}");
-            }
+        if let Err(e) = slurm::cancel(&self.rec.job_id, None).await {
+            tracing::warn!(job = %self.rec.job_id, "cancelling its Slurm job: {e}");
         }
     }
 
@@ -306,12 +304,9 @@ impl Monitor<'_> {
                 }
                 () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() => {
                     kill_at = None;
-                    if let Some(id) = self.slurm_id() {
-                        output::lock(sink).note(&format!("scancel {id}"));
-                        if let Err(e) = slurm::cancel(&id, None).await {
-                            tracing::warn!(job = %self.rec.job_id, "scancel {id}: {e}");
-                        }
-                    }
+                    let id = self.slurm_id().unwrap_or_default();
+                    output::lock(sink).note(&format!("scancel {id}"));
+                    self.cancel_by_name().await;
                     give_up_at = Some(Instant::now() + CANCEL_PATIENCE);
                 }
                 () = sleep_until(give_up_at.unwrap_or_else(Instant::now)), if give_up_at.is_some() => {
@@ -352,7 +347,9 @@ impl Monitor<'_> {
         match self.word(&id, asked).await {
             Word::Known(entry) if entry.name != self.rec.slurm.as_ref()?.name => {
                 // Not ours: an id reused by the cluster, or a forged record.
+                // Ours is found by its name.
                 tracing::warn!(job = %self.rec.job_id, "Slurm job {id} is named {:?}, not ours; it is left alone", entry.name);
+                self.follow_by_name(&id).await;
                 asked.unknown_since.get_or_insert_with(Instant::now);
             }
             Word::Known(entry) => {
@@ -371,9 +368,16 @@ impl Monitor<'_> {
             Word::Unknown => {
                 let since = *asked.unknown_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= UNKNOWN_FOR {
+                    if self.follow_by_name(&id).await {
+                        asked.unknown_since = None;
+                        return None;
+                    }
                     self.copy_output(sink);
+                    let ours = self.rec.slurm.as_ref().map(|s| s.name.clone());
                     return Some(match slurm::show(&id).await {
-                        Ok(Some(entry)) => self.ended_in_slurm(&id, &entry, early).await,
+                        Ok(Some(entry)) if Some(&entry.name) == ours.as_ref() => {
+                            self.ended_in_slurm(&id, &entry, early).await
+                        }
                         _ => self.lost(&id, early),
                     });
                 }
@@ -381,6 +385,19 @@ impl Monitor<'_> {
             Word::Silent => {}
         }
         None
+    }
+
+    /// Slurm's job of this job's name, when it is not `id` (the id the
+    /// record gave): followed from now on. True if there is one.
+    async fn follow_by_name(&mut self, id: &str) -> bool {
+        match slurm::find(&self.rec.job_id).await {
+            Ok(Some(found)) if found != id => {
+                tracing::warn!(job = %self.rec.job_id, "its record named Slurm job {id}; its Slurm job is {found}, followed from now on");
+                self.submitted(found);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// What Slurm says of job `id`: the daemon's last poll when it is
@@ -504,7 +521,7 @@ impl Monitor<'_> {
             None => format!("scancel {id} (not started yet)"),
         };
         output::lock(sink).note(&line);
-        if let Err(e) = slurm::cancel(&id, signal).await {
+        if let Err(e) = slurm::cancel(&self.rec.job_id, signal).await {
             tracing::warn!(job = %self.rec.job_id, "{line}: {e}");
         }
         at

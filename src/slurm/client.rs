@@ -132,6 +132,9 @@ pub fn sbatch_args(s: &Submission<'_>, o: &SlurmOptions) -> Vec<String> {
         format!("--chdir={}", s.cwd.display()),
         format!("--output={}", output_file(s.dir).display()),
         "--open-mode=append".to_owned(),
+        // Another attempt is jobwarden's to decide (its retry policy), never
+        // Slurm's: a job requeued by Slurm would run twice.
+        "--no-requeue".to_owned(),
         format!("--time={minutes}"),
     ];
     if let Some(p) = &o.partition {
@@ -272,17 +275,25 @@ pub fn parse_scontrol(out: &str) -> Option<QueueEntry> {
     })
 }
 
-/// `scancel`: with `signal`, that signal to the batch script and every
-/// step (`--full`), the job left to end by itself; without, the job is
-/// cancelled (SIGTERM, then SIGKILL after the cluster's `KillWait`).
-pub async fn cancel(id: &str, signal: Option<&str>) -> Result<(), ClientError> {
+/// `scancel` of the Slurm job named for `job` (never by an id a record
+/// gives, which a job could have forged): with `signal`, that signal to
+/// the batch script and every step (`--full`), the job left to end by
+/// itself; without, the job is cancelled (SIGTERM, then SIGKILL after the
+/// cluster's `KillWait`). A pending job is cancelled either way.
+pub async fn cancel(job: &JobId, signal: Option<&str>) -> Result<(), ClientError> {
+    client("scancel", &cancel_args(job, signal), None)
+        .await
+        .map(drop)
+}
+
+fn cancel_args(job: &JobId, signal: Option<&str>) -> Vec<String> {
     let mut args = Vec::new();
     if let Some(sig) = signal {
         args.push(format!("--signal={sig}"));
         args.push("--full".to_owned());
     }
-    args.push(id.to_owned());
-    client("scancel", &args, None).await.map(drop)
+    args.push(format!("--name={}", job_name(job)));
+    args
 }
 
 #[cfg(test)]

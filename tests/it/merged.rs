@@ -258,9 +258,12 @@ fn a_branch_merged_later_is_found_by_the_reconcile_merge_commit_or_fast_forward(
         Some(rel.as_str()),
         "the record names it"
     );
-    let row = json(&sb, &["history", "show", &one.id, "--json"]);
+    // The ledger's settle comes last, after the record and the move.
+    let row = wait_until("the ledger to settle it", secs(10), || {
+        let row = json(&sb, &["history", "show", &one.id, "--json"]);
+        (row["published"]["settled"] == "branch_merged").then_some(row)
+    });
     assert_eq!(row["outcome"], "success", "the row itself never changes");
-    assert_eq!(row["published"]["settled"], "branch_merged");
     assert_eq!(row["published"]["merge_commit"], merge.as_str());
     let indexed = json(&sb, &["jobs", "--state", "merged", "--json"]);
     assert_eq!(indexed.as_array().map(Vec::len), Some(1), "{indexed:#}");
@@ -290,8 +293,11 @@ fn a_branch_merged_later_is_found_by_the_reconcile_merge_commit_or_fast_forward(
         sb.job(&two.id).filter(|j| j.state() == "merged")
     });
     assert_eq!(two.str_field("merge_commit"), Some(tip_two.as_str()));
-    let stats = json(&sb, &["history", "stats", "--json"]);
-    assert_eq!(stats["merged"], 2, "{stats:#}");
+    // The ledger's settle comes last, after the record and the prompt's move.
+    wait_until("the ledger to count both merged", secs(10), || {
+        let stats = json(&sb, &["history", "stats", "--json"]);
+        (stats["merged"] == 2).then_some(())
+    });
 }
 
 #[test]
@@ -358,8 +364,10 @@ fn a_branch_deleted_unmerged_is_recorded_and_one_deleted_after_its_merge_is_merg
         inputs.stdout.contains("\"reconciled\""),
         "an input: {inputs:?}"
     );
-    let row = json(&sb, &["history", "show", &dropped.id, "--json"]);
-    assert_eq!(row["published"]["settled"], "branch_deleted");
+    let row = wait_until("the ledger to settle it", secs(10), || {
+        let row = json(&sb, &["history", "show", &dropped.id, "--json"]);
+        (row["published"]["settled"] == "branch_deleted").then_some(row)
+    });
     assert!(row["published"]["merged_at"].is_null());
     let shown = sb.run(&["show", &dropped.id]);
     assert!(shown.stdout.contains("branch_deleted"), "{}", shown.stdout);

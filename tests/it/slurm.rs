@@ -145,6 +145,19 @@ fn started(sb: &Sandbox, name: &str) -> String {
     })
 }
 
+/// The pid of `job`'s monitor.
+fn monitor_of(job: &Job) -> i32 {
+    job.int_field("monitor_pid").expect("monitor_pid") as i32
+}
+
+fn kill9(pid: i32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("SIGKILL");
+}
+
 fn release(sb: &Sandbox, name: &str) {
     std::fs::write(sb.out().join(format!("release-{name}")), "").expect("release");
 }
@@ -216,7 +229,11 @@ fn a_slurm_job_over_its_timeout_is_timed_out_by_the_monitor() {
     .expect("config");
     assert_eq!(sb.run(&["reload"]).code(), 0);
     sb.drop_prompt("p", "slow", "x\n");
-    started(&sb, "slow");
+    let slurm_id = started(&sb, "slow");
+    // Slurm's own limit is a backstop: the timeout and a minute, in
+    // whole minutes.
+    let shown = cluster.show(slurm_id.trim());
+    assert!(shown.contains("TimeLimit=00:02:00"), "{shown}");
     let job = sb.wait_done("p", "slow", secs(60));
     assert_eq!(job.state(), "timed_out", "{:#}", job.record);
     assert!(
@@ -239,38 +256,48 @@ fn a_slurm_job_outlives_its_killed_monitor_and_daemon_and_is_recorded_once() {
     let conf = cluster.conf_path().to_string_lossy().into_owned();
     sb.drop_prompt("p", "m", "x\n");
     sb.drop_prompt("p", "d", "x\n");
-    started(&sb, "m");
-    started(&sb, "d");
-    let m = sb.wait_state("p", "m", "running", secs(10));
-    let monitor = m.int_field("monitor_pid").expect("monitor_pid") as i32;
+    let ids = [started(&sb, "m"), started(&sb, "d")].map(|id| id.trim().to_owned());
+    // One question to Slurm for both, from the daemon.
+    wait_until("the daemon's poll to ask about both", secs(20), || {
+        let polled: Value =
+            serde_json::from_slice(&std::fs::read(sb.root.join("slurm.json")).ok()?).ok()?;
+        let asked: Vec<&str> = polled["asked"]
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        ids.iter()
+            .all(|id| asked.contains(&id.as_str()))
+            .then_some(())
+    });
+    // The log follows the batch output while the job runs.
+    let m = sb.wait_job_where("its first line in job.log", "p", "m", &[], secs(20), |j| {
+        std::fs::read_to_string(j.dir.join("job.log"))
+            .is_ok_and(|l| l.contains("waiting for release"))
+    });
+    assert_eq!(m.state(), "running");
+    let monitor = monitor_of(&m);
     // The monitor killed: another follows the job, which goes on.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(monitor),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("SIGKILL the monitor");
+    kill9(monitor);
     let m = sb.wait_id(&m.id, "a new monitor", secs(30), |j| {
         j.int_field("monitor_pid")
             .is_some_and(|p| p as i32 != monitor)
     });
     assert_eq!(m.state(), "running", "{:#}", m.record);
-    // The daemon and the other job's monitor killed: the next daemon's
-    // start follows it.
+    // The daemon and the other job's monitor killed, and the job ends in
+    // Slurm while nobody watches: the next daemon's start follows it and
+    // finds its true end.
     let dj = sb.wait_state("p", "d", "running", secs(10));
-    let monitor_d = dj.int_field("monitor_pid").expect("monitor_pid") as i32;
+    let monitor_d = monitor_of(&dj);
     drop(d);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(monitor_d),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .expect("SIGKILL the monitor");
-    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
-    sb.wait_id(&dj.id, "a new monitor", secs(30), |j| {
-        j.int_field("monitor_pid")
-            .is_some_and(|p| p as i32 != monitor_d)
+    kill9(monitor_d);
+    release(&sb, "d");
+    wait_until("d's batch script to record its end", secs(30), || {
+        dj.dir.join("slurm-exit.json").exists().then_some(())
     });
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    release(&sb, "m");
     for name in ["m", "d"] {
-        release(&sb, name);
         let job = sb.wait_done("p", name, secs(60));
         assert_eq!(job.state(), "succeeded", "{name}: {:#}", job.record);
         assert_eq!(runs(&sb, name), 1, "{name} ran once");
@@ -375,4 +402,91 @@ fn sbatch_missing_a_refused_submission_and_an_unreachable_cluster_are_setup_fail
     // No cooldown: a setup failure is fixed, not waited out.
     let check = sb.run(&["history", "check", "p", "down"]);
     assert_eq!(check.code(), 1, "eligible at once: {check:?}");
+}
+
+#[test]
+fn a_node_that_fails_under_a_slurm_job_interrupts_it_and_slurm_never_reruns_it() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(&cluster, HELD, "");
+    sb.drop_prompt("p", "n", "x\n");
+    let slurm_id = started(&sb, "n");
+    let out = cluster
+        .command("scontrol")
+        .args([
+            "update",
+            &format!("NodeName={}", cluster.node),
+            "State=DOWN",
+            "Reason=test",
+        ])
+        .output()
+        .expect("scontrol update");
+    assert!(out.status.success(), "{out:?}");
+    let job = sb.wait_job_where("the job to end", "p", "n", &[], secs(60), |j| {
+        j.is_terminal()
+    });
+    assert_eq!(job.state(), "interrupted", "{:#}", job.record);
+    let why = job.str_field("state_reason").unwrap_or_default();
+    assert!(why.contains("NODE_FAIL"), "{why}");
+    assert_eq!(
+        job.record["slurm"]["state"], "NODE_FAIL",
+        "{:#}",
+        job.record
+    );
+    let shown = cluster.show(slurm_id.trim());
+    assert!(
+        shown.contains("Requeue=0"),
+        "Slurm may not rerun it: {shown}"
+    );
+    assert_eq!(runs(&sb, "n"), 1);
+    let row = wait_row(&sb, &job.id);
+    assert_eq!(row["outcome"], "interrupted", "{row:#}");
+}
+
+#[test]
+fn a_forged_slurm_id_in_a_record_never_touches_another_slurm_job() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let other = cluster.run(
+        "sbatch",
+        &[
+            "--parsable",
+            "-J",
+            "someone-else",
+            "--output=/dev/null",
+            "--wrap",
+            "sleep 300",
+        ],
+    );
+    let other = other.trim().to_owned();
+    assert!(!other.is_empty(), "the other job was submitted");
+    let (sb, d) = on_slurm(&cluster, HELD, "");
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    sb.drop_prompt("p", "f", "x\n");
+    let ours = started(&sb, "f");
+    let job = sb.wait_state("p", "f", "running", secs(10));
+    let monitor = monitor_of(&job);
+    drop(d);
+    kill9(monitor);
+    // What a careless job could do: its record now names another job.
+    let path = job.dir.join("job.json");
+    let mut rec: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("job.json")).expect("json");
+    rec["slurm"]["job_id"] = Value::String(other.clone());
+    std::fs::write(&path, serde_json::to_vec_pretty(&rec).expect("json")).expect("forge");
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let job = sb.wait_id(&job.id, "its own Slurm job followed again", secs(60), |j| {
+        j.record["slurm"]["job_id"].as_str() == Some(ours.trim())
+    });
+    assert_eq!(sb.run(&["abort", &job.id]).code(), 0);
+    let job = sb.wait_done("p", "f", secs(60));
+    assert_eq!(job.state(), "aborted", "{:#}", job.record);
+    assert_eq!(runs(&sb, "f"), 1);
+    let theirs = cluster.show(&other);
+    assert!(
+        theirs.contains("JobState=RUNNING"),
+        "the other job runs on: {theirs}"
+    );
 }

@@ -62,9 +62,26 @@ impl Monitor<'_> {
             }
         }
         self.note_exit(Some(code), sink);
+        // Slurm's word wins where Slurm ended the command itself (a node
+        // that failed, its time limit, a cancel by someone else): the
+        // record then only says how the killed command exited.
+        let slurm_ended = self.rec.slurm.as_ref().and_then(|s| {
+            let entry = QueueEntry {
+                state: s.state.clone()?,
+                name: s.name.clone(),
+                node: s.node.clone(),
+                reason: s.reason.clone(),
+                exit_code: None,
+            };
+            ended_by_slurm(s.job_id.as_deref().unwrap_or("?"), &entry)
+        });
         match early {
             Some(EarlyEnd::Abort(why)) => (JobState::Aborted, Some(why.clone())),
             Some(EarlyEnd::Timeout(after)) => self.timed_out(*after),
+            None if slurm_ended.is_some() => {
+                self.rec.failure_stage = Some(Stage::Run.as_str().into());
+                slurm_ended.unwrap_or((JobState::Failed, None))
+            }
             None if code == 0 => (JobState::Succeeded, None),
             None => {
                 self.rec.failure_stage = Some(Stage::Run.as_str().into());
@@ -103,16 +120,7 @@ impl Monitor<'_> {
             .and_then(|c| c.parse::<i32>().ok());
         self.rec.exit_code = code.filter(|c| *c != 0).or(self.rec.exit_code);
         let state = entry.state.as_str();
-        let on = entry
-            .node
-            .as_deref()
-            .map(|n| format!(" on {n}"))
-            .unwrap_or_default();
-        let why = entry
-            .reason
-            .as_deref()
-            .map(|r| format!(" ({r})"))
-            .unwrap_or_default();
+        let (on, why) = where_and_why(&entry);
         let sink = self.log.clone();
         if let Some(sink) = &sink {
             self.note_exit(self.rec.exit_code, sink);
@@ -135,37 +143,16 @@ impl Monitor<'_> {
             None => {}
         }
         self.rec.failure_stage = Some(Stage::Run.as_str().into());
-        match state {
-            "CANCELLED" => (
-                JobState::Aborted,
-                Some(format!(
-                    "Slurm job {id} was cancelled in Slurm{on}, not through jobwarden"
-                )),
-            ),
-            "TIMEOUT" => (
-                JobState::TimedOut,
-                Some(format!("Slurm's time limit ended Slurm job {id}{on}")),
-            ),
-            _ if entry.state.is_infrastructure() => (
-                JobState::Interrupted,
-                Some(format!(
-                    "Slurm job {id} ended {state}{on}{why}: the cluster, not the job, failed"
-                )),
-            ),
-            "OUT_OF_MEMORY" => (
-                JobState::Failed,
-                Some(format!(
-                    "Slurm job {id} ran out of memory{on} (raise the profile's slurm.memory)"
-                )),
-            ),
-            _ => (
-                JobState::Failed,
-                Some(format!(
-                    "Slurm job {id} ended {state}{on}{why} without the batch script's exit record (in {})",
-                    self.rec.slurm.as_ref().map_or("", |s| s.batch_dir.as_str())
-                )),
-            ),
+        if let Some(ended) = ended_by_slurm(id, &entry) {
+            return ended;
         }
+        (
+            JobState::Failed,
+            Some(format!(
+                "Slurm job {id} ended {state}{on}{why} without the batch script's exit record (in {})",
+                self.rec.slurm.as_ref().map_or("", |s| s.batch_dir.as_str())
+            )),
+        )
     }
 
     /// Slurm no longer knows job `id`, and nothing recorded its end.
@@ -216,4 +203,39 @@ impl Monitor<'_> {
         self.sync_log_fields(sink);
         self.keep_tails(Stage::Run, sink, 0);
     }
+}
+
+/// How a job ends that Slurm itself ended, when it did: cancelled there
+/// by someone else, its time limit, the machine failing, out of memory.
+/// `None` for an end the command's own exit decides.
+fn ended_by_slurm(id: &str, entry: &QueueEntry) -> Option<(JobState, Option<String>)> {
+    let state = entry.state.as_str();
+    let (on, why) = where_and_why(entry);
+    let ended = match state {
+        "CANCELLED" => (
+            JobState::Aborted,
+            format!("Slurm job {id} was cancelled in Slurm{on}, not through jobwarden"),
+        ),
+        "TIMEOUT" => (
+            JobState::TimedOut,
+            format!("Slurm's time limit ended Slurm job {id}{on}"),
+        ),
+        _ if entry.state.is_infrastructure() => (
+            JobState::Interrupted,
+            format!("Slurm job {id} ended {state}{on}{why}: the cluster, not the job, failed"),
+        ),
+        "OUT_OF_MEMORY" => (
+            JobState::Failed,
+            format!("Slurm job {id} ran out of memory{on} (raise the profile's slurm.memory)"),
+        ),
+        _ => return None,
+    };
+    Some((ended.0, Some(ended.1)))
+}
+
+/// ` on node07` and ` (NodeDown)`, or empty, for a reason's words.
+fn where_and_why(entry: &QueueEntry) -> (String, String) {
+    let on = entry.node.as_deref().map(|n| format!(" on {n}"));
+    let why = entry.reason.as_deref().map(|r| format!(" ({r})"));
+    (on.unwrap_or_default(), why.unwrap_or_default())
 }
