@@ -309,6 +309,9 @@ pub fn interrupt(
         }
         Orphans::Unproven => false,
     };
+    // A Slurm job may still run in Slurm whatever became of its monitor:
+    // no other attempt starts beside it.
+    let may_requeue = may_requeue && rec.slurm.is_none();
     tracing::warn!(job = %rec.job_id, "{why}");
     let mut events = EventLog::open(
         layout.root(),

@@ -97,7 +97,7 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
         Some(raw) => v.limits(&key("limits"), raw),
         None => base.map(|b| b.limits).unwrap_or_default(),
     };
-    Profile {
+    let profile = Profile {
         name: name.to_owned(),
         command,
         prompt_via,
@@ -141,7 +141,9 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             .unwrap_or(false),
         git,
         executor,
-    }
+    };
+    super::slurm::check_env(v, &key, &profile);
+    profile
 }
 
 /// A `git` table (`key` names it).

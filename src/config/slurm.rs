@@ -53,28 +53,76 @@ pub struct SlurmOptions {
     pub batch_dir: Option<PathBuf>,
 }
 
-/// The `sbatch` options jobwarden sets itself: a profile may not.
-const OWN_OPTIONS: &[&str] = &[
-    "--parsable",
-    "--job-name",
-    "-J",
-    "--output",
-    "-o",
-    "--error",
-    "-e",
-    "--chdir",
-    "-D",
-    "--comment",
-    "--wrap",
-    "--export",
-    "--open-mode",
-    "--input",
-    "-i",
-    "--wait",
-    "-W",
-    "--requeue",
-    "--no-requeue",
+/// The `sbatch` options jobwarden sets itself, or that would break what
+/// it promises (a job run once, followed by its name and output): a
+/// profile may not give them, in any spelling `sbatch` accepts (a long
+/// option abbreviated, a short one with its value attached).
+const OWN_LONG: &[(&str, &str)] = &[
+    ("--parsable", "jobwarden reads the job id"),
+    ("--job-name", "jobwarden follows the job by its name"),
+    (
+        "--output",
+        "jobwarden copies the job's output from its own file",
+    ),
+    (
+        "--error",
+        "jobwarden copies the job's output from its own file",
+    ),
+    ("--chdir", "the job runs in its workdir"),
+    ("--comment", "jobwarden sets it"),
+    ("--wrap", "jobwarden submits its own batch script"),
+    ("--export", "the job gets the profile's environment"),
+    (
+        "--open-mode",
+        "jobwarden copies the job's output from its own file",
+    ),
+    ("--input", "the command reads its prompt"),
+    ("--wait", "the monitor follows the job instead"),
+    (
+        "--requeue",
+        "another attempt is the retry policy's to decide",
+    ),
+    ("--no-requeue", "jobwarden sets it"),
+    ("--array", "it would run the command once per task"),
+    ("--time", "use slurm.time_limit"),
+    ("--test-only", "nothing would run"),
+    (
+        "--hold",
+        "the job would wait for a release jobwarden never gives",
+    ),
 ];
+const OWN_SHORT: &[(&str, &str)] = &[
+    ("-J", "--job-name"),
+    ("-o", "--output"),
+    ("-e", "--error"),
+    ("-D", "--chdir"),
+    ("-i", "--input"),
+    ("-W", "--wait"),
+    ("-a", "--array"),
+    ("-t", "--time"),
+    ("-H", "--hold"),
+];
+
+/// Why `arg` may not be among a profile's `sbatch_args`, if it may not.
+fn refused(arg: &str) -> Option<String> {
+    let name = arg.split('=').next().unwrap_or(arg);
+    if let Some(long) = name.strip_prefix("--") {
+        // getopt_long takes any unambiguous beginning of a long option.
+        return OWN_LONG
+            .iter()
+            .find(|(own, _)| long.len() >= 2 && own[2..].starts_with(long))
+            .map(|(own, why)| format!("{own}: {why}"));
+    }
+    OWN_SHORT
+        .iter()
+        .find(|(short, _)| arg.starts_with(short))
+        .and_then(|(_, long)| OWN_LONG.iter().find(|(own, _)| own == long))
+        .map(|(own, why)| format!("{own}: {why}"))
+}
+
+/// Variables that pick the cluster: the daemon's, never a profile's, so
+/// that `sbatch` and the daemon's polls and cancels ask the same cluster.
+const CLUSTER_VARS: &[&str] = &["SLURM_CONF", "SLURM_CLUSTERS"];
 
 /// The executor of profile `name` (`key` prefixes its keys), inheriting
 /// `base`'s when it says nothing.
@@ -125,6 +173,23 @@ pub(super) fn executor(
     Executor::Slurm(options)
 }
 
+/// A Slurm profile's `env` may not pick the cluster: `sbatch` would ask
+/// one cluster and the daemon's polls and cancels another.
+pub(super) fn check_env(v: &mut Validator, key: &dyn Fn(&str) -> String, p: &super::Profile) {
+    if p.executor.slurm().is_none() {
+        return;
+    }
+    for var in CLUSTER_VARS.iter().filter(|var| p.env.contains_key(**var)) {
+        v.fault(
+            &key("env"),
+            format!(
+                "{}: {var} picks the Slurm cluster, which must be the daemon's (its polls and cancels ask it): set {var} in the daemon's environment instead (systemctl edit jobwarden: Environment={var}=...)",
+                key("env")
+            ),
+        );
+    }
+}
+
 fn options(v: &mut Validator, key: &str, raw: &RawSlurm) -> SlurmOptions {
     let k = |name: &str| format!("{key}.{name}");
     let word = |v: &mut Validator, name: &str, value: &Option<Loose<String>>| {
@@ -171,11 +236,13 @@ fn options(v: &mut Validator, key: &str, raw: &RawSlurm) -> SlurmOptions {
         )
         .unwrap_or_default();
     for arg in &sbatch_args {
-        let name = arg.split('=').next().unwrap_or(arg);
-        if OWN_OPTIONS.contains(&name) {
+        if let Some(why) = refused(arg) {
             v.fault(
                 &k("sbatch_args"),
-                format!("{}: {arg:?} is set by jobwarden itself (it follows the job by its output, name and comment); remove it", k("sbatch_args")),
+                format!(
+                    "{}: {arg:?} is not allowed ({why}); remove it",
+                    k("sbatch_args")
+                ),
             );
         } else if !arg.starts_with('-') {
             v.fault(

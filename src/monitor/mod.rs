@@ -163,6 +163,10 @@ struct Monitor<'a> {
     /// Where the job's output goes, once it is open (reopened by the
     /// restore pass if the job removes it).
     log: Option<SharedSink>,
+    /// No other attempt may start, whatever the retry policy says:
+    /// something of this one may still run (a Slurm submission nothing
+    /// proves did not happen).
+    keep_archived: bool,
 }
 
 impl<'a> Monitor<'a> {
@@ -198,6 +202,7 @@ impl<'a> Monitor<'a> {
             containment: Containment::ProcessTree,
             locks: vec![lock],
             log: None,
+            keep_archived: false,
         }
     }
 }
@@ -426,6 +431,7 @@ impl Monitor<'_> {
     /// the paths it ran on, if anything ran.
     fn ending(&self, state: JobState, reason: Option<String>) -> Ending {
         let mut ending = Ending::new(state, reason);
+        ending.may_requeue = !self.keep_archived;
         if !self.artifacts.is_empty() {
             ending.artifacts = self.artifacts.clone();
             ending.paths = self.paths();

@@ -141,7 +141,11 @@ impl Monitor<'_> {
             r = slurm::submit(&submission, options) => r,
             () = abort_watch.fired() => {
                 // Nothing was submitted that the record knows of; a
-                // submission under way is found by name and cancelled.
+                // submission under way (`sbatch` is killed as its future
+                // is dropped) is cancelled by name, twice, in case it
+                // landed after the first.
+                self.cancel_by_name().await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
                 self.cancel_by_name().await;
                 let reason = self.abort_reason();
                 return Ok((JobState::Aborted, Some(reason)));
@@ -150,8 +154,9 @@ impl Monitor<'_> {
         match submitted {
             Ok(id) => self.submitted(id),
             Err(e) => {
-                // A submission that hung may still have reached Slurm.
-                if e.unreachable() {
+                // A submission that failed late (it hung, or printed no
+                // id) may still have reached Slurm.
+                if !matches!(e, slurm::ClientError::Missing(_)) {
                     self.cancel_by_name().await;
                 }
                 let why = format!("submitting to Slurm: {e}");
@@ -218,6 +223,7 @@ impl Monitor<'_> {
         self.rec.monitor_start_time = procfs::start_time(me);
         self.rec.monitor_exe = procfs::own_exe();
         self.rec.heartbeat_at = Some(Timestamp::now());
+        self.trust_only_its_own_batch_dir();
         self.rec.save(&self.layout)?;
         tracing::info!(job = %id, "following its Slurm job again (its monitor was gone)");
         self.events.append(
@@ -229,21 +235,6 @@ impl Monitor<'_> {
         self.log = Some(sink.clone());
         let mut abort_watch =
             AbortWatch::start(&self.layout.run_dir(&id), self.layout.abort_marker(&id));
-        let known = self.rec.slurm.as_ref().and_then(|s| s.job_id.clone());
-        if known.is_none() {
-            match slurm::find(&id).await {
-                Ok(Some(found)) => self.submitted(found),
-                Ok(None) => {
-                    // `sbatch` never ran, or ran and failed: nothing runs.
-                    abort_watch.stop();
-                    let why = "its monitor stopped while submitting it to Slurm, and Slurm has no job of its name";
-                    return self.end(JobState::Interrupted, Some(why.into()));
-                }
-                Err(e) => {
-                    tracing::warn!(job = %id, "looking for its Slurm job: {e}; asking again");
-                }
-            }
-        }
         let (state, reason) = self.follow_slurm(&sink, &mut abort_watch).await;
         let ending = self.after_run(state, reason, &sink, &mut abort_watch).await;
         abort_watch.stop();
@@ -253,6 +244,30 @@ impl Monitor<'_> {
         };
         let ending = self.with_lost_output(ending, &sink);
         self.end_with(ending)
+    }
+
+    /// A record a job may have written names its Slurm job and its batch
+    /// folder: the name is always the job's own, and the folder one this
+    /// job's profile could have given it (its run folder, or its own under
+    /// the profile's `batch_dir`), else its run folder.
+    fn trust_only_its_own_batch_dir(&mut self) {
+        let id = self.rec.job_id.clone();
+        let run_dir = self.layout.run_dir(&id);
+        let own = self
+            .profile
+            .executor
+            .slurm()
+            .and_then(|o| o.batch_dir.as_ref())
+            .map(|d| d.join(id.as_str()));
+        let Some(s) = self.rec.slurm.as_mut() else {
+            return;
+        };
+        s.name = slurm::job_name(&id);
+        let recorded = PathBuf::from(&s.batch_dir);
+        if recorded != run_dir && Some(&recorded) != own.as_ref() {
+            tracing::warn!(job = %id, "its record names {} as its Slurm batch folder, which is not one of its own; its run folder is used", recorded.display());
+            s.batch_dir = run_dir.display().to_string();
+        }
     }
 
     /// Heartbeat, copy the output, honour ABORT and the timeout, until the
@@ -338,19 +353,40 @@ impl Monitor<'_> {
         self.copy_output(sink);
         let dir = PathBuf::from(self.rec.slurm.as_ref()?.batch_dir.clone());
         self.note_started(&dir);
-        if let Some(exited) = slurm::read_record::<slurm::Exited>(&slurm::exit_file(&dir)) {
-            self.settled_in_slurm().await;
-            self.copy_output(sink);
-            return Some(self.exited_on_slurm(&exited, early, sink));
+        let exited = || slurm::read_record::<slurm::Exited>(&slurm::exit_file(&dir));
+        let Some(id) = self.slurm_id() else {
+            if let Some(exited) = exited() {
+                return Some(self.exited_on_slurm(&exited, early, sink));
+            }
+            return self.look_for_submission(asked).await;
+        };
+        if !asked.record_seen && exited().is_some() {
+            // The command's end is recorded: Slurm's word on it, which may
+            // also say the job goes on (a record the job wrote itself).
+            asked.record_seen = true;
+            if self.settled_in_slurm().await != Some(false) {
+                self.copy_output(sink);
+                let exited = exited()?;
+                return Some(self.exited_on_slurm(&exited, early, sink));
+            }
         }
-        let id = self.slurm_id()?;
+        let ours = slurm::job_name(&self.rec.job_id);
         match self.word(&id, asked).await {
-            Word::Known(entry) if entry.name != self.rec.slurm.as_ref()?.name => {
+            Word::Known(entry) if entry.name != ours => {
                 // Not ours: an id reused by the cluster, or a forged record.
-                // Ours is found by its name.
-                tracing::warn!(job = %self.rec.job_id, "Slurm job {id} is named {:?}, not ours; it is left alone", entry.name);
-                self.follow_by_name(&id).await;
-                asked.unknown_since.get_or_insert_with(Instant::now);
+                // Ours is found by its name (at most once a poll interval).
+                if asked
+                    .by_name
+                    .is_none_or(|at| at.elapsed() >= self.config.slurm_poll_interval)
+                {
+                    tracing::warn!(job = %self.rec.job_id, "Slurm job {id} is named {:?}, not ours; it is left alone", entry.name);
+                    asked.by_name = Some(Instant::now());
+                    self.follow_by_name(&id).await;
+                }
+                let since = *asked.unknown_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= UNKNOWN_FOR {
+                    return Some(self.lost(&id, early));
+                }
             }
             Word::Known(entry) => {
                 asked.unknown_since = None;
@@ -359,6 +395,10 @@ impl Monitor<'_> {
                 }
                 if !entry.state.is_active() {
                     let since = *asked.ended_since.get_or_insert_with(Instant::now);
+                    if let Some(exited) = exited() {
+                        self.copy_output(sink);
+                        return Some(self.exited_on_slurm(&exited, early, sink));
+                    }
                     if since.elapsed() >= RECORD_LAG {
                         self.copy_output(sink);
                         return Some(self.ended_in_slurm(&id, &entry, early).await);
@@ -373,9 +413,19 @@ impl Monitor<'_> {
                         return None;
                     }
                     self.copy_output(sink);
-                    let ours = self.rec.slurm.as_ref().map(|s| s.name.clone());
+                    if let Some(exited) = exited() {
+                        return Some(self.exited_on_slurm(&exited, early, sink));
+                    }
                     return Some(match slurm::show(&id).await {
-                        Ok(Some(entry)) if Some(&entry.name) == ours.as_ref() => {
+                        Ok(Some(entry)) if entry.name == ours && entry.state.is_active() => {
+                            // Slurm's poll missed it; the controller knows it.
+                            asked.unknown_since = None;
+                            if let Some(s) = self.rec.slurm.as_mut() {
+                                s.saw(&entry);
+                            }
+                            return None;
+                        }
+                        Ok(Some(entry)) if entry.name == ours => {
                             self.ended_in_slurm(&id, &entry, early).await
                         }
                         _ => self.lost(&id, early),
@@ -387,13 +437,77 @@ impl Monitor<'_> {
         None
     }
 
+    /// A record without Slurm's id (its monitor died while `sbatch` ran):
+    /// look for the job by its name, once a poll interval. If Slurm has
+    /// none for [`UNKNOWN_FOR`], the job ends `interrupted`, and is not
+    /// retried on its own: nothing proves that `sbatch` did not submit it
+    /// after all, and the operator decides.
+    async fn look_for_submission(
+        &mut self,
+        asked: &mut AskedAt,
+    ) -> Option<(JobState, Option<String>)> {
+        if asked
+            .by_name
+            .is_some_and(|at| at.elapsed() < self.config.slurm_poll_interval)
+        {
+            return None;
+        }
+        asked.by_name = Some(Instant::now());
+        match slurm::find(&self.rec.job_id).await {
+            Ok(Some(found)) => {
+                self.submitted(found);
+                None
+            }
+            Ok(None) => {
+                let since = *asked.unknown_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < UNKNOWN_FOR {
+                    return None;
+                }
+                self.keep_archived = true;
+                self.rec.failure_stage = Some(Stage::Run.as_str().into());
+                let name = slurm::job_name(&self.rec.job_id);
+                let ran = self
+                    .rec
+                    .slurm
+                    .as_ref()
+                    .is_some_and(|s| s.started_at.is_some());
+                let why = if ran {
+                    format!(
+                        "its command started in Slurm, and Slurm no longer knows a job named {name}; not retried on its own"
+                    )
+                } else {
+                    format!(
+                        "its monitor stopped while submitting it to Slurm, and Slurm has no job named {name}; not retried on its own, in case it was submitted after all (retry it once `squeue -n {name}` shows nothing)"
+                    )
+                };
+                Some((JobState::Interrupted, Some(why)))
+            }
+            Err(e) => {
+                if !asked.said_silent {
+                    tracing::warn!(job = %self.rec.job_id, "looking for its Slurm job: {e}; asking again");
+                    asked.said_silent = true;
+                }
+                None
+            }
+        }
+    }
+
     /// Slurm's job of this job's name, when it is not `id` (the id the
     /// record gave): followed from now on. True if there is one.
     async fn follow_by_name(&mut self, id: &str) -> bool {
         match slurm::find(&self.rec.job_id).await {
             Ok(Some(found)) if found != id => {
                 tracing::warn!(job = %self.rec.job_id, "its record named Slurm job {id}; its Slurm job is {found}, followed from now on");
-                self.submitted(found);
+                self.events.append(
+                    Op::Adopted,
+                    json!({"slurm_job_id": found, "recorded_slurm_job_id": id}),
+                );
+                if let Some(s) = self.rec.slurm.as_mut() {
+                    s.job_id = Some(found);
+                }
+                if let Err(e) = self.rec.save(&self.layout) {
+                    tracing::warn!(job = %self.rec.job_id, "{e}; the next heartbeat writes it");
+                }
                 true
             }
             _ => false,
@@ -470,6 +584,15 @@ impl Monitor<'_> {
             return;
         };
         let mut at = s.output_bytes;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(at);
+        if len < at {
+            // The job cut its output file: from its start again, said.
+            output::lock(sink).note(&format!(
+                "{} was cut from {at} to {len} bytes; copied again from its start",
+                path.display()
+            ));
+            at = 0;
+        }
         let tail = self.tail_cap();
         loop {
             if file.seek(SeekFrom::Start(at)).is_err() {
@@ -535,5 +658,9 @@ struct AskedAt {
     own: Option<Instant>,
     unknown_since: Option<Instant>,
     ended_since: Option<Instant>,
+    /// When Slurm was last asked for the job by its name.
+    by_name: Option<Instant>,
+    /// The batch script's exit record was seen (Slurm then asked once).
+    record_seen: bool,
     said_silent: bool,
 }

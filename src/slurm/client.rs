@@ -63,6 +63,18 @@ async fn client(
     if let Some(env) = env {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
+    // A client dies with the process that runs it: an `sbatch` must not
+    // submit on behalf of a monitor that is gone (the next one would not
+    // know of it).
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -160,7 +172,7 @@ pub fn sbatch_args(s: &Submission<'_>, o: &SlurmOptions) -> Vec<String> {
 pub async fn submit(s: &Submission<'_>, o: &SlurmOptions) -> Result<String, ClientError> {
     let out = client("sbatch", &sbatch_args(s, o), Some(s.env)).await?;
     let id = out.trim().split(';').next().unwrap_or("").trim().to_owned();
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+    if !is_slurm_id(&id) {
         return Err(ClientError::Failed {
             program: "sbatch".into(),
             said: format!("printed no job id: {:?}", out.trim()),
@@ -176,6 +188,7 @@ pub async fn find(job: &JobId) -> Result<Option<String>, ClientError> {
         "-h".to_owned(),
         "-t".into(),
         "all".into(),
+        format!("--user={}", nix::unistd::getuid()),
         "-n".into(),
         job_name(job),
         "-o".into(),
@@ -193,6 +206,9 @@ pub async fn find(job: &JobId) -> Result<Option<String>, ClientError> {
 /// (an ended job is known for `MinJobAge`). An id Slurm does not know is
 /// left out.
 pub async fn poll(ids: &[String]) -> Result<BTreeMap<String, QueueEntry>, ClientError> {
+    // Only what can be a Slurm id is asked about: one that cannot (a
+    // record a job wrote) would make squeue refuse the whole question.
+    let ids: Vec<String> = ids.iter().filter(|i| is_slurm_id(i)).cloned().collect();
     if ids.is_empty() {
         return Ok(BTreeMap::new());
     }
@@ -207,12 +223,20 @@ pub async fn poll(ids: &[String]) -> Result<BTreeMap<String, QueueEntry>, Client
     ];
     match client("squeue", &args, None).await {
         Ok(out) => Ok(parse_squeue(&out)),
-        // Every id unknown: squeue says so and fails.
-        Err(ClientError::Failed { said, .. }) if said.contains("Invalid job id") => {
+        // A lone unknown id: squeue says so and fails (with several, it
+        // lists those it knows).
+        Err(ClientError::Failed { said, .. })
+            if ids.len() == 1 && said.contains("Invalid job id specified") =>
+        {
             Ok(BTreeMap::new())
         }
         Err(e) => Err(e),
     }
+}
+
+/// Can `id` be a Slurm job id (`123`, or an array task's `123_4`)?
+pub fn is_slurm_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 32 && id.bytes().all(|b| b.is_ascii_digit() || b == b'_')
 }
 
 /// `squeue -o '%i|%T|%j|%N|%r'` lines.
@@ -249,6 +273,9 @@ pub fn parse_squeue(out: &str) -> BTreeMap<String, QueueEntry> {
 /// `scontrol show job -o <id>`: what the controller says of one job, with
 /// its exit code; `None` when it no longer knows it.
 pub async fn show(id: &str) -> Result<Option<QueueEntry>, ClientError> {
+    if !is_slurm_id(id) {
+        return Ok(None);
+    }
     let args = ["show".to_owned(), "job".into(), "-o".into(), id.to_owned()];
     match client("scontrol", &args, None).await {
         Ok(out) => Ok(parse_scontrol(&out)),
@@ -292,6 +319,7 @@ fn cancel_args(job: &JobId, signal: Option<&str>) -> Vec<String> {
         args.push(format!("--signal={sig}"));
         args.push("--full".to_owned());
     }
+    args.push(format!("--user={}", nix::unistd::getuid()));
     args.push(format!("--name={}", job_name(job)));
     args
 }

@@ -189,7 +189,7 @@ fn abort_of_a_running_slurm_job_sends_it_sigterm_and_of_a_pending_one_cancels_it
     assert_eq!(row["outcome"], "aborted", "{row:#}");
 
     // Held in Slurm: never started, cancelled there.
-    let (sb, _d) = on_slurm(&cluster, HELD, "sbatch_args = [\"--hold\"]\n");
+    let (sb, _d) = on_slurm(&cluster, HELD, "sbatch_args = [\"--begin=now+3600\"]\n");
     sb.drop_prompt("p", "held", "x\n");
     let job = sb.wait_job_where("held pending in Slurm", "p", "held", &[], secs(30), |j| {
         j.record["slurm"]["state"] == "PENDING"
@@ -350,38 +350,18 @@ fn sbatch_missing_a_refused_submission_and_an_unreachable_cluster_are_setup_fail
     };
     let sb = Sandbox::new();
     let job = sb.script("job", "cat >/dev/null; echo ran >> \"$OUT/ran\"");
-    let down = sb.base.join("down.conf");
-    let conf = std::fs::read_to_string(cluster.conf_path()).expect("conf");
-    let port = conf
-        .lines()
-        .find_map(|l| l.strip_prefix("SlurmctldPort="))
-        .expect("port");
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
-    std::fs::write(
-        &down,
-        conf.replace(
-            &format!("SlurmctldPort={port}"),
-            &format!("SlurmctldPort={free}"),
-        ),
-    )
-    .expect("down.conf");
     sb.configure(
         &ConfigToml::new(&["/bin/sh", &job])
             .global("slurm_poll_interval", "\"300ms\"")
             .profile("executor", "\"slurm\"")
-            .extra(&format!(
-                "[profiles.nosbatch]\nenv = {{ PATH = \"/nonexistent\" }}\n\
-                 [profiles.refused.slurm]\npartition = \"nosuchpartition\"\n\
-                 [profiles.down]\nenv = {{ SLURM_CONF = \"{}\" }}\n",
-                down.display()
-            )),
+            .extra(
+                "[profiles.nosbatch]\nenv = { PATH = \"/nonexistent\" }\n\
+                 [profiles.refused.slurm]\npartition = \"nosuchpartition\"\n",
+            ),
     );
     let conf = cluster.conf_path().to_string_lossy().into_owned();
-    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
-    for name in ["nosbatch", "refused", "down"] {
+    let d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    for name in ["nosbatch", "refused"] {
         sb.drop_prompt("p", name, format!("---\nprofile: {name}\n---\nx\n"));
     }
     let said = |name: &str| {
@@ -396,6 +376,29 @@ fn sbatch_missing_a_refused_submission_and_an_unreachable_cluster_are_setup_fail
     );
     let why = said("refused");
     assert!(why.contains("Invalid partition"), "{why}");
+    // A daemon whose cluster's controller does not answer.
+    drop(d);
+    let down = sb.base.join("down.conf");
+    let text = std::fs::read_to_string(cluster.conf_path()).expect("conf");
+    let port = text
+        .lines()
+        .find_map(|l| l.strip_prefix("SlurmctldPort="))
+        .expect("port");
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("port")
+        .port();
+    std::fs::write(
+        &down,
+        text.replace(
+            &format!("SlurmctldPort={port}"),
+            &format!("SlurmctldPort={free}"),
+        ),
+    )
+    .expect("down.conf");
+    let down = down.to_string_lossy().into_owned();
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &down)]);
+    sb.drop_prompt("p", "down", "x\n");
     let why = said("down");
     assert!(why.contains("Unable to contact slurm controller"), "{why}");
     assert!(!sb.out().join("ran").exists(), "nothing ran");
@@ -489,4 +492,52 @@ fn a_forged_slurm_id_in_a_record_never_touches_another_slurm_job() {
         theirs.contains("JobState=RUNNING"),
         "the other job runs on: {theirs}"
     );
+}
+
+#[test]
+fn a_monitor_killed_while_sbatch_runs_never_lets_the_command_run_twice() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let job = sb.script("job", HELD);
+    // An sbatch that takes its time, as one talking to a busy controller.
+    let slow = sb.base.join("slowbin");
+    std::fs::create_dir_all(&slow).expect("slowbin");
+    install_program(
+        &slow.join("sbatch"),
+        "#!/bin/sh\nsleep 4\nexec sbatch \"$@\"\n",
+    );
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", slow.display());
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &job])
+            .global("slurm_poll_interval", "\"300ms\"")
+            .profile("executor", "\"slurm\"")
+            .env("PATH", &path),
+    );
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    sb.drop_prompt("p", "s", "x\n");
+    let job = sb.wait_job_where("its submission under way", "p", "s", &[], secs(20), |j| {
+        j.state() == "running"
+            && j.record["slurm"]["job_id"].is_null()
+            && !j.record["slurm"].is_null()
+    });
+    kill9(monitor_of(&job));
+    let ended = sb.wait_job_where("the job to end", "p", "s", &[], secs(60), |j| {
+        j.is_terminal()
+    });
+    assert_eq!(ended.state(), "interrupted", "{:#}", ended.record);
+    assert!(
+        ended
+            .str_field("state_reason")
+            .is_some_and(|r| r.contains("not retried on its own")),
+        "{:#}",
+        ended.record
+    );
+    // The sbatch died with its monitor: nothing reached Slurm, nothing
+    // runs, and no other attempt was made.
+    assert_never("the command to run", secs(6), || runs(&sb, "s") > 0);
+    assert_eq!(sb.jobs_for("p", "s").len(), 1, "one job");
+    assert!(cluster.queue().trim().is_empty(), "{}", cluster.queue());
 }

@@ -20,27 +20,29 @@ const SETTLE_FOR: Duration = Duration::from_secs(2);
 
 impl Monitor<'_> {
     /// Once the command's end is recorded: Slurm's own word on the job's
-    /// end, for the record (asked a few times while the batch script
-    /// exits, at most [`SETTLE_FOR`]).
-    pub(super) async fn settled_in_slurm(&mut self) {
-        let Some(id) = self.slurm_id() else {
-            return;
-        };
+    /// end (asked a few times while the batch script exits, at most
+    /// [`SETTLE_FOR`]). `Some(true)`: Slurm says it ended; `Some(false)`:
+    /// Slurm says it still runs (the record was the job's own, not the
+    /// script's); `None`: Slurm did not say.
+    pub(super) async fn settled_in_slurm(&mut self) -> Option<bool> {
+        let id = self.slurm_id()?;
+        let ours = slurm::job_name(&self.rec.job_id);
         let until = Instant::now() + SETTLE_FOR;
+        let mut said = None;
         loop {
-            if let Ok(Some(entry)) = slurm::show(&id).await {
-                let name = self.rec.slurm.as_ref().map(|s| s.name.clone());
-                if Some(&entry.name) == name.as_ref() {
-                    if let Some(s) = self.rec.slurm.as_mut() {
-                        s.saw(&entry);
-                    }
-                    if !entry.state.is_active() {
-                        return;
-                    }
+            if let Ok(Some(entry)) = slurm::show(&id).await
+                && entry.name == ours
+            {
+                if let Some(s) = self.rec.slurm.as_mut() {
+                    s.saw(&entry);
+                }
+                said = Some(!entry.state.is_active());
+                if said == Some(true) {
+                    return said;
                 }
             }
             if Instant::now() >= until {
-                return;
+                return said;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -65,16 +67,23 @@ impl Monitor<'_> {
         // Slurm's word wins where Slurm ended the command itself (a node
         // that failed, its time limit, a cancel by someone else): the
         // record then only says how the killed command exited.
-        let slurm_ended = self.rec.slurm.as_ref().and_then(|s| {
-            let entry = QueueEntry {
-                state: s.state.clone()?,
-                name: s.name.clone(),
-                node: s.node.clone(),
-                reason: s.reason.clone(),
-                exit_code: None,
-            };
-            ended_by_slurm(s.job_id.as_deref().unwrap_or("?"), &entry)
-        });
+        let slurm_ended = self
+            .rec
+            .slurm
+            .as_ref()
+            .and_then(|s| {
+                let entry = QueueEntry {
+                    state: s.state.clone()?,
+                    name: s.name.clone(),
+                    node: s.node.clone(),
+                    reason: s.reason.clone(),
+                    exit_code: None,
+                };
+                ended_by_slurm(s.job_id.as_deref().unwrap_or("?"), &entry)
+            })
+            // A command that exited 0 had finished before the machine failed
+            // under it: its run stands.
+            .filter(|(state, _)| !(*state == JobState::Interrupted && code == 0));
         match early {
             Some(EarlyEnd::Abort(why)) => (JobState::Aborted, Some(why.clone())),
             Some(EarlyEnd::Timeout(after)) => self.timed_out(*after),
@@ -105,7 +114,7 @@ impl Monitor<'_> {
         let entry = match &entry.exit_code {
             Some(_) => entry.clone(),
             None => match slurm::show(id).await {
-                Ok(Some(shown)) if shown.name == entry.name => shown,
+                Ok(Some(shown)) if shown.name == slurm::job_name(&self.rec.job_id) => shown,
                 _ => entry.clone(),
             },
         };

@@ -266,8 +266,28 @@ fn log_file(dir: &Path, name: &str) -> Stdio {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // The node first, so that it kills what it runs (its jobs' steps),
-        // then the controller.
+        // Every job of this cluster cancelled and gone first, so that no
+        // step daemon outlives it (when its controller still answers).
+        if self.ctld.is_some() {
+            let _ = self.run(
+                "scancel",
+                &[
+                    "--full",
+                    "--signal=KILL",
+                    &format!("--user={}", nix::unistd::getuid()),
+                ],
+            );
+            let _ = self.run("scancel", &[&format!("--user={}", nix::unistd::getuid())]);
+            super::poll_until(secs(10), super::POLL, || {
+                let left = self.run(
+                    "squeue",
+                    &["-h", "-t", "pending,running,completing,suspended"],
+                );
+                left.trim().is_empty().then_some(())
+            });
+        }
+        // Then the node, so that it kills what it still runs, then the
+        // controller.
         for child in [self.slurmd.take(), self.ctld.take()].into_iter().flatten() {
             let mut child = child;
             let pid = nix::unistd::Pid::from_raw(child.id() as i32);
