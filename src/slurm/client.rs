@@ -361,7 +361,7 @@ mod tests {
         let s = Submission {
             job: &id,
             dir: Path::new("/shared/jw/x"),
-            cwd: Path::new("/work"),
+            cwd: Path::new("/srv/app"),
             argv: &argv,
             env: &env,
             time_limit: Duration::from_secs(61),
