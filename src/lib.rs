@@ -86,7 +86,9 @@
 //!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
 //!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
-//!   `stages.rs` (prepare, main command, publish: order and verdicts), `slurm.rs` (the
+//!   `stages.rs` (prepare, main command, publish: order and verdicts), `supervise.rs` (one
+//!   command's supervision: its exit, heartbeats, ABORT and the timeout, the kill, the
+//!   drain), `slurm.rs` (the
 //!   main command as a Slurm batch job: submitted, followed, stopped, taken over by a new
 //!   monitor) and `slurm/ending.rs` (its end: the batch script's record, else Slurm's word),
 //!   outcome.

@@ -21,10 +21,11 @@ use nix::unistd::{Pid, getpgid};
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::Monitor;
 use super::output::{self, SharedSink};
 use super::spawn::{Confinement, Stage};
 use super::stages::StageEnd;
-use super::{Monitor, reap_orphans};
+use super::supervise::reap_orphans;
 use crate::cgroup::{CgroupLimits, JobCgroup};
 use crate::config::format_size;
 use crate::events::Op;
