@@ -22,13 +22,15 @@ pub mod notify;
 mod published_watch;
 mod schedule;
 mod slurm_watch;
+mod start;
 mod startup_check;
 pub mod state_file;
+mod tick;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -38,13 +40,13 @@ use tokio_util::time::DelayQueue;
 
 use crate::clock::Timestamp;
 use crate::config::{Config, ShutdownPolicy};
-use crate::error::{DaemonError, IoContext};
+use crate::error::DaemonError;
 use crate::inbox::{Found, InboxWatcher, Signal};
 use crate::job::JobId;
 use crate::layout::{Layout, PromptName};
-use crate::ledger::{Ledger, backfill};
-use crate::recover::{self, Recovered};
-use crate::{abort, fsio, storage};
+use crate::ledger::Ledger;
+use crate::recover;
+use crate::{abort, storage};
 
 use state_file::{DaemonFile, Phase};
 
@@ -58,12 +60,12 @@ pub async fn run(
     notifier: notify::Notifier,
     reloads: control::Reloads,
 ) -> Result<(), DaemonError> {
-    prepare_root(&layout)?;
+    start::prepare_root(&layout)?;
     monitors::raise_fd_limit();
     let _lock = lock::acquire(&layout)?;
     // Before any monitor is started: they inherit the daemon's cgroup.
     let leaf = crate::cgroup::take_supervisor_leaf();
-    check_same_filesystem(&layout)?;
+    start::check_same_filesystem(&layout)?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.monitors.cgroup_controllers = !matches!(leaf, crate::cgroup::Leaf::Moved(_));
@@ -128,47 +130,6 @@ pub async fn run(
         "daemon stopped; running jobs continue under their monitors"
     );
     result
-}
-
-fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
-    let created = fsio::create_root(layout.root()).and_then(|()| {
-        layout
-            .skeleton()
-            .iter()
-            .try_for_each(|dir| fsio::create_dirs(layout.root(), dir))
-    });
-    // Refuse clearly rather than with the first write's errno. A full root
-    // still lets the daemon start (the inbox is kept, claims wait).
-    match storage::probe(layout.root()) {
-        Ok(p) if p.condition == storage::Condition::ReadOnly => Err(DaemonError::Unwritable {
-            root: layout.root().to_path_buf(),
-            full: false,
-        }),
-        _ => match created {
-            Err(e) if storage::fault_of(&e.source) == Some(storage::Condition::Full) => {
-                Err(DaemonError::Unwritable {
-                    root: layout.root().to_path_buf(),
-                    full: true,
-                })
-            }
-            other => Ok(other?),
-        },
-    }
-}
-
-/// Claims rename from `inbox/` and archives rename into `archive/`; both
-/// must be atomic, so all three must share one filesystem.
-fn check_same_filesystem(layout: &Layout) -> Result<(), DaemonError> {
-    use std::os::unix::fs::MetadataExt;
-    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ctx("inspecting", p);
-    let inbox = layout.inbox();
-    let inbox_dev = dev(&inbox)?;
-    for other in [layout.runs(), layout.archive()] {
-        if dev(&other)? != inbox_dev {
-            return Err(DaemonError::CrossFilesystem { inbox, runs: other });
-        }
-    }
-    Ok(())
 }
 
 /// A job holding a slot.
@@ -437,106 +398,6 @@ impl Daemon {
 
     // -- periodic ------------------------------------------------------------
 
-    /// Say, and keep in the ledger, a step of the wall clock: times in
-    /// records around it do not add up, and cooldowns and timeouts by the
-    /// wall clock moved with it.
-    fn watch_clock(&mut self) {
-        let Some(step) = self.clock.look() else {
-            return;
-        };
-        let how = if step > 0 { "ahead" } else { "back" };
-        // To the second: the tick's own jitter is in the milliseconds.
-        let secs = step.unsigned_abs().saturating_add(500) / 1000;
-        let by = humantime::format_duration(std::time::Duration::from_secs(secs));
-        tracing::warn!(step_ms = step, "the wall clock stepped {how} by {by}");
-        if let Some(ledger) = self.ledger.as_ref()
-            && let Err(e) = ledger.record_clock_step(Timestamp::now().epoch_ms(), step, &self.host)
-        {
-            tracing::warn!("keeping the clock step in the ledger: {e}");
-        }
-    }
-
-    /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
-    /// jobs, and the liveness of adopted monitors.
-    fn on_tick(&mut self) {
-        crate::fault::point("daemon-tick");
-        self.watch_clock();
-        self.poll_quick_check();
-        self.monitors.retire_long_idle();
-        self.retry_startup_found();
-        if !self.ledger_condition.ok {
-            // A repair replaces the file: notice it without waiting for a claim.
-            self.refresh_ledger();
-        }
-        let change = self.storage.probe(self.layout.root());
-        self.storage_changed(change);
-        if !self.unsettled.is_empty() && self.storage.is_ok() {
-            self.settle_unsettled();
-        }
-        let aborted: Vec<JobId> = self
-            .sched
-            .queue
-            .ids()
-            .filter(|id| abort::requested(&self.layout, id))
-            .cloned()
-            .collect();
-        for id in aborted {
-            self.abort_if_queued(&id);
-        }
-        let gone: Vec<JobId> = self
-            .running
-            .iter()
-            .filter(|(_, slot)| matches!(slot, Slot::Adopted(p) if !p.is_alive()))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in gone {
-            self.on_job_gone(&id, "adopted monitor no longer running");
-        }
-        if self.check_inbox() == Some(true) {
-            self.rescan();
-        }
-        self.refresh_pauses();
-        self.dispatch();
-        self.write_state(if self.stopping {
-            Phase::Stopping
-        } else {
-            Phase::Running
-        });
-        let status = self.status_line();
-        self.notifier.status(&status);
-    }
-
-    /// The service manager's one-line status: what runs, waits and cools.
-    fn status_line(&self) -> String {
-        let mut line = format!(
-            "{} running, {} queued, {} deferred",
-            self.running.len(),
-            self.sched.queue.len(),
-            self.deferred.len()
-        );
-        line.push_str(&self.pauses_line());
-        if !self.storage.is_ok() {
-            line.push_str(&format!(
-                "; storage {}, claims paused",
-                self.storage.condition
-            ));
-        }
-        if let Some(note) = self.control.status_note() {
-            line.push_str("; ");
-            line.push_str(note);
-        }
-        match self.watch_state() {
-            (inbox_watch::WatchState::Inotify, _) => {}
-            (inbox_watch::WatchState::Rescan, _) => {
-                line.push_str("; inotify unavailable, rescanning")
-            }
-            (inbox_watch::WatchState::Refused, _) => {
-                line.push_str("; inbox refused, nothing claimed")
-            }
-        }
-        line
-    }
-
     /// The shutdown policy: `detach` leaves running jobs to their monitors;
     /// `drain` waits for them; `abort` writes their ABORT markers (reason
     /// `shutdown`) and waits. Both waits end at `drain_timeout`, after which
@@ -566,82 +427,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// The reconcile of published work, while the ledger is sound (a
-    /// damaged one is said once, by the ledger's own check).
-    fn reconcile_published(&mut self) {
-        if self.ledger.is_some() {
-            self.published
-                .start(&self.layout, &self.config, &self.hooks);
-        }
-    }
-
-    /// Retention, off the loop's thread and on its own ledger connection
-    /// (WAL lets it write beside us); never two at once.
-    fn collect_garbage(&mut self) {
-        if self.gc_running.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let (layout, config, running) = (
-            self.layout.clone(),
-            self.config.clone(),
-            self.gc_running.clone(),
-        );
-        // A panic here stops the daemon like any other (see the panic hook
-        // in `commands::daemon`).
-        tokio::task::spawn_blocking(move || {
-            match Ledger::open(&layout.ledger()) {
-                // `collect` logs its own summary.
-                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
-                Err(e) => tracing::warn!("retention skipped: {e}"),
-            }
-            running.store(false, Ordering::Release);
-        });
-    }
-
-    /// The start-up reconciliation: through the job index when the ledger
-    /// answers (only what may be live is read), else of all of `runs/`. An
-    /// index that holds no job while `runs/` holds some was lost (a fresh
-    /// ledger, an emptied table): the index and the ledger rows come back
-    /// from the records first, so that the first claims read the history
-    /// they decide by.
-    fn reconcile_at_start(&mut self, ledger: Option<&mut Ledger>) -> Recovered {
-        let (layout, config, host) = (&self.layout, &self.config, &self.host);
-        let Some(ledger) = ledger else {
-            return recover::reconcile(layout, config, host, None);
-        };
-        if ledger.any_job_indexed().is_ok_and(|any| !any) && has_run_folders(layout) {
-            tracing::warn!(
-                "the job index is empty, but run folders exist: the index and the ledger rows are rebuilt from their records before anything is claimed"
-            );
-            backfill::run(layout, ledger);
-            return recover::reconcile(layout, config, host, Some(ledger));
-        }
-        match recover::reconcile_live(layout, config, host, &mut *ledger) {
-            Ok(recovered) => recovered,
-            Err(e) => {
-                tracing::warn!("{e}; reconciling every run folder instead of the job index");
-                recover::reconcile(layout, config, host, Some(ledger))
-            }
-        }
-    }
-
-    fn take_recovered(&mut self, recovered: Recovered) {
-        for (id, monitor) in recovered.adopted {
-            tracing::info!(job = %id, pid = monitor.pid, "re-adopted a running job");
-            self.hold_adopted(&id);
-            self.running.insert(id, Slot::Adopted(monitor));
-        }
-        for id in recovered.reattach {
-            self.reattach(&id);
-        }
-        for clearing in recovered.clearing {
-            self.wait_for_group(clearing);
-        }
-        for (id, priority) in recovered.queued {
-            self.enqueue_recovered(&id, priority);
-        }
     }
 
     /// Deferred prompts, soonest cooldown end first (at most `LISTED`).
@@ -691,13 +476,6 @@ impl Daemon {
             self.storage_failed(condition, "daemon.json could not be written".into());
         }
     }
-}
-
-/// Does `runs/` hold at least one job folder?
-fn has_run_folders(layout: &Layout) -> bool {
-    layout
-        .each_job_id()
-        .is_ok_and(|mut ids| ids.next().is_some())
 }
 
 /// Device and inode of a file, if it exists.

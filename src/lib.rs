@@ -54,7 +54,9 @@
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
-//!   `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
+//!   `daemon/start.rs` (the root made and checked, what is on disk reconciled before the
+//!   first claim), `daemon/tick.rs` (the heartbeat tick, the clock watched, retention and
+//!   the reconcile started on their timers), `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
 //!   `daemon/claims.rs` (what the watcher and rescans report, settling, cooldowns that
 //!   defer a claim, retry requests, a claim's result),

@@ -1,0 +1,147 @@
+//! What the daemon does on its timers: the heartbeat tick (`daemon.json`,
+//! pauses, storage, unsettled ends, the status line), the clock watched
+//! for steps, retention and the reconcile of published work started on
+//! their own tasks.
+
+use std::sync::atomic::Ordering;
+
+use super::state_file::Phase;
+use super::{Daemon, Slot, inbox_watch};
+use crate::abort;
+use crate::clock::Timestamp;
+use crate::job::JobId;
+use crate::ledger::Ledger;
+
+impl Daemon {
+    /// Say, and keep in the ledger, a step of the wall clock: times in
+    /// records around it do not add up, and cooldowns and timeouts by the
+    /// wall clock moved with it.
+    pub(super) fn watch_clock(&mut self) {
+        let Some(step) = self.clock.look() else {
+            return;
+        };
+        let how = if step > 0 { "ahead" } else { "back" };
+        // To the second: the tick's own jitter is in the milliseconds.
+        let secs = step.unsigned_abs().saturating_add(500) / 1000;
+        let by = humantime::format_duration(std::time::Duration::from_secs(secs));
+        tracing::warn!(step_ms = step, "the wall clock stepped {how} by {by}");
+        if let Some(ledger) = self.ledger.as_ref()
+            && let Err(e) = ledger.record_clock_step(Timestamp::now().epoch_ms(), step, &self.host)
+        {
+            tracing::warn!("keeping the clock step in the ledger: {e}");
+        }
+    }
+
+    /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
+    /// jobs, and the liveness of adopted monitors.
+    pub(super) fn on_tick(&mut self) {
+        crate::fault::point("daemon-tick");
+        self.watch_clock();
+        self.poll_quick_check();
+        self.monitors.retire_long_idle();
+        self.retry_startup_found();
+        if !self.ledger_condition.ok {
+            // A repair replaces the file: notice it without waiting for a claim.
+            self.refresh_ledger();
+        }
+        let change = self.storage.probe(self.layout.root());
+        self.storage_changed(change);
+        if !self.unsettled.is_empty() && self.storage.is_ok() {
+            self.settle_unsettled();
+        }
+        let aborted: Vec<JobId> = self
+            .sched
+            .queue
+            .ids()
+            .filter(|id| abort::requested(&self.layout, id))
+            .cloned()
+            .collect();
+        for id in aborted {
+            self.abort_if_queued(&id);
+        }
+        let gone: Vec<JobId> = self
+            .running
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Adopted(p) if !p.is_alive()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            self.on_job_gone(&id, "adopted monitor no longer running");
+        }
+        if self.check_inbox() == Some(true) {
+            self.rescan();
+        }
+        self.refresh_pauses();
+        self.dispatch();
+        self.write_state(if self.stopping {
+            Phase::Stopping
+        } else {
+            Phase::Running
+        });
+        let status = self.status_line();
+        self.notifier.status(&status);
+    }
+
+    /// The service manager's one-line status: what runs, waits and cools.
+    pub(super) fn status_line(&self) -> String {
+        let mut line = format!(
+            "{} running, {} queued, {} deferred",
+            self.running.len(),
+            self.sched.queue.len(),
+            self.deferred.len()
+        );
+        line.push_str(&self.pauses_line());
+        if !self.storage.is_ok() {
+            line.push_str(&format!(
+                "; storage {}, claims paused",
+                self.storage.condition
+            ));
+        }
+        if let Some(note) = self.control.status_note() {
+            line.push_str("; ");
+            line.push_str(note);
+        }
+        match self.watch_state() {
+            (inbox_watch::WatchState::Inotify, _) => {}
+            (inbox_watch::WatchState::Rescan, _) => {
+                line.push_str("; inotify unavailable, rescanning")
+            }
+            (inbox_watch::WatchState::Refused, _) => {
+                line.push_str("; inbox refused, nothing claimed")
+            }
+        }
+        line
+    }
+
+    /// The reconcile of published work, while the ledger is sound (a
+    /// damaged one is said once, by the ledger's own check).
+    pub(super) fn reconcile_published(&mut self) {
+        if self.ledger.is_some() {
+            self.published
+                .start(&self.layout, &self.config, &self.hooks);
+        }
+    }
+
+    /// Retention, off the loop's thread and on its own ledger connection
+    /// (WAL lets it write beside us); never two at once.
+    pub(super) fn collect_garbage(&mut self) {
+        if self.gc_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (layout, config, running) = (
+            self.layout.clone(),
+            self.config.clone(),
+            self.gc_running.clone(),
+        );
+        // A panic here stops the daemon like any other (see the panic hook
+        // in `commands::daemon`).
+        tokio::task::spawn_blocking(move || {
+            match Ledger::open(&layout.ledger()) {
+                // `collect` logs its own summary.
+                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
+                Err(e) => tracing::warn!("retention skipped: {e}"),
+            }
+            running.store(false, Ordering::Release);
+        });
+    }
+}
