@@ -73,6 +73,36 @@ impl Layout {
         self.root.join("web.token")
     }
 
+    /// A Slurm job's batch folder (its script, its output, the script's
+    /// records): its own under a profile's shared `batch_dir`, else its run
+    /// folder. The first path is the folder its writes stay beneath.
+    pub fn slurm_batch_dir(&self, id: &JobId, shared: Option<&Path>) -> (PathBuf, PathBuf) {
+        match shared {
+            Some(dir) => (dir.to_path_buf(), dir.join(id.as_str())),
+            None => (self.root.clone(), self.run_dir(id)),
+        }
+    }
+
+    /// The batch script in a Slurm batch folder.
+    pub fn slurm_script(dir: &Path) -> PathBuf {
+        dir.join("slurm.sh")
+    }
+
+    /// The job's output in a Slurm batch folder.
+    pub fn slurm_output(dir: &Path) -> PathBuf {
+        dir.join("slurm.out")
+    }
+
+    /// What the batch script records as the command starts.
+    pub fn slurm_started(dir: &Path) -> PathBuf {
+        dir.join("slurm-started.json")
+    }
+
+    /// What the batch script records as the command ends.
+    pub fn slurm_exit(dir: &Path) -> PathBuf {
+        dir.join("slurm-exit.json")
+    }
+
     /// What the daemon's last poll of Slurm found (`slurm.json`).
     pub fn slurm_queue(&self) -> PathBuf {
         self.root.join("slurm.json")

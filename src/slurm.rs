@@ -20,7 +20,7 @@
 //!   on the id alone.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -226,26 +226,6 @@ impl QueueFile {
         }
         serde_json::from_slice(&bytes).ok()
     }
-}
-
-/// The output file of a job's batch folder.
-pub fn output_file(dir: &Path) -> PathBuf {
-    dir.join("slurm.out")
-}
-
-/// The batch script of a job's batch folder.
-pub fn script_file(dir: &Path) -> PathBuf {
-    dir.join("slurm.sh")
-}
-
-/// The record the batch script writes as the command starts.
-pub fn started_file(dir: &Path) -> PathBuf {
-    dir.join("slurm-started.json")
-}
-
-/// The record the batch script writes as the command ends.
-pub fn exit_file(dir: &Path) -> PathBuf {
-    dir.join("slurm-exit.json")
 }
 
 /// What the batch script recorded as the command started.

@@ -34,6 +34,7 @@ use crate::config::SlurmOptions;
 use crate::error::JobError;
 use crate::events::Op;
 use crate::job::JobState;
+use crate::layout::Layout;
 use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
 use crate::{abort, fsio, procfs};
 
@@ -61,20 +62,6 @@ enum Word {
     Silent,
 }
 
-/// Where a job's batch folder is: its own under the profile's
-/// `batch_dir`, else its run folder. The first path is the folder the
-/// writes are kept beneath.
-fn batch_dir(monitor: &Monitor<'_>, options: &SlurmOptions) -> (PathBuf, PathBuf) {
-    let id = &monitor.rec.job_id;
-    match &options.batch_dir {
-        Some(dir) => (dir.clone(), dir.join(id.as_str())),
-        None => (
-            monitor.layout.root().to_path_buf(),
-            monitor.layout.run_dir(id),
-        ),
-    }
-}
-
 impl Monitor<'_> {
     /// Submit the main command (`planned`, or planned now) to Slurm and
     /// follow it to its end: the job's state after it, and why.
@@ -90,7 +77,9 @@ impl Monitor<'_> {
             Some(plan) => plan,
             None => self.plan(Stage::Run)?,
         };
-        let (root, dir) = batch_dir(self, options);
+        let (root, dir) = self
+            .layout
+            .slurm_batch_dir(&self.rec.job_id, options.batch_dir.as_deref());
         let stdin = self
             .write_batch_folder(&root, &dir, &plan)
             .map_err(|why| self.start_failed(Stage::Run, NotStarted::Other(why)))?;
@@ -178,7 +167,7 @@ impl Monitor<'_> {
     ) -> Result<Option<PathBuf>, String> {
         let say = |e: crate::error::IoError| format!("preparing the Slurm batch folder: {e}");
         fsio::create_dirs(root, dir).map_err(say)?;
-        fsio::write_atomic(root, &slurm::script_file(dir), slurm::WRAPPER.as_bytes())
+        fsio::write_atomic(root, &Layout::slurm_script(dir), slurm::WRAPPER.as_bytes())
             .map_err(say)?;
         let Some(stdin) = plan.stdin() else {
             return Ok(None);
@@ -252,19 +241,19 @@ impl Monitor<'_> {
     /// the profile's `batch_dir`), else its run folder.
     fn trust_only_its_own_batch_dir(&mut self) {
         let id = self.rec.job_id.clone();
-        let run_dir = self.layout.run_dir(&id);
-        let own = self
+        let shared = self
             .profile
             .executor
             .slurm()
-            .and_then(|o| o.batch_dir.as_ref())
-            .map(|d| d.join(id.as_str()));
+            .and_then(|o| o.batch_dir.as_deref());
+        let (_, own) = self.layout.slurm_batch_dir(&id, shared);
+        let (_, run_dir) = self.layout.slurm_batch_dir(&id, None);
         let Some(s) = self.rec.slurm.as_mut() else {
             return;
         };
         s.name = slurm::job_name(&id);
         let recorded = PathBuf::from(&s.batch_dir);
-        if recorded != run_dir && Some(&recorded) != own.as_ref() {
+        if recorded != run_dir && recorded != own {
             tracing::warn!(job = %id, "its record names {} as its Slurm batch folder, which is not one of its own; its run folder is used", recorded.display());
             s.batch_dir = run_dir.display().to_string();
         }
@@ -353,7 +342,7 @@ impl Monitor<'_> {
         self.copy_output(sink);
         let dir = PathBuf::from(self.rec.slurm.as_ref()?.batch_dir.clone());
         self.note_started(&dir);
-        let exited = || slurm::read_record::<slurm::Exited>(&slurm::exit_file(&dir));
+        let exited = || slurm::read_record::<slurm::Exited>(&Layout::slurm_exit(&dir));
         let Some(id) = self.slurm_id() else {
             if let Some(exited) = exited() {
                 return Some(self.exited_on_slurm(&exited, early, sink));
@@ -557,7 +546,8 @@ impl Monitor<'_> {
         {
             return;
         }
-        let Some(started) = slurm::read_record::<slurm::Started>(&slurm::started_file(dir)) else {
+        let Some(started) = slurm::read_record::<slurm::Started>(&Layout::slurm_started(dir))
+        else {
             return;
         };
         if let Some(s) = self.rec.slurm.as_mut() {
@@ -579,7 +569,7 @@ impl Monitor<'_> {
             return;
         };
         let dir = PathBuf::from(&s.batch_dir);
-        let path = slurm::output_file(&dir);
+        let path = Layout::slurm_output(&dir);
         let Ok(mut file) = fsio::open_file(&dir, &path) else {
             return;
         };

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use super::{QueueEntry, SlurmState, job_name, output_file, script_file};
+use super::{QueueEntry, SlurmState, job_name};
 use crate::config::SlurmOptions;
 use crate::job::JobId;
+use crate::layout::Layout;
 
 /// How long a Slurm client may take before it is given up on (a
 /// controller that does not answer makes them retry for a while).
@@ -142,7 +143,7 @@ pub fn sbatch_args(s: &Submission<'_>, o: &SlurmOptions) -> Vec<String> {
         format!("--job-name={}", job_name(s.job)),
         format!("--comment=jobwarden:{}", s.job),
         format!("--chdir={}", s.cwd.display()),
-        format!("--output={}", output_file(s.dir).display()),
+        format!("--output={}", Layout::slurm_output(s.dir).display()),
         "--open-mode=append".to_owned(),
         // Another attempt is jobwarden's to decide (its retry policy), never
         // Slurm's: a job requeued by Slurm would run twice.
@@ -162,7 +163,7 @@ pub fn sbatch_args(s: &Submission<'_>, o: &SlurmOptions) -> Vec<String> {
         args.push(format!("--mem={m}"));
     }
     args.extend(o.sbatch_args.iter().cloned());
-    args.push(script_file(s.dir).display().to_string());
+    args.push(Layout::slurm_script(s.dir).display().to_string());
     args.extend(s.argv.iter().cloned());
     args
 }

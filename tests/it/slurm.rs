@@ -21,9 +21,14 @@ fn on_slurm(cluster: &Cluster, body: &str, extra: &str) -> (Sandbox, Daemon) {
                 "[profiles.default.slurm]\npartition = \"debug\"\n{extra}"
             )),
     );
-    let conf = cluster.conf_path().to_string_lossy().into_owned();
-    let daemon = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let daemon = daemon_on(cluster, &sb);
     (sb, daemon)
+}
+
+/// A daemon on `sb` whose Slurm cluster is `cluster`.
+fn daemon_on(cluster: &Cluster, sb: &Sandbox) -> Daemon {
+    let conf = cluster.conf_path().to_string_lossy().into_owned();
+    Daemon::start_with_env(sb, &[("SLURM_CONF", &conf)])
 }
 
 fn slurm_of(job: &Job) -> Value {
@@ -253,7 +258,6 @@ fn a_slurm_job_outlives_its_killed_monitor_and_daemon_and_is_recorded_once() {
         return;
     };
     let (sb, d) = on_slurm(&cluster, HELD, "");
-    let conf = cluster.conf_path().to_string_lossy().into_owned();
     sb.drop_prompt("p", "m", "x\n");
     sb.drop_prompt("p", "d", "x\n");
     let ids = [started(&sb, "m"), started(&sb, "d")].map(|id| id.trim().to_owned());
@@ -295,7 +299,7 @@ fn a_slurm_job_outlives_its_killed_monitor_and_daemon_and_is_recorded_once() {
     wait_until("d's batch script to record its end", secs(30), || {
         dj.dir.join("slurm-exit.json").exists().then_some(())
     });
-    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let _d = daemon_on(&cluster, &sb);
     release(&sb, "m");
     for name in ["m", "d"] {
         let job = sb.wait_done("p", name, secs(60));
@@ -359,8 +363,7 @@ fn sbatch_missing_a_refused_submission_and_an_unreachable_cluster_are_setup_fail
                  [profiles.refused.slurm]\npartition = \"nosuchpartition\"\n",
             ),
     );
-    let conf = cluster.conf_path().to_string_lossy().into_owned();
-    let d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let d = daemon_on(&cluster, &sb);
     for name in ["nosbatch", "refused"] {
         sb.drop_prompt("p", name, format!("---\nprofile: {name}\n---\nx\n"));
     }
@@ -466,7 +469,6 @@ fn a_forged_slurm_id_in_a_record_never_touches_another_slurm_job() {
     let other = other.trim().to_owned();
     assert!(!other.is_empty(), "the other job was submitted");
     let (sb, d) = on_slurm(&cluster, HELD, "");
-    let conf = cluster.conf_path().to_string_lossy().into_owned();
     sb.drop_prompt("p", "f", "x\n");
     let ours = started(&sb, "f");
     let job = sb.wait_state("p", "f", "running", secs(10));
@@ -479,7 +481,7 @@ fn a_forged_slurm_id_in_a_record_never_touches_another_slurm_job() {
         serde_json::from_slice(&std::fs::read(&path).expect("job.json")).expect("json");
     rec["slurm"]["job_id"] = Value::String(other.clone());
     std::fs::write(&path, serde_json::to_vec_pretty(&rec).expect("json")).expect("forge");
-    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let _d = daemon_on(&cluster, &sb);
     let job = sb.wait_id(&job.id, "its own Slurm job followed again", secs(60), |j| {
         j.record["slurm"]["job_id"].as_str() == Some(ours.trim())
     });
@@ -515,8 +517,7 @@ fn a_monitor_killed_while_sbatch_runs_never_lets_the_command_run_twice() {
             .profile("executor", "\"slurm\"")
             .env("PATH", &path),
     );
-    let conf = cluster.conf_path().to_string_lossy().into_owned();
-    let _d = Daemon::start_with_env(&sb, &[("SLURM_CONF", &conf)]);
+    let _d = daemon_on(&cluster, &sb);
     sb.drop_prompt("p", "s", "x\n");
     let job = sb.wait_job_where("its submission under way", "p", "s", &[], secs(20), |j| {
         j.state() == "running"
