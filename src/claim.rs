@@ -178,6 +178,9 @@ impl Claimer<'_> {
                     let _ = ledger.unindex_jobs(&[id.to_string()]);
                 }
             }
+            if let Some(prompt) = made.held {
+                let _ = fsio::remove_file(layout.root(), &layout.claim_record(&prompt));
+            }
             match fsio::rename_noreplace(layout.root(), &running, path) {
                 Ok(Renamed::Done) => e,
                 Ok(other) => undo_failed(e, &running, &format!("{other:?}")),
@@ -217,6 +220,10 @@ impl Claimer<'_> {
             rec.profile = Some(self.config.default_profile().name.clone());
         }
         made.id = Some(id.clone());
+        if running == self.layout.running_prompt(prompt) {
+            made.held = Some(prompt.clone());
+            crate::shared_inbox::hold(self.layout, self.config, &mut rec, prompt)?;
+        }
         self.index_before_folder(&rec)?;
         fsio::create_dir_new(self.layout.root(), &self.layout.run_dir(&id))?;
         made.folder = true;
@@ -473,6 +480,8 @@ fn unnamed() -> PromptName {
 struct Made {
     id: Option<JobId>,
     folder: bool,
+    /// A claim record was written in the shared inbox.
+    held: Option<PromptName>,
 }
 
 /// A claim made only to cancel the prompt: the reason its ABORT marker

@@ -18,6 +18,8 @@ mod rate_limit;
 pub use rate_limit::Patterns;
 mod raw;
 mod route;
+mod shared;
+pub use shared::SharedInbox;
 mod show;
 mod slurm;
 pub use slurm::{Executor, SlurmOptions};
@@ -340,6 +342,9 @@ pub struct Config {
     pub reconcile_interval: Duration,
     /// How often the daemon asks Slurm about every Slurm job at once.
     pub slurm_poll_interval: Duration,
+    /// `[shared_inbox]`: this daemon shares its inbox with daemons on
+    /// other hosts (`shared_inbox.rs`).
+    pub shared_inbox: Option<SharedInbox>,
     /// `[[route]]` entries, in order: the first that matches wins.
     pub routes: Vec<Route>,
     /// `[[notify]]` hooks.
@@ -522,9 +527,11 @@ fn build(
             2 * SEC,
             true,
         ),
+        shared_inbox: None,
         routes: Vec::new(),
         notify: Vec::new(),
     };
+    config.shared_inbox = shared::build(v, raw.shared_inbox.as_ref(), config.heartbeat_interval);
     config.profiles = profile::build(v, &raw.profiles);
     config.routes = route::build(v, &raw.routes, &config.profiles);
     config.notify = notify::build(v, &raw.notify);

@@ -65,7 +65,7 @@ pub async fn run(
     let _lock = lock::acquire(&layout)?;
     // Before any monitor is started: they inherit the daemon's cgroup.
     let leaf = crate::cgroup::take_supervisor_leaf();
-    start::check_same_filesystem(&layout)?;
+    start::check_same_filesystem(&layout, config.shared_inbox.is_some())?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.monitors.cgroup_controllers = !matches!(leaf, crate::cgroup::Leaf::Moved(_));
@@ -101,6 +101,7 @@ pub async fn run(
     daemon.refresh_pauses();
     daemon.take_recovered(recovered);
     daemon.ready_spare();
+    daemon.renew_lease();
     daemon.rescan();
     daemon.dispatch();
     daemon.write_state(Phase::Running);
@@ -227,16 +228,26 @@ struct Daemon {
     startup: startup_check::StartupCheck,
     /// Steps of the wall clock, looked for at each tick.
     clock: crate::clock::StepWatch,
+    /// What this daemon has seen of the other hosts sharing its inbox.
+    shared: crate::shared_inbox::Sweep,
+    /// This host's lease could not be renewed (reported once).
+    lease_failing: bool,
+    /// When this host's lease was last renewed.
+    lease_renewed: Option<std::time::Instant>,
 }
 
 impl Daemon {
     fn new(config: Arc<Config>, layout: Layout) -> Self {
+        let host = config
+            .shared_inbox
+            .as_ref()
+            .map_or_else(hostname, |s| s.host.clone());
         let hooks = crate::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
         Daemon {
             control: control::Control::new(&config),
             config,
             layout,
-            host: hostname(),
+            host,
             started_at: Timestamp::now(),
             watcher: None,
             sched: schedule::Schedule::default(),
@@ -276,6 +287,9 @@ impl Daemon {
             clearing_jobs: HashSet::new(),
             startup: startup_check::StartupCheck::default(),
             clock: crate::clock::StepWatch::new(),
+            shared: Default::default(),
+            lease_failing: false,
+            lease_renewed: None,
         }
     }
 

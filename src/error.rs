@@ -66,7 +66,7 @@ pub enum DaemonError {
     )]
     AlreadyRunning { lock: PathBuf, pid: Option<i32> },
     #[error(
-        "{} and {} are on different filesystems, so claiming by rename would not be atomic; put both under one filesystem",
+        "{} and {} are on different filesystems, so claiming by rename would not be atomic; put both under one filesystem (or, for an inbox several hosts share, say so with a [shared_inbox] table in the config)",
         .inbox.display(), .runs.display()
     )]
     CrossFilesystem { inbox: PathBuf, runs: PathBuf },

@@ -35,6 +35,7 @@ use serde::Serialize;
 
 use crate::error::{IoContext, IoError};
 
+mod across;
 mod batch;
 mod beneath;
 

@@ -274,6 +274,22 @@ pub fn scan(root: &Path, dir: &Path) -> Vec<Found> {
 
 /// [`scan`] for files ending in `suffix`.
 pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
+    scan_matching(root, dir, |name| {
+        !name.starts_with(b".") && name.ends_with(suffix.as_bytes())
+    })
+}
+
+/// The dotfiles ending in `suffix` under `dir` (claim records, beside
+/// their prompts), found as [`scan_suffix`] finds prompts.
+pub fn scan_dotted_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
+    scan_matching(root, dir, |name| {
+        name.starts_with(b".") && name.ends_with(suffix.as_bytes())
+    })
+}
+
+/// Every file under `dir` whose name `matches`; folders whose name starts
+/// with a dot are not entered.
+fn scan_matching(root: &Path, dir: &Path, matches: impl Fn(&[u8]) -> bool) -> Vec<Found> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -286,7 +302,8 @@ pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if name.as_encoded_bytes().starts_with(b".") {
+            let bytes = name.as_encoded_bytes();
+            if bytes.starts_with(b".") && !matches(bytes) {
                 continue;
             }
             let meta = match entry.metadata() {
@@ -298,10 +315,12 @@ pub fn scan_suffix(root: &Path, dir: &Path, suffix: &str) -> Vec<Found> {
             };
             let path = d.join(&name);
             if meta.is_dir() {
-                stack.push(path);
+                if !bytes.starts_with(b".") {
+                    stack.push(path);
+                }
             } else if meta.file_type().is_symlink() && path.is_dir() {
                 warn_symlinked_folder(&path);
-            } else if name.as_encoded_bytes().ends_with(suffix.as_bytes()) {
+            } else if matches(bytes) {
                 let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 found.push(Found { path, mtime });
             }

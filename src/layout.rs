@@ -18,6 +18,8 @@ pub use control::{paused_profile, paused_project};
 pub const PROMPT_SUFFIX: &str = ".prompt.md";
 /// Suffix of a prompt claimed by a job.
 pub const RUNNING_SUFFIX: &str = ".running.md";
+/// Suffix of a claim record, after a leading dot and the prompt's name.
+pub const CLAIM_RECORD_SUFFIX: &str = ".claim.json";
 /// Suffix of a retry request, after a leading dot and the prompt's name.
 const RETRY_REQUEST_SUFFIX: &str = ".retry.json";
 /// Longest accepted prompt name or project segment, in bytes.
@@ -291,6 +293,55 @@ impl Layout {
         self.inbox()
             .join(&prompt.project)
             .join(format!(".{}{RETRY_REQUEST_SUFFIX}", prompt.name))
+    }
+
+    /// Who holds a claimed prompt, in an inbox shared by several hosts
+    /// (`shared_inbox.rs`): beside `<name>.running.md`, written by the
+    /// claim. A dotfile: scans and claims ignore it.
+    pub fn claim_record(&self, prompt: &PromptName) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}{CLAIM_RECORD_SUFFIX}", prompt.name))
+    }
+
+    /// The prompt whose claim record is at `path`, if it is one
+    /// (`.<name>.claim.json` in a folder of the inbox).
+    pub fn prompt_of_claim_record(&self, path: &Path) -> Option<PromptName> {
+        let file = path.file_name()?.to_str()?;
+        let name = file.strip_prefix('.')?.strip_suffix(CLAIM_RECORD_SUFFIX)?;
+        let as_prompt = path.parent()?.join(format!("{name}{PROMPT_SUFFIX}"));
+        match classify_inbox_path(&self.inbox(), &as_prompt) {
+            InboxEntry::Prompt(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A claim record taken by a host that requeues a dead host's claim:
+    /// renamed away first, so that one host alone goes on.
+    pub fn taken_claim_record(&self, prompt: &PromptName, unique: &str) -> PathBuf {
+        self.inbox()
+            .join(&prompt.project)
+            .join(format!(".{}.taken-{unique}.tmp", prompt.name))
+    }
+
+    /// The leases of the hosts sharing the inbox.
+    pub fn host_leases(&self) -> PathBuf {
+        self.inbox().join(".hosts")
+    }
+
+    /// `host`'s lease: renewed while anything of it lives.
+    pub fn host_lease(&self, host: &str) -> PathBuf {
+        self.host_leases().join(format!("{host}.json"))
+    }
+
+    /// The prompt a claimed file (`<name>.running.md` in the inbox) holds,
+    /// if its name is a valid prompt's.
+    pub fn prompt_of_claimed(&self, running: &Path) -> Option<PromptName> {
+        let as_prompt = running.to_str()?.strip_suffix(RUNNING_SUFFIX)?.to_owned() + PROMPT_SUFFIX;
+        match classify_inbox_path(&self.inbox(), Path::new(&as_prompt)) {
+            InboxEntry::Prompt(p) => Some(p),
+            _ => None,
+        }
     }
 
     /// The waiting prompt that the retry request at `path` is for, if

@@ -114,6 +114,9 @@
 //! - [`slurm`] — Slurm as jobwarden drives it: the batch script, `job.json`'s `slurm`,
 //!   `slurm.json`; `slurm/client.rs`: `sbatch`, `squeue`, `scontrol`, `scancel`, each with a
 //!   deadline.
+//! - [`shared_inbox`] — one inbox shared by the daemons of several hosts: the claim record
+//!   beside a claimed prompt, each host's lease, and the sweep that requeues a dead host's
+//!   claims.
 //! - [`git`] — a job's published work (`job.json` `git`) and what git says of it: merged
 //!   (by which commit), deleted; git's commands run with a deadline.
 //! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
@@ -172,6 +175,7 @@ mod props;
 pub mod published;
 pub mod recover;
 pub mod retry;
+pub mod shared_inbox;
 pub mod slurm;
 pub mod storage;
 pub mod submit;

@@ -69,7 +69,7 @@ mod pass;
 pub mod sweep;
 
 use std::collections::{BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use liveness::{
     Clearing, LiveMonitors, Monitor, ORPHAN_EXIT_LIMIT, Orphans, clear_orphaned_group,
@@ -84,7 +84,7 @@ use crate::events::{EventLog, Op};
 use crate::fsio::{self, Renamed};
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{self, InboxEntry, Layout, RUNNING_SUFFIX};
+use crate::layout::{Layout, RUNNING_SUFFIX};
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
 use crate::procfs::Proc;
 use crate::terminal::{Ending, Finisher};
@@ -174,16 +174,18 @@ pub fn reconcile(
         let monitor = live.of(&id, loaded.as_ref().ok());
         pass.job(id, loaded, monitor);
     }
-    pass.settle_claims(claimed_prompts(layout));
+    pass.settle_claims(claimed_prompts(layout, config));
     pass.finish()
 }
 
-/// Every `*.running.md` in the inbox now.
-pub fn claimed_prompts(layout: &Layout) -> Vec<PathBuf> {
-    inbox::scan_suffix(layout.root(), &layout.inbox(), RUNNING_SUFFIX)
+/// Every `*.running.md` in the inbox now that this host may judge: in an
+/// inbox shared by several hosts, those its own claims hold.
+pub fn claimed_prompts(layout: &Layout, config: &Config) -> Vec<PathBuf> {
+    let claimed = inbox::scan_suffix(layout.root(), &layout.inbox(), RUNNING_SUFFIX)
         .into_iter()
         .map(|f| f.path)
-        .collect()
+        .collect();
+    crate::shared_inbox::own_claims(layout, config, claimed)
 }
 
 fn live_ids(live: &LiveMonitors) -> impl Iterator<Item = JobId> + '_ {
@@ -385,7 +387,6 @@ fn requeue_orphans(
     held: &HashSet<PathBuf>,
     unknown_claims: bool,
 ) {
-    let inbox = layout.inbox();
     for path in claimed {
         if held.contains(&path) || std::fs::symlink_metadata(&path).is_err() {
             continue;
@@ -397,7 +398,7 @@ fn requeue_orphans(
             );
             continue;
         }
-        let Some(prompt) = orphan_prompt(&inbox, &path) else {
+        let Some(prompt) = layout.prompt_of_claimed(&path) else {
             continue;
         };
         let back = layout.waiting_prompt(&prompt);
@@ -419,15 +420,5 @@ fn requeue_orphans(
                 path.display()
             ),
         }
-    }
-}
-
-/// The prompt key of an orphaned `.running.md`, if its name is valid.
-fn orphan_prompt(inbox: &Path, running: &Path) -> Option<layout::PromptName> {
-    let as_prompt =
-        running.to_str()?.strip_suffix(RUNNING_SUFFIX)?.to_owned() + layout::PROMPT_SUFFIX;
-    match layout::classify_inbox_path(inbox, Path::new(&as_prompt)) {
-        InboxEntry::Prompt(p) => Some(p),
-        _ => None,
     }
 }

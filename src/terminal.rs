@@ -209,6 +209,7 @@ impl Finisher<'_> {
         requeue: bool,
     ) -> Result<(), JobError> {
         self.plan(rec, state, outcome, requeue);
+        crate::shared_inbox::ending(self.layout, rec)?;
         let fields = json!({"outcome": outcome.as_str()});
         rec.transition(self.layout, events, state, reason, fields)
     }
@@ -265,6 +266,11 @@ fn place(
     held: &Path,
     dest: &Path,
 ) -> Result<(), JobError> {
+    if held == layout.running_prompt(&rec.prompt_name()) {
+        if let Some(why) = crate::shared_inbox::taken(layout, rec) {
+            return not_moved(layout, rec, events, held, &why);
+        }
+    }
     let root = layout.root();
     let moved = dest
         .parent()
@@ -277,6 +283,7 @@ fn place(
     let requeue = rec.archive_path.is_none();
     match moved {
         Renamed::Done => {
+            crate::shared_inbox::release(layout, rec);
             announce(rec, events);
             Ok(())
         }
@@ -299,10 +306,17 @@ fn place(
                     rec.save(layout)?;
                 }
                 tracing::info!(job = %rec.job_id, "its prompt was already moved to {}", found.display());
+                crate::shared_inbox::release(layout, rec);
                 announce(rec, events);
                 Ok(())
             }
-            None => not_moved(layout, rec, events, held),
+            None => not_moved(
+                layout,
+                rec,
+                events,
+                held,
+                "the prompt file was gone when the job ended",
+            ),
         },
     }
 }
@@ -386,15 +400,15 @@ fn refused(
     Ok(())
 }
 
-/// The record named a move that did not happen and the prompt is nowhere
-/// to be found: say so in it.
+/// The record named a move that did not happen, `why` (the prompt is
+/// nowhere to be found, or its claim is another host's now): say so in it.
 fn not_moved(
     layout: &Layout,
     rec: &mut JobRecord,
     events: &mut EventLog,
     held: &Path,
+    why: &str,
 ) -> Result<(), JobError> {
-    let why = "the prompt file was gone when the job ended";
     tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
     rec.archive_path = None;
     rec.inbox_path = None;

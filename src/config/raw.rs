@@ -63,6 +63,7 @@ pub(super) struct RawConfig {
     pub gc_interval: Opt<String>,
     pub reconcile_interval: Opt<String>,
     pub slurm_poll_interval: Opt<String>,
+    pub shared_inbox: Option<RawSharedInbox>,
     #[serde(default)]
     pub profiles: BTreeMap<String, RawProfile>,
     #[serde(default, rename = "route")]
@@ -103,6 +104,14 @@ pub(super) struct RawProfile {
     pub git: Option<RawGit>,
     pub executor: Opt<String>,
     pub slurm: Option<RawSlurm>,
+}
+
+/// `[shared_inbox]`: this host's name and lease among the daemons that
+/// share one inbox.
+#[derive(Debug, Default, Clone, Deserialize)]
+pub(super) struct RawSharedInbox {
+    pub host: Opt<String>,
+    pub lease: Opt<String>,
 }
 
 /// A profile's `slurm`: how its jobs are submitted.
@@ -262,8 +271,10 @@ fn keys_at(parent: &[Seg]) -> &'static [&'static str] {
             "prepare" | "publish" => keys_of::<RawPhase>(),
             "limits" => keys_of::<RawLimits>(),
             "git" => keys_of::<RawGit>(),
+            "slurm" => keys_of::<RawSlurm>(),
             _ => &[],
         },
+        [s] if key(s, "shared_inbox") => keys_of::<RawSharedInbox>(),
         [r, Seg::Index(_)] if key(r, "route") => keys_of::<RawRoute>(),
         [n, Seg::Index(_)] if key(n, "notify") => keys_of::<RawNotify>(),
         _ => &[],

@@ -32,9 +32,17 @@ struct ShownConfig<'a> {
     gc_interval: String,
     reconcile_interval: String,
     slurm_poll_interval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shared_inbox: Option<ShownSharedInbox<'a>>,
     profiles: BTreeMap<&'a str, ShownProfile<'a>>,
     #[serde(rename = "route", skip_serializing_if = "Vec::is_empty")]
     routes: Vec<ShownRoute<'a>>,
+}
+
+#[derive(Serialize)]
+struct ShownSharedInbox<'a> {
+    host: &'a str,
+    lease: String,
 }
 
 #[derive(Serialize)]
@@ -145,6 +153,10 @@ impl Config {
             gc_interval: dur(self.retention.gc_interval),
             reconcile_interval: dur(self.reconcile_interval),
             slurm_poll_interval: dur(self.slurm_poll_interval),
+            shared_inbox: self.shared_inbox.as_ref().map(|s| ShownSharedInbox {
+                host: &s.host,
+                lease: dur(s.lease),
+            }),
             profiles: self
                 .profiles
                 .iter()

@@ -145,6 +145,7 @@ impl Daemon {
 
     /// Claim `path` if it is a candidate and its prompt is not cooling down.
     pub(super) fn consider(&mut self, path: &Path) {
+        self.renew_lease();
         // While storage refuses writes a claim would fail half-way: the
         // prompt waits in the inbox, and a rescan finds it on recovery.
         if self.stopping || !self.storage.is_ok() || self.inbox_refused.is_some() {

@@ -82,11 +82,17 @@ pub(super) fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
 }
 
 /// Claims rename from `inbox/` and archives rename into `archive/`; both
-/// must be atomic, so all three must share one filesystem.
-pub(super) fn check_same_filesystem(layout: &Layout) -> Result<(), DaemonError> {
+/// must be atomic, so all three must share one filesystem. A shared inbox
+/// is another filesystem by nature: there, `runs/` and `archive/` must
+/// share one, and a prompt crosses to it by copy (`fsio::rename_noreplace`).
+pub(super) fn check_same_filesystem(layout: &Layout, shared: bool) -> Result<(), DaemonError> {
     use std::os::unix::fs::MetadataExt;
     let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ctx("inspecting", p);
-    let inbox = layout.inbox();
+    let inbox = if shared {
+        layout.runs()
+    } else {
+        layout.inbox()
+    };
     let inbox_dev = dev(&inbox)?;
     for other in [layout.runs(), layout.archive()] {
         if dev(&other)? != inbox_dev {

@@ -84,6 +84,7 @@ impl Daemon {
     pub(super) fn start_startup_check(&mut self) {
         let (tx, rx) = mpsc::channel(AHEAD);
         let (layout, host) = (self.layout.clone(), self.host.clone());
+        let config = self.config.clone();
         self.startup.rx = Some(rx);
         self.startup.started = Some(Instant::now());
         let quick_check = self.quick_check_job();
@@ -104,7 +105,9 @@ impl Daemon {
                 _ => None,
             };
             let mut send = |found| tx.blocking_send(found).is_ok();
-            recover::sweep::check(&layout, &host, ledger, &mut send, &|| tx.is_closed());
+            recover::sweep::check(&layout, &config, &host, ledger, &mut send, &|| {
+                tx.is_closed()
+            });
         };
         let started = std::thread::Builder::new()
             .name("startup-check".into())

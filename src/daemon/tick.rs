@@ -71,6 +71,7 @@ impl Daemon {
         if self.check_inbox() == Some(true) {
             self.rescan();
         }
+        self.share_inbox();
         self.refresh_pauses();
         self.dispatch();
         self.write_state(if self.stopping {
@@ -83,6 +84,49 @@ impl Daemon {
     }
 
     /// The service manager's one-line status: what runs, waits and cools.
+    /// In an inbox shared with other hosts: this host's lease renewed, and
+    /// the claims of hosts silent for a whole lease requeued (and claimed
+    /// at once, here or by whoever is quicker).
+    fn share_inbox(&mut self) {
+        let Some(shared) = self.config.shared_inbox.clone() else {
+            return;
+        };
+        self.renew_lease();
+        if self.inbox_refused.is_some() || !self.storage.is_ok() {
+            return;
+        }
+        if self.shared.pass(&self.layout, &shared) > 0 && !self.stopping {
+            self.rescan();
+        }
+    }
+
+    /// Renew this host's lease in a shared inbox: before the first claim,
+    /// at every tick, and between claims (a burst of claims can hold the
+    /// loop for longer than a lease), at most once per half heartbeat.
+    pub(super) fn renew_lease(&mut self) {
+        if self.config.shared_inbox.is_none()
+            || self
+                .lease_renewed
+                .is_some_and(|at| at.elapsed() < self.config.heartbeat_interval / 2)
+        {
+            return;
+        }
+        self.lease_renewed = Some(std::time::Instant::now());
+        match crate::shared_inbox::renew(&self.layout, &self.config) {
+            Ok(()) if std::mem::take(&mut self.lease_failing) => {
+                tracing::info!("this host's lease in the shared inbox is renewed again");
+            }
+            Ok(()) => {}
+            Err(e) if !self.lease_failing => {
+                tracing::error!(
+                    "renewing this host's lease in the shared inbox: {e}; once it is a lease old, other hosts take this host's claims"
+                );
+                self.lease_failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+
     pub(super) fn status_line(&self) -> String {
         let mut line = format!(
             "{} running, {} queued, {} deferred",

@@ -192,6 +192,13 @@ pub(super) fn rename_noreplace_at(from: At<'_>, to: At<'_>) -> Result<Renamed, I
             return Ok(Renamed::SourceGone);
         }
         Err(Errno::EEXIST) => return Ok(Renamed::TargetExists),
+        // Another filesystem (an inbox shared by several hosts): a copy.
+        Err(Errno::EXDEV) => {
+            return super::across::move_across(
+                (src, from_name, from_path),
+                (dst, to_name, to_path),
+            );
+        }
         // No fallback: link-then-unlink could delete a prompt renamed in
         // between. A filesystem without RENAME_NOREPLACE is refused loudly.
         Err(e @ (Errno::EINVAL | Errno::ENOSYS)) => {

@@ -93,6 +93,9 @@ pub async fn run(
     let Some(lock) = fsio::try_lock(layout.root(), &lock_path)? else {
         return Ok(Outcome::AlreadySupervised);
     };
+    if let Err(e) = crate::shared_inbox::renew(&layout, config) {
+        tracing::warn!(job = %id, "renewing the host's lease in the shared inbox: {e}");
+    }
     let rec = JobRecord::load_job(&layout, &id)?;
     if rec.state == JobState::Running && rec.slurm.is_some() {
         // Its main command runs in Slurm, and its monitor is gone: follow it.
@@ -137,6 +140,9 @@ struct Monitor<'a> {
     events: EventLog,
     /// The last heartbeat could not be written (reported once).
     heartbeat_failing: bool,
+    /// The host's lease in the shared inbox could not be renewed (reported
+    /// once).
+    lease_failing: bool,
     /// The job index has not been told of the state the job is in (see
     /// [`INDEX_AFTER`]).
     index_owed: bool,
@@ -188,6 +194,7 @@ impl<'a> Monitor<'a> {
             rec,
             events,
             heartbeat_failing: false,
+            lease_failing: false,
             index_owed: false,
             hand_over,
             handed: None,
@@ -221,6 +228,12 @@ impl Monitor<'_> {
             // Nothing of it ran: `cancelled` (see `JobState::stopped_by_request`).
             let ended = self.rec.state.stopped_by_request();
             return self.end(ended, Some(abort::reason(&self.layout, &id, ended)));
+        }
+        if let Some(why) = crate::shared_inbox::taken(&self.layout, &self.rec) {
+            // Another host took the claim while this host was silent: the
+            // prompt runs there, never here too.
+            tracing::warn!(job = %id, "{why}; it does not run here");
+            return self.end(JobState::Interrupted, Some(why));
         }
         if let Err(e) = fsio::create_dirs(self.layout.root(), &self.layout.job_workdir(&id)) {
             if storage::fault_of(&e.source).is_some() {
@@ -490,6 +503,7 @@ impl Monitor<'_> {
 
     fn heartbeat(&mut self, sink: &SharedSink) {
         crate::fault::point("monitor-heartbeat");
+        self.renew_lease();
         self.restore_records();
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());
@@ -503,6 +517,22 @@ impl Monitor<'_> {
             Err(e) if !self.heartbeat_failing => {
                 tracing::warn!(job = %self.rec.job_id, "heartbeat: {e}; the job goes on");
                 self.heartbeat_failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Renew the host's lease in a shared inbox: while this job runs, no
+    /// other host takes its claim, even with the daemon gone.
+    fn renew_lease(&mut self) {
+        match crate::shared_inbox::renew(&self.layout, self.config) {
+            Ok(()) if std::mem::take(&mut self.lease_failing) => {
+                tracing::info!(job = %self.rec.job_id, "the host's lease is renewed again");
+            }
+            Ok(()) => {}
+            Err(e) if !self.lease_failing => {
+                tracing::warn!(job = %self.rec.job_id, "renewing the host's lease in the shared inbox: {e}; another host may take this job's claim");
+                self.lease_failing = true;
             }
             Err(_) => {}
         }

@@ -82,6 +82,7 @@ const PAGE: usize = 512;
 /// for it). `ledger` is the check's own connection, if the ledger opens.
 pub fn check(
     layout: &Layout,
+    config: &crate::config::Config,
     host: &str,
     mut ledger: Option<Ledger>,
     send: &mut dyn FnMut(Found) -> bool,
@@ -92,7 +93,7 @@ pub fn check(
         layout,
         host,
         ledger: ledger.as_mut(),
-        claimed: super::claimed_prompts(layout).into_iter().collect(),
+        claimed: super::claimed_prompts(layout, config).into_iter().collect(),
         newest_ended: HashMap::new(),
         rows: Vec::new(),
         stale: Vec::new(),

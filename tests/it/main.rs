@@ -49,6 +49,7 @@ mod recovery;
 mod reload;
 mod routes;
 mod setup_failures;
+mod shared_inbox;
 mod shutdown;
 mod slurm;
 mod startup;

@@ -1,0 +1,148 @@
+//! A rename that crosses filesystems (`EXDEV`): an inbox shared by several
+//! hosts is a filesystem of its own, and a claimed prompt still goes to
+//! the host's `archive/` (and a retried one back). Done as a copy that is
+//! never half there and never replaces a file, after which the source is
+//! removed only if it is still the file that was copied:
+//!
+//! 1. the source's bytes to a temporary name in the target's folder,
+//!    fsynced;
+//! 2. the temporary renamed to the target without replacing a file
+//!    (`TargetExists` if taken, unless the target already holds the very
+//!    bytes: an earlier move cut short before its last step);
+//! 3. the source unlinked, once `fstatat` shows it is still the copied
+//!    file (same device and inode). If it is gone or another file took
+//!    its name, someone else moved it first: the copy is removed again and
+//!    the source is reported gone.
+//!
+//! A crash between 2 and 3 leaves the prompt in both places, never in
+//! none: a finisher that runs again finds the target holding its bytes
+//! and completes step 3.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat2};
+use nix::sys::stat::{Mode, SFlag, fstat, fstatat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
+use super::{FILE_MODE, Renamed};
+use crate::error::{IoContext, IoError};
+
+/// Largest file moved across filesystems: prompts are far smaller.
+const MAX_MOVE: u64 = 1 << 30;
+
+/// Move `from` (in folder `src`) to `to` (in folder `dst`, on another
+/// filesystem) as the module says.
+pub(super) fn move_across(
+    (src, from_name, from_path): (&File, &OsStr, &Path),
+    (dst, to_name, to_path): (&File, &OsStr, &Path),
+) -> Result<Renamed, IoError> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let fd = match openat(src, from_name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(Renamed::SourceGone),
+        Err(e) => return Err(IoError::new("opening", from_path, e.into())),
+    };
+    let st = fstat(&fd).map_err(|e| IoError::new("inspecting", from_path, e.into()))?;
+    if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFREG {
+        let what =
+            io::Error::other("is not a regular file; only a file is moved to another filesystem");
+        return Err(IoError::new("moving", from_path, what));
+    }
+    let mut bytes = Vec::new();
+    File::from(fd)
+        .take(MAX_MOVE + 1)
+        .read_to_end(&mut bytes)
+        .ctx("reading", from_path)?;
+    if bytes.len() as u64 > MAX_MOVE {
+        let what = io::Error::other("is larger than 1 GiB; not moved to another filesystem");
+        return Err(IoError::new("moving", from_path, what));
+    }
+    let temp = temp_name(to_name);
+    let temp_path = to_path.with_file_name(&temp);
+    write_new(dst, &temp, &temp_path, &bytes)?;
+    match renameat2(
+        dst,
+        temp.as_os_str(),
+        dst,
+        to_name,
+        RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => {}
+        Err(Errno::EEXIST) => {
+            let _ = unlinkat(dst, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            if !holds(dst, to_name, &bytes) {
+                return Ok(Renamed::TargetExists);
+            }
+            // An earlier move of these bytes stopped before its last step.
+        }
+        Err(e) => {
+            let _ = unlinkat(dst, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            return Err(IoError::new("renaming", &temp_path, e.into()));
+        }
+    }
+    super::batch::sync(
+        dst,
+        "syncing directory",
+        to_path.parent().unwrap_or(to_path),
+    )?;
+    let same = fstatat(src, from_name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|now| now.st_dev == st.st_dev && now.st_ino == st.st_ino);
+    if !same {
+        // Moved by someone else meanwhile: this copy is not the prompt's place.
+        let _ = unlinkat(dst, to_name, UnlinkatFlags::NoRemoveDir);
+        return Ok(Renamed::SourceGone);
+    }
+    match unlinkat(src, from_name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(Renamed::Done),
+        Err(e) => Err(IoError::new("removing", from_path, e.into())),
+    }
+}
+
+/// Does `name` in `dir` hold exactly `bytes`?
+fn holds(dir: &File, name: &OsStr, bytes: &[u8]) -> bool {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
+        return false;
+    };
+    let mut there = Vec::new();
+    File::from(fd)
+        .take(bytes.len() as u64 + 1)
+        .read_to_end(&mut there)
+        .is_ok_and(|_| there == bytes)
+}
+
+/// Create `name` in `dir` with `bytes`, fsynced; never an existing file.
+fn write_new(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE))
+        .map_err(|e| IoError::new("creating", path, e.into()))?;
+    let mut f = File::from(fd);
+    let written = f
+        .write_all(bytes)
+        .ctx("writing", path)
+        .and_then(|()| f.sync_all().ctx("syncing", path));
+    if written.is_err() {
+        let _ = unlinkat(dir, name, UnlinkatFlags::NoRemoveDir);
+    }
+    written
+}
+
+/// A temporary name beside the target, unique to this process and call
+/// (and to the host: two hosts share the folder, and may share a pid).
+fn temp_name(name: &OsStr) -> OsString {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let unique = uuid::Uuid::now_v7().simple().to_string();
+    OsString::from(format!(
+        ".{}.{}.{n}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        &unique[unique.len() - 8..]
+    ))
+}

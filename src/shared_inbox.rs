@@ -1,0 +1,422 @@
+//! One inbox shared by the daemons of several hosts (`[shared_inbox]`).
+//!
+//! Each host keeps its own root (runs, ledger, locks: SQLite is not safe on
+//! a network filesystem); the shared folder is mounted at every host's
+//! `<root>/inbox`. A claim is the same rename as on one host, so a prompt
+//! is claimed by one host alone. What one host adds:
+//!
+//! - **Who holds a claim.** Right after its rename, the claim writes a
+//!   claim record beside `<name>.running.md` ([`Holder`]: host, boot id,
+//!   job id). The job's record says its claim is a shared one
+//!   (`shared_claim`), and the end of the job removes the claim record
+//!   after the prompt has moved on.
+//! - **The lease.** Every process of a host that holds claims renews the
+//!   host's lease file (`inbox/.hosts/<host>.json`): the daemon at each
+//!   tick, every monitor at its start and each heartbeat, because a daemon
+//!   killed alone leaves its jobs running.
+//! - **Orphans.** At each tick the daemon reads the others' leases. A host
+//!   whose lease has not changed for a whole lease, by this daemon's own
+//!   clock (so clocks need not agree), is dead: its claims are requeued
+//!   here. The claim record is renamed away first (one host alone wins
+//!   it), checked to be the one seen, and then the prompt is renamed back
+//!   to `<name>.prompt.md`, where any host claims it again. A claimed
+//!   prompt without a claim record (its claimer died between the two
+//!   writes) is requeued once it has stayed so for a whole lease.
+//! - **A host that comes back** finds its claims as it left them, or
+//!   taken: a job whose claim record no longer names it ends `interrupted`
+//!   without running (`monitor`), and its end does not touch the prompt
+//!   (`terminal::place`). The claims of this host's own jobs are left to
+//!   its own start-up reconciliation, whatever boot they come from.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::config::{Config, SharedInbox};
+use crate::error::IoError;
+use crate::fsio::{self, Renamed};
+use crate::job::{JobId, JobRecord};
+use crate::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
+
+/// The record field that marks a job whose claim is in a shared inbox.
+const SHARED_CLAIM: &str = "shared_claim";
+
+/// Largest claim record or lease file read.
+const MAX_RECORD: u64 = 4096;
+
+/// Who holds a claimed prompt: the claim record's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub host: String,
+    pub boot_id: String,
+    pub job_id: String,
+    pub claimed_at: Timestamp,
+    /// Its job has ended (written before the job's terminal record): the
+    /// prompt's next move is its host's alone, even if that host dies
+    /// first, so that it never runs again elsewhere.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended: bool,
+}
+
+/// A host's lease file: any change of it is a renewal.
+#[derive(Debug, Serialize)]
+struct Lease<'a> {
+    host: &'a str,
+    boot_id: &'a str,
+    pid: u32,
+    renewed_at: Timestamp,
+}
+
+/// This machine's boot id: a new one after every boot.
+pub fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".to_owned())
+    })
+}
+
+/// Write the claim record of `prompt`, just claimed for job `id` (and
+/// mark `rec` as holding a shared claim). Nothing in a local inbox.
+pub fn hold(
+    layout: &Layout,
+    config: &Config,
+    rec: &mut JobRecord,
+    prompt: &PromptName,
+) -> Result<(), IoError> {
+    let Some(shared) = &config.shared_inbox else {
+        return Ok(());
+    };
+    let holder = Holder {
+        host: shared.host.clone(),
+        boot_id: boot_id().to_owned(),
+        job_id: rec.job_id.to_string(),
+        claimed_at: Timestamp::now(),
+        ended: false,
+    };
+    rec.extra
+        .insert(SHARED_CLAIM.into(), serde_json::Value::Bool(true));
+    fsio::write_json_atomic(layout.root(), &layout.claim_record(prompt), &holder)
+}
+
+/// The claim record of `prompt`, if there is a readable one.
+pub fn holder(layout: &Layout, prompt: &PromptName) -> Option<Holder> {
+    let (bytes, false) =
+        fsio::read_capped(layout.root(), &layout.claim_record(prompt), MAX_RECORD).ok()?
+    else {
+        return None;
+    };
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Why the job of `rec` no longer holds its claim in the shared inbox
+/// (another host took it after this host's lease ran out), if so.
+/// `None` for a job that holds its claim, and for every job claimed from
+/// an inbox that was not shared.
+pub fn taken(layout: &Layout, rec: &JobRecord) -> Option<String> {
+    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
+    let prompt = rec.prompt_name();
+    match holder(layout, &prompt) {
+        Some(h) if h.job_id == rec.job_id.as_str() => None,
+        Some(h) => Some(format!(
+            "its claim of the shared inbox's {} was taken after this host's lease ran out: host {} holds it now, for job {}",
+            layout.relative(&layout.running_prompt(&prompt)).display(),
+            h.host,
+            h.job_id
+        )),
+        None => Some(format!(
+            "its claim of the shared inbox's {} was taken after this host's lease ran out: another host requeued the prompt",
+            layout.relative(&layout.running_prompt(&prompt)).display(),
+        )),
+    }
+}
+
+/// The job of `rec` is about to be recorded as ended: say so in its claim
+/// record first (durably), so that no other host requeues a prompt whose
+/// job ran, whatever happens to this host before the prompt moves on.
+pub fn ending(layout: &Layout, rec: &JobRecord) -> Result<(), IoError> {
+    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+        return Ok(());
+    }
+    let prompt = rec.prompt_name();
+    match holder(layout, &prompt) {
+        Some(mut h) if h.job_id == rec.job_id.as_str() && !h.ended => {
+            h.ended = true;
+            fsio::write_json_atomic(layout.root(), &layout.claim_record(&prompt), &h)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The prompt of `rec` has moved on from its claim: remove the claim
+/// record, if it is still this job's.
+pub fn release(layout: &Layout, rec: &JobRecord) {
+    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+        return;
+    }
+    let prompt = rec.prompt_name();
+    if holder(layout, &prompt).is_some_and(|h| h.job_id == rec.job_id.as_str()) {
+        if let Err(e) = fsio::remove_file(layout.root(), &layout.claim_record(&prompt)) {
+            tracing::warn!(job = %rec.job_id, "removing its claim record: {e}");
+        }
+    }
+}
+
+/// Renew this host's lease (fail-soft for the caller: an error is
+/// returned to be reported once).
+pub fn renew(layout: &Layout, config: &Config) -> Result<(), IoError> {
+    let Some(shared) = &config.shared_inbox else {
+        return Ok(());
+    };
+    let lease = Lease {
+        host: &shared.host,
+        boot_id: boot_id(),
+        pid: std::process::id(),
+        renewed_at: Timestamp::now(),
+    };
+    fsio::create_dirs(layout.root(), &layout.host_leases())?;
+    fsio::write_json_atomic_unsynced(layout.root(), &layout.host_lease(&shared.host), &lease)
+}
+
+/// The claimed prompts among `claimed` that this host's own reconciliation
+/// may judge: in a shared inbox, those whose claim record names this host
+/// (the others are their hosts' own, or [`Sweep`]'s); all of them in a
+/// local one.
+pub fn own_claims(layout: &Layout, config: &Config, claimed: Vec<PathBuf>) -> Vec<PathBuf> {
+    let Some(shared) = &config.shared_inbox else {
+        return claimed;
+    };
+    claimed
+        .into_iter()
+        .filter(|path| {
+            layout
+                .prompt_of_claimed(path)
+                .and_then(|p| holder(layout, &p))
+                .is_some_and(|h| h.host == shared.host)
+        })
+        .collect()
+}
+
+/// What the daemon has seen of the other hosts' leases and of claims
+/// without a record, by its own clock.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// Each host's lease as last read, and since when it reads so.
+    leases: HashMap<String, (Option<Vec<u8>>, Instant)>,
+    /// Claimed prompts without a claim record, and since when.
+    unheld: HashMap<PathBuf, Instant>,
+    /// Claim records without their claimed prompt (a host stopped between
+    /// the prompt's move and the record's removal), as read, and since when.
+    stale: HashMap<PathBuf, (Holder, Instant)>,
+}
+
+impl Sweep {
+    /// One look at the shared inbox: the others' leases read, and the
+    /// claims of hosts dead for a whole lease requeued. Returns how many
+    /// prompts were requeued.
+    pub fn pass(&mut self, layout: &Layout, shared: &SharedInbox) -> usize {
+        let now = Instant::now();
+        self.read_leases(layout, now);
+        let claimed = crate::inbox::scan_suffix(layout.root(), &layout.inbox(), RUNNING_SUFFIX);
+        let mut unheld = HashSet::new();
+        let mut requeued = 0;
+        for found in claimed {
+            let Some(prompt) = layout.prompt_of_claimed(&found.path) else {
+                continue;
+            };
+            match holder(layout, &prompt) {
+                // This host's own claims are its reconciliation's; an ended
+                // job's prompt is moved on by its own host alone.
+                Some(h) if h.host == shared.host || h.ended => {}
+                Some(h) => {
+                    let Some(silent) = self.silent_for(&h.host, now, shared.lease) else {
+                        continue;
+                    };
+                    if take(layout, &prompt, &h, silent) {
+                        requeued += 1;
+                    }
+                }
+                None => {
+                    let since = *self.unheld.entry(found.path.clone()).or_insert(now);
+                    unheld.insert(found.path.clone());
+                    if now.duration_since(since) >= shared.lease
+                        && requeue_unheld(layout, &prompt, &found.path)
+                    {
+                        requeued += 1;
+                    }
+                }
+            }
+        }
+        self.unheld.retain(|p, _| unheld.contains(p));
+        self.remove_stale(layout, shared.lease, now);
+        requeued
+    }
+
+    /// Remove the claim records whose claimed prompt has been gone for a
+    /// whole lease, if they still read as they did: a host stopped between
+    /// moving the prompt on and removing the record.
+    fn remove_stale(&mut self, layout: &Layout, lease: Duration, now: Instant) {
+        let records =
+            crate::inbox::scan_dotted_suffix(layout.root(), &layout.inbox(), CLAIM_RECORD_SUFFIX);
+        let mut seen = HashSet::new();
+        for found in records {
+            let Some(prompt) = layout.prompt_of_claim_record(&found.path) else {
+                continue;
+            };
+            if std::fs::symlink_metadata(layout.running_prompt(&prompt)).is_ok() {
+                continue;
+            }
+            let Some(now_reads) = holder(layout, &prompt) else {
+                continue;
+            };
+            seen.insert(found.path.clone());
+            let (was, since) = self
+                .stale
+                .entry(found.path.clone())
+                .or_insert_with(|| (now_reads.clone(), now));
+            if *was != now_reads {
+                *was = now_reads;
+                *since = now;
+            } else if now.duration_since(*since) >= lease {
+                tracing::info!(
+                    "claim record {} outlived its claimed prompt (host {}, job {}): removed",
+                    layout.relative(&found.path).display(),
+                    now_reads.host,
+                    now_reads.job_id
+                );
+                let _ = fsio::remove_file(layout.root(), &found.path);
+                seen.remove(&found.path);
+            }
+        }
+        self.stale.retain(|p, _| seen.contains(p));
+    }
+
+    /// Read every host's lease; a changed one is a renewal, seen now.
+    fn read_leases(&mut self, layout: &Layout, now: Instant) {
+        let Ok(entries) = fsio::read_dir(layout.root(), &layout.host_leases()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(host) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if crate::layout::validate_segment(host).is_err() {
+                continue;
+            }
+            let read = fsio::read_capped(layout.root(), &layout.host_lease(host), MAX_RECORD)
+                .ok()
+                .map(|(bytes, _)| bytes);
+            match self.leases.get_mut(host) {
+                Some((seen, since)) if *seen != read => {
+                    *seen = read;
+                    *since = now;
+                }
+                Some(_) => {}
+                None => {
+                    self.leases.insert(host.to_owned(), (read, now));
+                }
+            }
+        }
+    }
+
+    /// How long `host`'s lease has gone unrenewed, if that is a whole
+    /// `lease` or more. A host never seen is watched from now on.
+    fn silent_for(&mut self, host: &str, now: Instant, lease: Duration) -> Option<Duration> {
+        let (_, since) = self.leases.entry(host.to_owned()).or_insert((None, now));
+        let silent = now.duration_since(*since);
+        (silent >= lease).then_some(silent)
+    }
+}
+
+/// Requeue the claim `seen` of a dead host: its record renamed away first
+/// (one host alone wins it), then checked to be the one seen, then the
+/// prompt put back in the inbox. True if requeued.
+fn take(layout: &Layout, prompt: &PromptName, seen: &Holder, silent: Duration) -> bool {
+    let record = layout.claim_record(prompt);
+    let token = layout.taken_claim_record(prompt, &JobId::generate().to_string());
+    match fsio::rename_noreplace(layout.root(), &record, &token) {
+        Ok(Renamed::Done) => {}
+        Ok(_) => return false,
+        Err(e) => {
+            tracing::warn!("taking the claim record {}: {e}", record.display());
+            return false;
+        }
+    }
+    let held = fsio::read_capped(layout.root(), &token, MAX_RECORD)
+        .ok()
+        .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
+    if held.as_ref() != Some(seen) {
+        // Another host requeued it and it was claimed again meanwhile: not
+        // this claim. Its record goes back.
+        if !matches!(
+            fsio::rename_noreplace(layout.root(), &token, &record),
+            Ok(Renamed::Done)
+        ) {
+            let _ = fsio::remove_file(layout.root(), &token);
+        }
+        return false;
+    }
+    let running = layout.running_prompt(prompt);
+    let put = put_back(layout, prompt, &running);
+    let _ = fsio::remove_file(layout.root(), &token);
+    match put {
+        Some(to) => {
+            tracing::warn!(
+                "host {}'s lease has not been renewed for {}: its claim of {} (job {}) is requeued as {}",
+                seen.host,
+                humantime::format_duration(Duration::from_secs(silent.as_secs())),
+                layout.relative(&running).display(),
+                seen.job_id,
+                layout.relative(&to).display()
+            );
+            true
+        }
+        None => false,
+    }
+}
+
+/// Requeue a claimed prompt that has had no claim record for a whole
+/// lease (its claimer died between its two writes), if it still has none.
+fn requeue_unheld(layout: &Layout, prompt: &PromptName, running: &Path) -> bool {
+    if fsio::read_capped(layout.root(), &layout.claim_record(prompt), MAX_RECORD).is_ok() {
+        return false;
+    }
+    match put_back(layout, prompt, running) {
+        Some(to) => {
+            tracing::warn!(
+                "claimed prompt {} has had no claim record for a whole lease (its claimer died claiming it): requeued as {}",
+                layout.relative(running).display(),
+                layout.relative(&to).display()
+            );
+            true
+        }
+        None => false,
+    }
+}
+
+/// Rename a claimed prompt back to its waiting name, or beside it when a
+/// new drop took that name. Where it went, if it moved.
+fn put_back(layout: &Layout, prompt: &PromptName, running: &Path) -> Option<PathBuf> {
+    let back = layout.waiting_prompt(prompt);
+    let moved = match fsio::rename_noreplace(layout.root(), running, &back) {
+        Ok(Renamed::Done) => Ok(Some(back)),
+        Ok(Renamed::TargetExists) => {
+            let aside = layout.recovered_prompt(prompt, Timestamp::now().epoch_ms());
+            fsio::rename_noreplace(layout.root(), running, &aside)
+                .map(|r| (r == Renamed::Done).then_some(aside))
+        }
+        Ok(Renamed::SourceGone) => Ok(None),
+        Err(e) => Err(e),
+    };
+    moved.unwrap_or_else(|e| {
+        tracing::error!("requeueing {}: {e}", running.display());
+        None
+    })
+}
