@@ -220,7 +220,7 @@ impl Claimer<'_> {
             rec.profile = Some(self.config.default_profile().name.clone());
         }
         made.id = Some(id.clone());
-        if running == self.layout.running_prompt(prompt) {
+        if self.config.shared_inbox.is_some() && running == self.layout.running_prompt(prompt) {
             made.held = Some(prompt.clone());
             crate::shared_inbox::hold(self.layout, self.config, &mut rec, prompt)?;
         }

@@ -66,6 +66,7 @@ pub async fn run(
     // Before any monitor is started: they inherit the daemon's cgroup.
     let leaf = crate::cgroup::take_supervisor_leaf();
     start::check_same_filesystem(&layout, config.shared_inbox.is_some())?;
+    start::check_not_shared_unsaid(&layout, config.shared_inbox.is_some())?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
     daemon.monitors.cgroup_controllers = !matches!(leaf, crate::cgroup::Leaf::Moved(_));
@@ -88,6 +89,9 @@ pub async fn run(
     daemon.write_state(Phase::Starting);
     // A job `jobwarden abort` is making and ending itself must not be
     // found half-made: take turns with it (see `cancel.rs`).
+    // Before the reconciliation, however long: other hosts see this one
+    // alive from its start.
+    daemon.renew_lease();
     let turn = daemon.turn_for_recovery();
     let mut recovered = daemon.reconcile_at_start(ledger.as_mut());
     drop(turn);

@@ -71,6 +71,11 @@ pub enum DaemonError {
     )]
     CrossFilesystem { inbox: PathBuf, runs: PathBuf },
     #[error(
+        "the inbox is shared by several hosts ({} exists), but this daemon's config has no [shared_inbox]: it would take the other hosts' claims for its own; add [shared_inbox] with this host's name (see docs/shared-inbox.md)",
+        .leases.display()
+    )]
+    SharedInboxUnsaid { leases: PathBuf },
+    #[error(
         "the root {} is {}, and the daemon must write there; {}",
         .root.display(),
         if *.full { "full" } else { "on a read-only filesystem" },

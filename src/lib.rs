@@ -42,7 +42,8 @@
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads);
-//!   `fsio/batch.rs`: group commit, the fsyncs of many writes made once per file or folder.
+//!   `fsio/batch.rs`: group commit, the fsyncs of many writes made once per file or folder;
+//!   `fsio/across.rs`: a rename that crosses filesystems (a shared inbox), made as a copy.
 //! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
 //!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).

@@ -122,8 +122,20 @@ pub fn taken(layout: &Layout, rec: &JobRecord) -> Option<String> {
         return None;
     }
     let prompt = rec.prompt_name();
+    let record = layout.claim_record(&prompt);
+    let missing = matches!(
+        fsio::read_capped(layout.root(), &record, MAX_RECORD),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    );
     match holder(layout, &prompt) {
         Some(h) if h.job_id == rec.job_id.as_str() => None,
+        // A record that is there but unreadable (garbage, a symlink, a
+        // FIFO) is not another host's word: no other host takes a claim
+        // whose record is there, so the claim is still this job's.
+        None if !missing => {
+            tracing::warn!(job = %rec.job_id, "its claim record {} is unreadable; the claim is still this job's", layout.relative(&record).display());
+            None
+        }
         Some(h) => Some(format!(
             "its claim of the shared inbox's {} was taken after this host's lease ran out: host {} holds it now, for job {}",
             layout.relative(&layout.running_prompt(&prompt)).display(),
@@ -208,7 +220,10 @@ pub fn own_claims(layout: &Layout, config: &Config, claimed: Vec<PathBuf>) -> Ve
 #[derive(Debug, Default)]
 pub struct Sweep {
     /// Each host's lease as last read, and since when it reads so.
-    leases: HashMap<String, (Option<Vec<u8>>, Instant)>,
+    leases: HashMap<String, (Vec<u8>, Instant)>,
+    /// Hosts whose lease is there but could not be read at the last look:
+    /// never judged dead while so.
+    unreadable: HashSet<String>,
     /// Claimed prompts without a claim record, and since when.
     unheld: HashMap<PathBuf, Instant>,
     /// Claim records without their claimed prompt (a host stopped between
@@ -222,7 +237,9 @@ impl Sweep {
     /// prompts were requeued.
     pub fn pass(&mut self, layout: &Layout, shared: &SharedInbox) -> usize {
         let now = Instant::now();
-        self.read_leases(layout, now);
+        if !self.read_leases(layout, now) {
+            return 0;
+        }
         let claimed = crate::inbox::scan_suffix(layout.root(), &layout.inbox(), RUNNING_SUFFIX);
         let mut unheld = HashSet::new();
         let mut requeued = 0;
@@ -238,7 +255,8 @@ impl Sweep {
                     let Some(silent) = self.silent_for(&h.host, now, shared.lease) else {
                         continue;
                     };
-                    if take(layout, &prompt, &h, silent) {
+                    let lease = self.leases.get(&h.host).map(|(bytes, _)| bytes.clone());
+                    if take(layout, &prompt, &h, silent, lease.as_deref()) {
                         requeued += 1;
                     }
                 }
@@ -290,7 +308,7 @@ impl Sweep {
                     now_reads.host,
                     now_reads.job_id
                 );
-                let _ = fsio::remove_file(layout.root(), &found.path);
+                remove_if_same(layout, &prompt, &now_reads);
                 seen.remove(&found.path);
             }
         }
@@ -298,10 +316,18 @@ impl Sweep {
     }
 
     /// Read every host's lease; a changed one is a renewal, seen now.
-    fn read_leases(&mut self, layout: &Layout, now: Instant) {
-        let Ok(entries) = fsio::read_dir(layout.root(), &layout.host_leases()) else {
-            return;
+    /// False when the leases cannot be listed: then nobody is judged.
+    fn read_leases(&mut self, layout: &Layout, now: Instant) -> bool {
+        let entries = match fsio::read_dir(layout.root(), &layout.host_leases()) {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(
+                    "reading the hosts' leases: {e}; no host's claims are taken until they can be read"
+                );
+                return false;
+            }
         };
+        self.unreadable.clear();
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(host) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
@@ -310,26 +336,41 @@ impl Sweep {
             if crate::layout::validate_segment(host).is_err() {
                 continue;
             }
-            let read = fsio::read_capped(layout.root(), &layout.host_lease(host), MAX_RECORD)
-                .ok()
-                .map(|(bytes, _)| bytes);
+            let bytes = match fsio::read_capped(layout.root(), &layout.host_lease(host), MAX_RECORD)
+            {
+                Ok((bytes, _)) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    tracing::warn!(
+                        "reading host {host}'s lease: {e}; its claims are not taken while it is unreadable"
+                    );
+                    self.unreadable.insert(host.to_owned());
+                    continue;
+                }
+            };
             match self.leases.get_mut(host) {
-                Some((seen, since)) if *seen != read => {
-                    *seen = read;
+                Some((seen, since)) if *seen != bytes => {
+                    *seen = bytes;
                     *since = now;
                 }
                 Some(_) => {}
                 None => {
-                    self.leases.insert(host.to_owned(), (read, now));
+                    self.leases.insert(host.to_owned(), (bytes, now));
                 }
             }
         }
+        true
     }
 
     /// How long `host`'s lease has gone unrenewed, if that is a whole
-    /// `lease` or more. A host never seen is watched from now on.
-    fn silent_for(&mut self, host: &str, now: Instant, lease: Duration) -> Option<Duration> {
-        let (_, since) = self.leases.entry(host.to_owned()).or_insert((None, now));
+    /// `lease` or more. Only a host whose lease this daemon has read is
+    /// ever judged (every host writes its lease before its first claim):
+    /// a claim record naming a host never seen is nobody's to take.
+    fn silent_for(&self, host: &str, now: Instant, lease: Duration) -> Option<Duration> {
+        if self.unreadable.contains(host) {
+            return None;
+        }
+        let (_, since) = self.leases.get(host)?;
         let silent = now.duration_since(*since);
         (silent >= lease).then_some(silent)
     }
@@ -338,7 +379,13 @@ impl Sweep {
 /// Requeue the claim `seen` of a dead host: its record renamed away first
 /// (one host alone wins it), then checked to be the one seen, then the
 /// prompt put back in the inbox. True if requeued.
-fn take(layout: &Layout, prompt: &PromptName, seen: &Holder, silent: Duration) -> bool {
+fn take(
+    layout: &Layout,
+    prompt: &PromptName,
+    seen: &Holder,
+    silent: Duration,
+    lease: Option<&[u8]>,
+) -> bool {
     let record = layout.claim_record(prompt);
     let token = layout.taken_claim_record(prompt, &JobId::generate().to_string());
     match fsio::rename_noreplace(layout.root(), &record, &token) {
@@ -352,7 +399,12 @@ fn take(layout: &Layout, prompt: &PromptName, seen: &Holder, silent: Duration) -
     let held = fsio::read_capped(layout.root(), &token, MAX_RECORD)
         .ok()
         .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
-    if held.as_ref() != Some(seen) {
+    // The host may have come back since its lease was read.
+    let lease_now = fsio::read_capped(layout.root(), &layout.host_lease(&seen.host), MAX_RECORD)
+        .ok()
+        .map(|(bytes, _)| bytes);
+    let came_back = lease_now.is_some() && lease_now.as_deref() != lease;
+    if held.as_ref() != Some(seen) || came_back {
         // Another host requeued it and it was claimed again meanwhile: not
         // this claim. Its record goes back.
         if !matches!(
@@ -379,6 +431,31 @@ fn take(layout: &Layout, prompt: &PromptName, seen: &Holder, silent: Duration) -
             true
         }
         None => false,
+    }
+}
+
+/// Remove the claim record of `prompt` if it still says `seen`: renamed
+/// away first, so that a record written meanwhile by a new claim is put
+/// back, never removed.
+fn remove_if_same(layout: &Layout, prompt: &PromptName, seen: &Holder) {
+    let record = layout.claim_record(prompt);
+    let token = layout.taken_claim_record(prompt, &JobId::generate().to_string());
+    if !matches!(
+        fsio::rename_noreplace(layout.root(), &record, &token),
+        Ok(Renamed::Done)
+    ) {
+        return;
+    }
+    let read = fsio::read_capped(layout.root(), &token, MAX_RECORD)
+        .ok()
+        .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
+    if read.as_ref() == Some(seen) {
+        let _ = fsio::remove_file(layout.root(), &token);
+    } else if !matches!(
+        fsio::rename_noreplace(layout.root(), &token, &record),
+        Ok(Renamed::Done)
+    ) {
+        let _ = fsio::remove_file(layout.root(), &token);
     }
 }
 

@@ -146,6 +146,11 @@ impl Daemon {
     /// Claim `path` if it is a candidate and its prompt is not cooling down.
     pub(super) fn consider(&mut self, path: &Path) {
         self.renew_lease();
+        if self.lease_failing {
+            // Other hosts would take what this one claims: claim nothing
+            // until the lease is written again (a rescan finds the rest).
+            return;
+        }
         // While storage refuses writes a claim would fail half-way: the
         // prompt waits in the inbox, and a rescan finds it on recovery.
         if self.stopping || !self.storage.is_ok() || self.inbox_refused.is_some() {

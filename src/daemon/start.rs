@@ -102,6 +102,16 @@ pub(super) fn check_same_filesystem(layout: &Layout, shared: bool) -> Result<(),
     Ok(())
 }
 
+/// An inbox other hosts share (their leases are in it) is refused to a
+/// daemon not told so: it would judge their claims as its own.
+pub(super) fn check_not_shared_unsaid(layout: &Layout, shared: bool) -> Result<(), DaemonError> {
+    let leases = layout.host_leases();
+    if !shared && std::fs::symlink_metadata(&leases).is_ok() {
+        return Err(DaemonError::SharedInboxUnsaid { leases });
+    }
+    Ok(())
+}
+
 /// Does `runs/` hold at least one job folder?
 pub(super) fn has_run_folders(layout: &Layout) -> bool {
     layout

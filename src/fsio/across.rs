@@ -11,8 +11,9 @@
 //!    bytes: an earlier move cut short before its last step);
 //! 3. the source unlinked, once `fstatat` shows it is still the copied
 //!    file (same device and inode). If it is gone or another file took
-//!    its name, someone else moved it first: the copy is removed again and
-//!    the source is reported gone.
+//!    its name, someone else moved it first: the source is reported gone,
+//!    and the copy stays (it may be the only one left: a finisher finds
+//!    it by its digest).
 //!
 //! A crash between 2 and 3 leaves the prompt in both places, never in
 //! none: a finisher that runs again finds the target holding its bytes
@@ -93,12 +94,14 @@ pub(super) fn move_across(
     let same = fstatat(src, from_name, AtFlags::AT_SYMLINK_NOFOLLOW)
         .is_ok_and(|now| now.st_dev == st.st_dev && now.st_ino == st.st_ino);
     if !same {
-        // Moved by someone else meanwhile: this copy is not the prompt's place.
-        let _ = unlinkat(dst, to_name, UnlinkatFlags::NoRemoveDir);
+        // Moved by someone else meanwhile. The copy stays: it may be the
+        // only one (another mover of the same bytes may have removed the
+        // source already); a finisher finds it by its digest.
         return Ok(Renamed::SourceGone);
     }
     match unlinkat(src, from_name, UnlinkatFlags::NoRemoveDir) {
-        Ok(()) | Err(Errno::ENOENT) => Ok(Renamed::Done),
+        Ok(()) => Ok(Renamed::Done),
+        Err(Errno::ENOENT) => Ok(Renamed::SourceGone),
         Err(e) => Err(IoError::new("removing", from_path, e.into())),
     }
 }
@@ -145,4 +148,99 @@ fn temp_name(name: &OsStr) -> OsString {
         std::process::id(),
         &unique[unique.len() - 8..]
     ))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // fixtures
+mod tests {
+    use super::*;
+
+    /// The two folders of a move, and their handles.
+    fn folders() -> (tempfile::TempDir, File, File) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["from", "to"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+        }
+        let open = |sub: &str| File::open(dir.path().join(sub)).expect("open folder");
+        let (src, dst) = (open("from"), open("to"));
+        (dir, src, dst)
+    }
+
+    fn go(dir: &Path, src: &File, dst: &File) -> Renamed {
+        let (from, to) = (dir.join("from/p.md"), dir.join("to/p.md"));
+        move_across(
+            (src, OsStr::new("p.md"), &from),
+            (dst, OsStr::new("p.md"), &to),
+        )
+        .expect("move")
+    }
+
+    #[test]
+    fn a_move_copies_then_removes_the_source_and_leaves_no_temporary() {
+        let (dir, src, dst) = folders();
+        std::fs::write(dir.path().join("from/p.md"), b"prompt").expect("write");
+        assert_eq!(go(dir.path(), &src, &dst), Renamed::Done);
+        assert!(!dir.path().join("from/p.md").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("to/p.md")).expect("read"),
+            b"prompt"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("to"))
+            .expect("ls")
+            .collect();
+        assert_eq!(left.len(), 1, "only the moved file is in the target folder");
+    }
+
+    #[test]
+    fn a_taken_target_is_never_replaced_and_the_source_stays() {
+        let (dir, src, dst) = folders();
+        std::fs::write(dir.path().join("from/p.md"), b"mine").expect("write");
+        std::fs::write(dir.path().join("to/p.md"), b"theirs").expect("write");
+        assert_eq!(go(dir.path(), &src, &dst), Renamed::TargetExists);
+        assert_eq!(
+            std::fs::read(dir.path().join("from/p.md")).expect("read"),
+            b"mine"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("to/p.md")).expect("read"),
+            b"theirs"
+        );
+    }
+
+    #[test]
+    fn a_move_cut_short_after_its_copy_is_finished_by_the_next() {
+        let (dir, src, dst) = folders();
+        std::fs::write(dir.path().join("from/p.md"), b"same").expect("write");
+        std::fs::write(dir.path().join("to/p.md"), b"same").expect("write");
+        assert_eq!(go(dir.path(), &src, &dst), Renamed::Done);
+        assert!(!dir.path().join("from/p.md").exists());
+        assert_eq!(
+            std::fs::read(dir.path().join("to/p.md")).expect("read"),
+            b"same"
+        );
+    }
+
+    #[test]
+    fn a_source_already_gone_is_said_and_nothing_is_made() {
+        let (dir, src, dst) = folders();
+        assert_eq!(go(dir.path(), &src, &dst), Renamed::SourceGone);
+        assert!(!dir.path().join("to/p.md").exists());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let (dir, src, dst) = folders();
+        nix::unistd::mkfifo(
+            &dir.path().join("from/p.md"),
+            Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        let (from, to) = (dir.path().join("from/p.md"), dir.path().join("to/p.md"));
+        let moved = move_across(
+            (&src, OsStr::new("p.md"), &from),
+            (&dst, OsStr::new("p.md"), &to),
+        );
+        assert!(moved.is_err(), "a FIFO is not moved: {moved:?}");
+        assert!(!to.exists());
+    }
 }

@@ -74,8 +74,9 @@ impl Hosts {
         fs::write(
             &script,
             format!(
-                "#!/bin/sh\nread line\necho \"$line $HOST_NAME\" >> {}\n",
-                q(&ran.to_string_lossy())
+                "#!/bin/sh\nread line\necho \"$line $HOST_NAME\" >> {}\ncase \"$line\" in slow*) while [ ! -e {} ]; do sleep 0.05; done;; esac\n",
+                q(&ran.to_string_lossy()),
+                q(&alpha.base.join("go").to_string_lossy())
             ),
         )
         .expect("write the job script");
@@ -319,5 +320,77 @@ fn a_daemon_killed_mid_burst_has_its_claims_requeued_by_the_other_after_its_leas
         claim_records(&hosts.shared),
         Vec::<String>::new(),
         "claim records left behind"
+    );
+}
+
+#[test]
+fn a_forged_or_garbled_claim_record_never_takes_a_live_hosts_claim() {
+    let Some(hosts) = Hosts::up_or_skip("2s") else {
+        return;
+    };
+    let _alpha = Daemon::start(&hosts.alpha);
+    fs::write(hosts.shared.join(".slow0.tmp"), "slow0\n").expect("write a prompt");
+    fs::rename(
+        hosts.shared.join(".slow0.tmp"),
+        hosts.shared.join("slow0.prompt.md"),
+    )
+    .expect("drop a prompt");
+    wait_until("alpha to run slow0", secs(20), || {
+        (hosts.ran_on("alpha") == 1).then_some(())
+    });
+    let beta = Daemon::start(&hosts.beta);
+    let record = hosts.shared.join(".slow0.claim.json");
+    let untouched = || {
+        hosts.runs().values().flatten().count() == 1
+            && hosts.shared.join("slow0.running.md").exists()
+            && !hosts.shared.join("slow0.prompt.md").exists()
+    };
+    // A record naming a host nobody has seen: nobody's to take.
+    let forged = fs::read_to_string(&record)
+        .expect("alpha's claim record")
+        .replace("\"alpha\"", "\"ghost\"");
+    fs::write(&record, forged).expect("forge the claim record");
+    assert_never("a claim naming an unseen host to be taken", secs(6), || {
+        !untouched()
+    });
+    // A record that does not parse: the claim stays its job's.
+    fs::write(&record, "{garbage").expect("garble the claim record");
+    assert_never("a claim with a garbled record to be taken", secs(6), || {
+        !untouched()
+    });
+    assert!(
+        !beta.stderr().contains("requeued"),
+        "beta took a live host's claim:\n{}",
+        tail(&beta.stderr(), 20)
+    );
+    fs::write(hosts.alpha.base.join("go"), "").expect("let the job end");
+    wait_until("slow0 to end and move on", secs(20), || {
+        (hosts.left() == 0).then_some(())
+    });
+    assert_eq!(
+        archived(&hosts.alpha, "succeeded"),
+        1,
+        "alpha archived slow0"
+    );
+    assert_eq!(hosts.runs().values().flatten().count(), 1, "slow0 ran once");
+}
+
+#[test]
+fn a_daemon_not_told_its_inbox_is_shared_refuses_to_start_on_one() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["/bin/true"]));
+    fs::create_dir_all(sb.inbox().join(".hosts")).expect("another host's leases");
+    fs::write(sb.inbox().join("p.prompt.md"), "p\n").expect("a prompt");
+    let mut daemon = Daemon::spawn(&sb, &[]);
+    let status = daemon.wait_exit(secs(10));
+    assert!(!status.success(), "the daemon refused to start");
+    let err = daemon.stderr();
+    assert!(
+        err.contains("the inbox is shared by several hosts") && err.contains("[shared_inbox]"),
+        "the refusal names the fault and the fix: {err}"
+    );
+    assert!(
+        sb.inbox().join("p.prompt.md").exists(),
+        "nothing was claimed"
     );
 }
