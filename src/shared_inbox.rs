@@ -449,12 +449,15 @@ fn remove_if_same(layout: &Layout, prompt: &PromptName, seen: &Holder) {
     let read = fsio::read_capped(layout.root(), &token, MAX_RECORD)
         .ok()
         .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
-    if read.as_ref() == Some(seen) {
-        let _ = fsio::remove_file(layout.root(), &token);
-    } else if !matches!(
-        fsio::rename_noreplace(layout.root(), &token, &record),
-        Ok(Renamed::Done)
-    ) {
+    // Not the record seen: it goes back (or, if a newer one took its
+    // place meanwhile, this one goes).
+    let same = read.as_ref() == Some(seen);
+    if same
+        || !matches!(
+            fsio::rename_noreplace(layout.root(), &token, &record),
+            Ok(Renamed::Done)
+        )
+    {
         let _ = fsio::remove_file(layout.root(), &token);
     }
 }
