@@ -105,12 +105,29 @@ pub fn hold(
 
 /// The claim record of `prompt`, if there is a readable one.
 pub fn holder(layout: &Layout, prompt: &PromptName) -> Option<Holder> {
-    let (bytes, false) =
-        fsio::read_capped(layout.root(), &layout.claim_record(prompt), MAX_RECORD).ok()?
-    else {
-        return None;
-    };
-    serde_json::from_slice(&bytes).ok()
+    match record_of(layout, prompt) {
+        Record::Held(h) => Some(h),
+        Record::Missing | Record::Unreadable => None,
+    }
+}
+
+/// What is beside a claimed prompt.
+enum Record {
+    /// No claim record at all.
+    Missing,
+    /// Something that does not read as one (garbage, a symlink, a FIFO).
+    Unreadable,
+    Held(Holder),
+}
+
+fn record_of(layout: &Layout, prompt: &PromptName) -> Record {
+    match fsio::read_capped(layout.root(), &layout.claim_record(prompt), MAX_RECORD) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record::Missing,
+        Ok((bytes, false)) => {
+            serde_json::from_slice(&bytes).map_or(Record::Unreadable, Record::Held)
+        }
+        _ => Record::Unreadable,
+    }
 }
 
 /// Why the job of `rec` no longer holds its claim in the shared inbox
@@ -123,26 +140,22 @@ pub fn taken(layout: &Layout, rec: &JobRecord) -> Option<String> {
     }
     let prompt = rec.prompt_name();
     let record = layout.claim_record(&prompt);
-    let missing = matches!(
-        fsio::read_capped(layout.root(), &record, MAX_RECORD),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound
-    );
-    match holder(layout, &prompt) {
-        Some(h) if h.job_id == rec.job_id.as_str() => None,
+    match record_of(layout, &prompt) {
+        Record::Held(h) if h.job_id == rec.job_id.as_str() => None,
         // A record that is there but unreadable (garbage, a symlink, a
         // FIFO) is not another host's word: no other host takes a claim
         // whose record is there, so the claim is still this job's.
-        None if !missing => {
+        Record::Unreadable => {
             tracing::warn!(job = %rec.job_id, "its claim record {} is unreadable; the claim is still this job's", layout.relative(&record).display());
             None
         }
-        Some(h) => Some(format!(
+        Record::Held(h) => Some(format!(
             "its claim of the shared inbox's {} was taken after this host's lease ran out: host {} holds it now, for job {}",
             layout.relative(&layout.running_prompt(&prompt)).display(),
             h.host,
             h.job_id
         )),
-        None => Some(format!(
+        Record::Missing => Some(format!(
             "its claim of the shared inbox's {} was taken after this host's lease ran out: another host requeued the prompt",
             layout.relative(&layout.running_prompt(&prompt)).display(),
         )),
@@ -162,8 +175,33 @@ pub fn ending(layout: &Layout, rec: &JobRecord) -> Result<(), IoError> {
             h.ended = true;
             fsio::write_json_atomic(layout.root(), &layout.claim_record(&prompt), &h)
         }
-        _ => Ok(()),
+        _ => restore(layout, rec, true),
     }
+}
+
+/// Write the claim record of `rec`'s job again if something removed it
+/// while the job holds its claimed prompt (a careless job): without it,
+/// any host would put the prompt back after a lease. A monitor does this
+/// at each heartbeat, and at the job's end (`ended`).
+pub fn restore(layout: &Layout, rec: &JobRecord, ended: bool) -> Result<(), IoError> {
+    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+        return Ok(());
+    }
+    let prompt = rec.prompt_name();
+    let record = layout.claim_record(&prompt);
+    let missing = matches!(record_of(layout, &prompt), Record::Missing);
+    if !missing || std::fs::symlink_metadata(layout.running_prompt(&prompt)).is_err() {
+        return Ok(());
+    }
+    tracing::warn!(job = %rec.job_id, "its claim record {} was removed; written again", layout.relative(&record).display());
+    let holder = Holder {
+        host: rec.host.clone(),
+        boot_id: boot_id().to_owned(),
+        job_id: rec.job_id.to_string(),
+        claimed_at: Timestamp::now(),
+        ended,
+    };
+    fsio::write_json_atomic(layout.root(), &record, &holder)
 }
 
 /// The prompt of `rec` has moved on from its claim: remove the claim
@@ -247,11 +285,13 @@ impl Sweep {
             let Some(prompt) = layout.prompt_of_claimed(&found.path) else {
                 continue;
             };
-            match holder(layout, &prompt) {
+            match record_of(layout, &prompt) {
                 // This host's own claims are its reconciliation's; an ended
-                // job's prompt is moved on by its own host alone.
-                Some(h) if h.host == shared.host || h.ended => {}
-                Some(h) => {
+                // job's prompt is moved on by its own host alone; a record
+                // that does not read is nobody's word.
+                Record::Held(h) if h.host == shared.host || h.ended => {}
+                Record::Unreadable => {}
+                Record::Held(h) => {
                     let Some(silent) = self.silent_for(&h.host, now, shared.lease) else {
                         continue;
                     };
@@ -260,7 +300,7 @@ impl Sweep {
                         requeued += 1;
                     }
                 }
-                None => {
+                Record::Missing => {
                     let since = *self.unheld.entry(found.path.clone()).or_insert(now);
                     unheld.insert(found.path.clone());
                     if now.duration_since(since) >= shared.lease
@@ -465,7 +505,7 @@ fn remove_if_same(layout: &Layout, prompt: &PromptName, seen: &Holder) {
 /// Requeue a claimed prompt that has had no claim record for a whole
 /// lease (its claimer died between its two writes), if it still has none.
 fn requeue_unheld(layout: &Layout, prompt: &PromptName, running: &Path) -> bool {
-    if fsio::read_capped(layout.root(), &layout.claim_record(prompt), MAX_RECORD).is_ok() {
+    if !matches!(record_of(layout, prompt), Record::Missing) {
         return false;
     }
     match put_back(layout, prompt, running) {

@@ -504,6 +504,9 @@ impl Monitor<'_> {
     fn heartbeat(&mut self, sink: &SharedSink) {
         crate::fault::point("monitor-heartbeat");
         self.renew_lease();
+        if let Err(e) = crate::shared_inbox::restore(&self.layout, &self.rec, false) {
+            tracing::warn!(job = %self.rec.job_id, "writing its claim record again: {e}");
+        }
         self.restore_records();
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());

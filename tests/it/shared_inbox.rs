@@ -324,7 +324,7 @@ fn a_daemon_killed_mid_burst_has_its_claims_requeued_by_the_other_after_its_leas
 }
 
 #[test]
-fn a_forged_or_garbled_claim_record_never_takes_a_live_hosts_claim() {
+fn a_forged_garbled_or_removed_claim_record_never_takes_a_live_hosts_claim() {
     let Some(hosts) = Hosts::up_or_skip("2s") else {
         return;
     };
@@ -358,6 +358,23 @@ fn a_forged_or_garbled_claim_record_never_takes_a_live_hosts_claim() {
     assert_never("a claim with a garbled record to be taken", secs(6), || {
         !untouched()
     });
+    // A record removed: the job's monitor writes it again before any host
+    // would take the claim for one without a record.
+    fs::remove_file(&record).expect("remove the claim record");
+    wait_until(
+        "the monitor to write the claim record again",
+        secs(5),
+        || {
+            fs::read_to_string(&record)
+                .ok()
+                .filter(|t| t.contains("\"alpha\""))
+        },
+    );
+    assert_never(
+        "a claim whose record was removed to be taken",
+        secs(5),
+        || !untouched(),
+    );
     assert!(
         !beta.stderr().contains("requeued"),
         "beta took a live host's claim:\n{}",
