@@ -542,3 +542,49 @@ fn a_monitor_killed_while_sbatch_runs_never_lets_the_command_run_twice() {
     assert_eq!(sb.jobs_for("p", "s").len(), 1, "one job");
     assert!(cluster.queue().trim().is_empty(), "{}", cluster.queue());
 }
+
+#[test]
+fn a_slurm_job_that_cuts_its_batch_output_and_forges_its_exit_record_is_recorded_as_it_ran() {
+    let Some(cluster) = Cluster::up_or_skip() else {
+        return;
+    };
+    let (sb, _d) = on_slurm(
+        &cluster,
+        r#"echo "first: a line long enough that the cut output is shorter than what was copied"
+sleep 1
+: > "$JOBWARDEN_SLURM_DIR/slurm.out"
+sleep 1
+echo second
+printf '{"exit_code":0,"host":"forged","ended_at":"2026-01-01T00:00:00.000Z"}\n' > "$JOBWARDEN_SLURM_DIR/slurm-exit.json"
+touch "$OUT/forged"
+while [ ! -e "$OUT/go" ]; do sleep 0.1; done
+echo third
+exit 3"#,
+        "",
+    );
+    sb.drop_prompt("p", "cut", "x\n");
+    wait_until("the job to forge its exit record", secs(60), || {
+        sb.out().join("forged").exists().then_some(())
+    });
+    // The record says exit 0, but Slurm says the job still runs: not an end.
+    assert_never(
+        "the job to end on the record it wrote itself",
+        secs(2),
+        || sb.jobs_for("p", "cut").iter().any(Job::is_terminal),
+    );
+    std::fs::write(sb.out().join("go"), "").expect("let the job end");
+    let job = sb.wait_done("p", "cut", secs(60));
+    assert_eq!(job.state(), "failed", "{:#}", job.record);
+    assert_eq!(
+        job.record["exit_code"], 3,
+        "the command's own exit: {:#}",
+        job.record
+    );
+    let log = job.log();
+    assert!(log.contains("first: a line"), "{log}");
+    assert!(
+        log.contains("was cut from"),
+        "the cut is said in job.log: {log}"
+    );
+    assert!(log.contains("second") && log.contains("third"), "{log}");
+}
