@@ -39,6 +39,8 @@
 //!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks),
 //!   `config/slurm.rs` (a profile's executor: local, or Slurm with its `sbatch` options).
 //! - [`layout`] — the only module that knows names under the root; name validation;
+//!   `layout/inbox.rs`: names in the inbox (prompts waiting, incoming and claimed, retry requests,
+//!   a shared inbox's claim records and leases, the claim and retry locks);
 //!   `layout/control.rs`: names under `control/` (pause markers).
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads);
