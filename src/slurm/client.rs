@@ -330,6 +330,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_what_can_be_a_slurm_id_is_ever_put_to_squeue() {
+        for good in ["1", "123", "123_4"] {
+            assert!(is_slurm_id(good), "{good}");
+        }
+        for bad in [
+            "",
+            "12;rm -rf /",
+            "-1",
+            "1 2",
+            "1,2",
+            "abc",
+            "１２",
+            &"9".repeat(33),
+        ] {
+            assert!(!is_slurm_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn squeue_lines_are_read_field_by_field() {
         let out = "12|RUNNING|jw-abc|n1|None\n13|PENDING|jw-def||Resources\n\nbad line\n";
         let jobs = parse_squeue(out);
