@@ -225,11 +225,19 @@ fn create_in_mode(
 
 /// A unique temporary name beside `name`, ignored by every reader: a
 /// dotfile ending in `.tmp`.
-fn temp_name(name: &OsStr) -> OsString {
+/// A temporary name beside `name`, unique to this process and call, and
+/// to the host: an inbox shared by several hosts is written by processes
+/// that may share a pid.
+pub(super) fn temp_name(name: &OsStr) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let host = HOST.get_or_init(|| {
+        let unique = uuid::Uuid::now_v7().simple().to_string();
+        unique[unique.len() - 8..].to_owned()
+    });
     let name = name.to_string_lossy();
-    OsString::from(format!(".{name}.{}.{n}.tmp", std::process::id()))
+    OsString::from(format!(".{name}.{}.{host}.{n}.tmp", std::process::id()))
 }
 
 /// fsync the folder holding `path` under `root` (opened as in

@@ -376,6 +376,26 @@ fn restore_body(
     }
 }
 
+/// Rename the claimed prompt at `running` back to its waiting name, or,
+/// if a newer drop took that name, to a `.recovered-<ms>` sibling. Where
+/// it went; `None` if it was gone already.
+pub fn put_back(
+    layout: &Layout,
+    prompt: &crate::layout::PromptName,
+    running: &std::path::Path,
+) -> Result<Option<PathBuf>, crate::error::IoError> {
+    let back = layout.waiting_prompt(prompt);
+    match fsio::rename_noreplace(layout.root(), running, &back)? {
+        Renamed::Done => Ok(Some(back)),
+        Renamed::SourceGone => Ok(None),
+        Renamed::TargetExists => {
+            let aside = layout.recovered_prompt(prompt, Timestamp::now().epoch_ms());
+            let moved = fsio::rename_noreplace(layout.root(), running, &aside)?;
+            Ok((moved == Renamed::Done).then_some(aside))
+        }
+    }
+}
+
 /// Rename every one of `claimed` (`*.running.md` paths) that no record
 /// holds back to `*.prompt.md` (or, if a newer drop took that name, to a
 /// `.recovered-<ms>` sibling); one gone meanwhile is skipped. Not while a
@@ -401,16 +421,9 @@ fn requeue_orphans(
         let Some(prompt) = layout.prompt_of_claimed(&path) else {
             continue;
         };
-        let back = layout.waiting_prompt(&prompt);
-        let result = fsio::rename_noreplace(layout.root(), &path, &back).and_then(|r| match r {
-            Renamed::TargetExists => {
-                let aside = layout.recovered_prompt(&prompt, Timestamp::now().epoch_ms());
-                fsio::rename_noreplace(layout.root(), &path, &aside).map(|_| aside)
-            }
-            _ => Ok(back.clone()),
-        });
-        match result {
-            Ok(to) => tracing::warn!(
+        match put_back(layout, &prompt, &path) {
+            Ok(None) => {}
+            Ok(Some(to)) => tracing::warn!(
                 "claimed prompt {} had no job; put back as {}",
                 path.display(),
                 to.display()

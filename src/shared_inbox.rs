@@ -41,8 +41,21 @@ use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord};
 use crate::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
 
+/// [`crate::recover::put_back`], a failure logged.
+fn put_back(layout: &Layout, prompt: &PromptName, running: &Path) -> Option<PathBuf> {
+    crate::recover::put_back(layout, prompt, running).unwrap_or_else(|e| {
+        tracing::error!("requeueing {}: {e}", running.display());
+        None
+    })
+}
+
 /// The record field that marks a job whose claim is in a shared inbox.
 const SHARED_CLAIM: &str = "shared_claim";
+
+/// Does `rec`'s job hold a claim of a shared inbox?
+fn is_shared_claim(rec: &JobRecord) -> bool {
+    rec.extra.get(SHARED_CLAIM) == Some(&serde_json::Value::Bool(true))
+}
 
 /// Largest claim record or lease file read.
 const MAX_RECORD: u64 = 4096;
@@ -135,7 +148,7 @@ fn record_of(layout: &Layout, prompt: &PromptName) -> Record {
 /// `None` for a job that holds its claim, and for every job claimed from
 /// an inbox that was not shared.
 pub fn taken(layout: &Layout, rec: &JobRecord) -> Option<String> {
-    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+    if !is_shared_claim(rec) {
         return None;
     }
     let prompt = rec.prompt_name();
@@ -166,7 +179,7 @@ pub fn taken(layout: &Layout, rec: &JobRecord) -> Option<String> {
 /// record first (durably), so that no other host requeues a prompt whose
 /// job ran, whatever happens to this host before the prompt moves on.
 pub fn ending(layout: &Layout, rec: &JobRecord) -> Result<(), IoError> {
-    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+    if !is_shared_claim(rec) {
         return Ok(());
     }
     let prompt = rec.prompt_name();
@@ -184,7 +197,7 @@ pub fn ending(layout: &Layout, rec: &JobRecord) -> Result<(), IoError> {
 /// any host would put the prompt back after a lease. A monitor does this
 /// at each heartbeat, and at the job's end (`ended`).
 pub fn restore(layout: &Layout, rec: &JobRecord, ended: bool) -> Result<(), IoError> {
-    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+    if !is_shared_claim(rec) {
         return Ok(());
     }
     let prompt = rec.prompt_name();
@@ -207,7 +220,7 @@ pub fn restore(layout: &Layout, rec: &JobRecord, ended: bool) -> Result<(), IoEr
 /// The prompt of `rec` has moved on from its claim: remove the claim
 /// record, if it is still this job's.
 pub fn release(layout: &Layout, rec: &JobRecord) {
-    if rec.extra.get(SHARED_CLAIM) != Some(&serde_json::Value::Bool(true)) {
+    if !is_shared_claim(rec) {
         return;
     }
     let prompt = rec.prompt_name();
@@ -416,9 +429,10 @@ impl Sweep {
     }
 }
 
-/// Requeue the claim `seen` of a dead host: its record renamed away first
-/// (one host alone wins it), then checked to be the one seen, then the
-/// prompt put back in the inbox. True if requeued.
+/// Requeue the claim `seen` of a dead host: its record taken (one host
+/// alone wins it), then the prompt put back in the inbox. Not if the
+/// record is not the one seen, or the host renewed its `lease` since it
+/// was read. True if requeued.
 fn take(
     layout: &Layout,
     prompt: &PromptName,
@@ -426,35 +440,16 @@ fn take(
     silent: Duration,
     lease: Option<&[u8]>,
 ) -> bool {
-    let record = layout.claim_record(prompt);
-    let token = layout.taken_claim_record(prompt, &JobId::generate().to_string());
-    match fsio::rename_noreplace(layout.root(), &record, &token) {
-        Ok(Renamed::Done) => {}
-        Ok(_) => return false,
-        Err(e) => {
-            tracing::warn!("taking the claim record {}: {e}", record.display());
-            return false;
-        }
-    }
-    let held = fsio::read_capped(layout.root(), &token, MAX_RECORD)
-        .ok()
-        .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
     // The host may have come back since its lease was read.
-    let lease_now = fsio::read_capped(layout.root(), &layout.host_lease(&seen.host), MAX_RECORD)
-        .ok()
-        .map(|(bytes, _)| bytes);
-    let came_back = lease_now.is_some() && lease_now.as_deref() != lease;
-    if held.as_ref() != Some(seen) || came_back {
-        // Another host requeued it and it was claimed again meanwhile: not
-        // this claim. Its record goes back.
-        if !matches!(
-            fsio::rename_noreplace(layout.root(), &token, &record),
-            Ok(Renamed::Done)
-        ) {
-            let _ = fsio::remove_file(layout.root(), &token);
-        }
+    let still_silent = || {
+        let now = fsio::read_capped(layout.root(), &layout.host_lease(&seen.host), MAX_RECORD)
+            .ok()
+            .map(|(bytes, _)| bytes);
+        now.is_none() || now.as_deref() == lease
+    };
+    let Some(token) = take_record(layout, prompt, |held| held == seen && still_silent()) else {
         return false;
-    }
+    };
     let running = layout.running_prompt(prompt);
     let put = put_back(layout, prompt, &running);
     let _ = fsio::remove_file(layout.root(), &token);
@@ -474,30 +469,44 @@ fn take(
     }
 }
 
-/// Remove the claim record of `prompt` if it still says `seen`: renamed
-/// away first, so that a record written meanwhile by a new claim is put
-/// back, never removed.
-fn remove_if_same(layout: &Layout, prompt: &PromptName, seen: &Holder) {
+/// Take the claim record of `prompt` away from its place (renamed to a
+/// name of this call's own, so that one taker alone gets it) and read it:
+/// where it now is, if it is a record that `keep` accepts. Any other is
+/// put back (or, if a newer record took its place meanwhile, removed).
+fn take_record(
+    layout: &Layout,
+    prompt: &PromptName,
+    keep: impl FnOnce(&Holder) -> bool,
+) -> Option<PathBuf> {
     let record = layout.claim_record(prompt);
     let token = layout.taken_claim_record(prompt, &JobId::generate().to_string());
-    if !matches!(
-        fsio::rename_noreplace(layout.root(), &record, &token),
-        Ok(Renamed::Done)
-    ) {
-        return;
+    match fsio::rename_noreplace(layout.root(), &record, &token) {
+        Ok(Renamed::Done) => {}
+        Ok(_) => return None,
+        Err(e) => {
+            tracing::warn!("taking the claim record {}: {e}", record.display());
+            return None;
+        }
     }
     let read = fsio::read_capped(layout.root(), &token, MAX_RECORD)
         .ok()
         .and_then(|(bytes, _)| serde_json::from_slice::<Holder>(&bytes).ok());
-    // Not the record seen: it goes back (or, if a newer one took its
-    // place meanwhile, this one goes).
-    let same = read.as_ref() == Some(seen);
-    if same
-        || !matches!(
-            fsio::rename_noreplace(layout.root(), &token, &record),
-            Ok(Renamed::Done)
-        )
-    {
+    if read.as_ref().is_some_and(keep) {
+        return Some(token);
+    }
+    if !matches!(
+        fsio::rename_noreplace(layout.root(), &token, &record),
+        Ok(Renamed::Done)
+    ) {
+        let _ = fsio::remove_file(layout.root(), &token);
+    }
+    None
+}
+
+/// Remove the claim record of `prompt` if it still says `seen` (a record
+/// written meanwhile by a new claim is put back, never removed).
+fn remove_if_same(layout: &Layout, prompt: &PromptName, seen: &Holder) {
+    if let Some(token) = take_record(layout, prompt, |read| read == seen) {
         let _ = fsio::remove_file(layout.root(), &token);
     }
 }
@@ -519,24 +528,4 @@ fn requeue_unheld(layout: &Layout, prompt: &PromptName, running: &Path) -> bool 
         }
         None => false,
     }
-}
-
-/// Rename a claimed prompt back to its waiting name, or beside it when a
-/// new drop took that name. Where it went, if it moved.
-fn put_back(layout: &Layout, prompt: &PromptName, running: &Path) -> Option<PathBuf> {
-    let back = layout.waiting_prompt(prompt);
-    let moved = match fsio::rename_noreplace(layout.root(), running, &back) {
-        Ok(Renamed::Done) => Ok(Some(back)),
-        Ok(Renamed::TargetExists) => {
-            let aside = layout.recovered_prompt(prompt, Timestamp::now().epoch_ms());
-            fsio::rename_noreplace(layout.root(), running, &aside)
-                .map(|r| (r == Renamed::Done).then_some(aside))
-        }
-        Ok(Renamed::SourceGone) => Ok(None),
-        Err(e) => Err(e),
-    };
-    moved.unwrap_or_else(|e| {
-        tracing::error!("requeueing {}: {e}", running.display());
-        None
-    })
 }

@@ -19,11 +19,10 @@
 //! none: a finisher that runs again finds the target holding its bytes
 //! and completes step 3.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, renameat2};
@@ -63,7 +62,7 @@ pub(super) fn move_across(
         let what = io::Error::other("is larger than 1 GiB; not moved to another filesystem");
         return Err(IoError::new("moving", from_path, what));
     }
-    let temp = temp_name(to_name);
+    let temp = super::temp_name(to_name);
     let temp_path = to_path.with_file_name(&temp);
     write_new(dst, &temp, &temp_path, &bytes)?;
     match renameat2(
@@ -134,20 +133,6 @@ fn write_new(dir: &File, name: &OsStr, path: &Path, bytes: &[u8]) -> Result<(), 
         let _ = unlinkat(dir, name, UnlinkatFlags::NoRemoveDir);
     }
     written
-}
-
-/// A temporary name beside the target, unique to this process and call
-/// (and to the host: two hosts share the folder, and may share a pid).
-fn temp_name(name: &OsStr) -> OsString {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let unique = uuid::Uuid::now_v7().simple().to_string();
-    OsString::from(format!(
-        ".{}.{}.{n}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id(),
-        &unique[unique.len() - 8..]
-    ))
 }
 
 #[cfg(test)]
