@@ -230,6 +230,10 @@ pub struct Profile {
     /// Its jobs may run beside other jobs in the same workdir (by default
     /// jobs sharing a workdir that is not their own run one at a time).
     pub shared_workdir: bool,
+    /// Its jobs' local commands run in a sandbox of their own (the root
+    /// read-only but for their workdir, `affected` and the inbox; their own
+    /// pid namespace): see `monitor::sandbox`. On by default.
+    pub sandbox: bool,
     /// Where its jobs' published work lives in git (`[profiles.*.git]`):
     /// what the reconcile watches until it is merged.
     pub git: Option<GitTemplates>,

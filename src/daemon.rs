@@ -464,6 +464,7 @@ impl Daemon {
 
     fn write_state(&mut self, phase: Phase) {
         let (watch, watch_reason) = self.watch_state();
+        let sandbox = crate::monitor::sandbox::state(&self.layout, true);
         let file = DaemonFile {
             pid: std::process::id(),
             started_at: self.started_at,
@@ -476,6 +477,8 @@ impl Daemon {
             queued: self.sched.queue.len(),
             watch: watch.as_str(),
             watch_reason,
+            sandbox: sandbox.name(),
+            sandbox_reason: sandbox.why_not(),
             storage: &self.storage,
             ledger: &self.ledger_condition,
             unsettled: self.unsettled.len(),

@@ -211,6 +211,10 @@ struct DaemonView {
     watch: Option<String>,
     /// Why the watch is not `inotify` (null when it is).
     watch_reason: Option<String>,
+    /// `namespaces`, or `unavailable` (jobs run without a sandbox).
+    sandbox: Option<String>,
+    /// Why the sandbox is unavailable.
+    sandbox_reason: Option<String>,
     running: Option<usize>,
     queued: Option<usize>,
     /// Jobs whose end waits to be recorded (storage refused the write).
@@ -439,6 +443,8 @@ impl DaemonView {
             host: seen.and_then(|s| s.host.clone()),
             watch: live.and_then(|s| s.watch.clone()),
             watch_reason: live.and_then(|s| s.watch_reason.clone()),
+            sandbox: live.and_then(|s| s.sandbox.clone()),
+            sandbox_reason: live.and_then(|s| s.sandbox_reason.clone()),
             running: live.map(|s| s.running),
             queued: live.map(|s| s.queued),
             unsettled: live.map(|s| s.unsettled),
@@ -553,6 +559,15 @@ fn print_human(s: &Status) -> anyhow::Result<()> {
     if let Some(watch) = d.watch.as_deref().filter(|w| *w != "inotify") {
         let why = d.watch_reason.as_deref().unwrap_or("no reason given");
         line("inbox", &format!("{} ({why})", alarm(watch)))?;
+    }
+    if d.sandbox.as_deref() == Some("unavailable") {
+        let why = d.sandbox_reason.as_deref().unwrap_or("no reason given");
+        line(
+            "sandbox",
+            &format!("{}: jobs run without one ({why})", alarm("UNAVAILABLE")),
+        )?;
+    } else if let Some(sandbox) = &d.sandbox {
+        line("sandbox", sandbox)?;
     }
     let n = |state: &str| s.counts.get(state).copied().unwrap_or(0);
     let live = n("preparing") + n("running") + n("publishing");

@@ -139,6 +139,10 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             )
             .or(base.map(|b| b.shared_workdir))
             .unwrap_or(false),
+        sandbox: v
+            .take(&key("sandbox"), p.sandbox.clone(), "true or false")
+            .or(base.map(|b| b.sandbox))
+            .unwrap_or(true),
         git,
         executor,
     };

@@ -101,6 +101,7 @@ pub(super) struct RawProfile {
     pub limits: Option<RawLimits>,
     pub max_jobs: Opt<i64>,
     pub shared_workdir: Opt<bool>,
+    pub sandbox: Opt<bool>,
     pub git: Option<RawGit>,
     pub executor: Opt<String>,
     pub slurm: Option<RawSlurm>,

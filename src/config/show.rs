@@ -97,6 +97,7 @@ struct ShownProfile<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     max_jobs: Option<usize>,
     shared_workdir: bool,
+    sandbox: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     git: Option<ShownGit<'a>>,
     executor: &'static str,
@@ -186,6 +187,7 @@ impl Config {
                         limits: p.limits.any().then(|| p.limits.shown()),
                         max_jobs: p.max_jobs,
                         shared_workdir: p.shared_workdir,
+                        sandbox: p.sandbox,
                         git: p.git.as_ref().map(|g| ShownGit {
                             repo: g.repo.source(),
                             branch: g.branch.source(),

@@ -39,6 +39,10 @@ pub struct DaemonFile<'a> {
     pub watch: &'static str,
     /// Why the watch is not `inotify`.
     pub watch_reason: Option<String>,
+    /// Whether jobs can run sandboxed on this machine (`namespaces`), or
+    /// not (`unavailable`, with the reason): see `monitor::sandbox`.
+    pub sandbox: &'static str,
+    pub sandbox_reason: Option<&'a str>,
     /// Whether the root accepts writes (`condition`: `ok`, `full`,
     /// `read_only`), since when, and why it is believed.
     pub storage: &'a storage::Health,
@@ -157,6 +161,10 @@ pub struct DaemonSeen {
     pub watch: Option<String>,
     #[serde(default)]
     pub watch_reason: Option<String>,
+    #[serde(default)]
+    pub sandbox: Option<String>,
+    #[serde(default)]
+    pub sandbox_reason: Option<String>,
     #[serde(default)]
     pub storage: Option<storage::Health>,
     #[serde(default)]

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::Monitor;
 use super::output::{self, SharedSink};
+use super::sandbox;
 use super::spawn::{Confinement, Stage};
 use super::stages::StageEnd;
 use super::supervise::reap_orphans;
@@ -86,6 +87,12 @@ impl Monitor<'_> {
             tracing::debug!(job = %self.rec.job_id, "no cgroup for the job: {why}");
             fields["no_cgroup"] = json!(why);
         }
+        self.sandbox = sandbox::state(&self.layout, self.profile.sandbox);
+        fields["sandbox"] = json!(self.sandbox.name());
+        if let Some(why) = self.sandbox.why_not() {
+            tracing::warn!(job = %self.rec.job_id, "the job runs without a sandbox: {why}");
+            fields["no_sandbox"] = json!(why);
+        }
         self.events.append(Op::Limits, fields);
         self.rec.containment = Some(containment.name().to_owned());
         self.containment = containment;
@@ -110,6 +117,9 @@ impl Monitor<'_> {
     /// Send `sig` to the job's group and to every other process it started
     /// (those that left the group), and say so in its log and events.
     pub(super) fn signal_all(&mut self, pgid: Pid, sig: Signal, sink: &SharedSink) {
+        if self.under_init {
+            return self.signal_init(pgid, sig, sink);
+        }
         let result = killpg(pgid, sig);
         let others: Vec<i32> = self
             .job_processes()
@@ -132,6 +142,22 @@ impl Monitor<'_> {
             json!({"name": sig.as_str(), "pgid": pgid.as_raw(), "ok": result.is_ok(), "others": others.len()}),
         );
         tracing::info!(job = %self.rec.job_id, signal = sig.as_str(), others = others.len(), "signalled the job's processes");
+    }
+
+    /// Send `sig` to the sandbox's init (`pid`), which passes it on to
+    /// every process of the job (SIGKILL kills the init, and with it the
+    /// whole pid namespace).
+    fn signal_init(&mut self, pid: Pid, sig: Signal, sink: &SharedSink) {
+        let result = kill(pid, sig);
+        output::lock(sink).note(&format!(
+            "sent {} to every process of the job (through its sandbox's init)",
+            sig.as_str()
+        ));
+        self.events.append(
+            Op::Signal,
+            json!({"name": sig.as_str(), "pgid": pid.as_raw(), "ok": result.is_ok(), "others": 0, "via": "init"}),
+        );
+        tracing::info!(job = %self.rec.job_id, signal = sig.as_str(), "signalled the job's processes through its init");
     }
 
     /// Every live process of the job: its cgroup's members and the

@@ -17,10 +17,13 @@
 
 pub(crate) mod abort_watch;
 mod contain;
+mod enter;
 pub mod handover;
+pub mod init;
 mod output;
 mod process;
 mod restore;
+pub mod sandbox;
 mod slurm;
 pub mod spawn;
 mod stages;
@@ -155,6 +158,11 @@ struct Monitor<'a> {
     artifacts: Vec<Artifact>,
     /// What holds the job's processes (chosen when it starts).
     containment: Containment,
+    /// Whether its local commands run sandboxed (chosen when it starts).
+    sandbox: sandbox::State,
+    /// The command running now runs under the sandbox's init, which
+    /// passes every signal on to all of its processes.
+    under_init: bool,
     /// The job's monitor lock, held by its descriptor for the monitor's
     /// whole life, whatever becomes of the file; then the locks on every
     /// `monitor.lock` put back after the job removed or replaced it.
@@ -200,6 +208,8 @@ impl<'a> Monitor<'a> {
             handed: None,
             artifacts: Vec::new(),
             containment: Containment::ProcessTree,
+            sandbox: sandbox::State::Off,
+            under_init: false,
             locks: vec![lock],
             log: None,
             keep_archived: false,

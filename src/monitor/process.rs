@@ -22,6 +22,10 @@
 //! - `execvpe` (a script without `#!` runs under `/bin/sh`, as `execvp`
 //!   does).
 //!
+//! A sandboxed job's child is made with new namespaces and enters its
+//! sandbox (`enter.rs`) before its working folder is set; it then runs the
+//! sandbox's init (`init.rs`, this program), which runs the job.
+//!
 //! The monitor blocks every signal around the `clone`, so that none is
 //! handled in the child before its handlers are reset. An error of any
 //! step is left for the monitor in memory both share, and the child exits.
@@ -42,6 +46,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, pipe2};
 
+use super::enter::{self, Enter, Entered};
 use crate::config::Limits;
 
 /// How long past its CPU time limit a process that handles SIGXCPU may go
@@ -93,6 +98,18 @@ pub struct Command<'a> {
     /// What the process reads on stdin.
     pub stdin: OwnedFd,
     pub confinement: Confinement,
+    /// Run in a sandbox: the child enters it, then runs the init.
+    pub sandbox: Option<Sandboxed<'a>>,
+}
+
+/// A command's sandbox, as the child needs it.
+#[derive(Clone, Copy)]
+pub struct Sandboxed<'a> {
+    pub enter: &'a Enter,
+    /// Left open for the init (its arguments name them): the write end of
+    /// its report pipe, the read end of the pipe that closes when the
+    /// monitor dies.
+    pub init_fds: [RawFd; 2],
 }
 
 /// A started process: the leader of its own process group, its output
@@ -102,6 +119,11 @@ pub struct Started {
     pub pid: Pid,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// Sandboxed: whether the job's pid namespace got a `/proc` of its own.
+    pub proc_mounted: bool,
+    /// Sandboxed: the monitor's link to the init (`pid`), which runs the
+    /// command.
+    pub init: Option<super::init::InitLink>,
 }
 
 /// Why the child gave up before `exec`: the step (one of `STEP_*`) and
@@ -111,20 +133,32 @@ pub struct Started {
 struct Failure {
     step: AtomicI32,
     errno: AtomicI32,
+    entered: Entered,
 }
 
 const STEP_MONITOR_GONE: i32 = 1;
 const STEP_OTHER: i32 = 2;
 
+/// The program a sandboxed child runs: this one, as its init.
+const SELF_EXE: &std::ffi::CStr = c"/proc/self/exe";
+
 /// Start `cmd` (see the module docs). An error is what `exec` or the
 /// step before it said, as `std::process::Command::spawn` would.
 pub fn start(cmd: Command<'_>) -> io::Result<Started> {
-    let program = c_string(cmd.program.as_os_str())?;
-    let argv = cmd
+    let mut program = c_string(cmd.program.as_os_str())?;
+    let mut argv = cmd
         .argv
         .iter()
         .map(|a| c_string(OsStr::new(a)))
         .collect::<io::Result<Vec<_>>>()?;
+    if let Some(sb) = &cmd.sandbox {
+        // The init's arguments, then the job's program and argv.
+        let mut init = super::init::argv(sb.init_fds);
+        init.push(program);
+        init.append(&mut argv);
+        argv = init;
+        program = SELF_EXE.to_owned();
+    }
     let env = cmd
         .env
         .iter()
@@ -161,9 +195,13 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         last_signal: libc::SIGRTMAX(),
         cgroup_procs: cmd.confinement.cgroup_procs,
         rlimits: cmd.confinement.rlimits(),
+        sandbox: cmd.sandbox,
     };
     let failure = Failure::default();
     let mut stack = ChildStack::new(CHILD_STACK + 8 * argv_ptrs.len())?;
+    let flags = CloneFlags::CLONE_VM
+        | CloneFlags::CLONE_VFORK
+        | CloneFlags::from_bits_retain(cmd.sandbox.map_or(0, |sb| sb.enter.clone_flags()));
     let blocked = block_all_signals()?;
     // SAFETY: the child runs `Setup::run` on its own stack while this
     // thread waits (`CLONE_VFORK`); it only reads what `setup` points to,
@@ -173,7 +211,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         nix::sched::clone(
             Box::new(|| setup.run(&failure)),
             stack.as_mut_slice(),
-            CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
+            flags,
             Some(libc::SIGCHLD),
         )
     };
@@ -185,17 +223,84 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
             pid,
             stdout: out_r,
             stderr: err_r,
+            proc_mounted: failure.entered.proc_mounted.load(Ordering::Acquire),
+            init: None,
         }),
         step => {
             // The child has exited: reap it.
             let _ = waitpid(pid, None);
-            if step == STEP_MONITOR_GONE {
-                return Err(io::Error::other("monitor exited during spawn"));
-            }
-            Err(io::Error::from_raw_os_error(
-                failure.errno.load(Ordering::Acquire),
-            ))
+            Err(failed(&failure, step))
         }
+    }
+}
+
+/// The error of a child that gave up at `step`.
+fn failed(failure: &Failure, step: i32) -> io::Error {
+    let errno = io::Error::from_raw_os_error(failure.errno.load(Ordering::Acquire));
+    match step {
+        STEP_MONITOR_GONE => io::Error::other("monitor exited during spawn"),
+        STEP_OTHER => errno,
+        step => io::Error::new(
+            errno.kind(),
+            SandboxError {
+                step: enter::step_name(step),
+                errno,
+            },
+        ),
+    }
+}
+
+/// A step of entering the sandbox that failed.
+#[derive(Debug)]
+pub struct SandboxError {
+    pub step: &'static str,
+    pub errno: io::Error,
+}
+
+impl std::fmt::Display for SandboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sandbox: {}: {}", self.step, self.errno)
+    }
+}
+
+impl std::error::Error for SandboxError {}
+
+/// Whether this machine lets a child enter `enter`'s sandbox: a child is
+/// made with its namespaces, enters it and exits. `Err` says why not.
+pub fn probe(enter: &Enter) -> io::Result<()> {
+    let failure = Failure::default();
+    let mut stack = ChildStack::new(CHILD_STACK)?;
+    let flags = CloneFlags::CLONE_VM
+        | CloneFlags::CLONE_VFORK
+        | CloneFlags::from_bits_retain(enter.clone_flags());
+    let blocked = block_all_signals()?;
+    // SAFETY: as in `start`: the child only makes system calls on
+    // `enter`, prepared before, and writes `failure`'s atomics.
+    let cloned = unsafe {
+        nix::sched::clone(
+            Box::new(|| {
+                // In the child of this clone, with its namespaces.
+                match enter::enter(enter, &failure.entered) {
+                    Ok(()) => 0,
+                    Err(step) => {
+                        failure.errno.store(errno(), Ordering::Release);
+                        failure.step.store(step, Ordering::Release);
+                        1
+                    }
+                }
+            }),
+            stack.as_mut_slice(),
+            flags,
+            Some(libc::SIGCHLD),
+        )
+    };
+    let restored = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
+    let pid = cloned?;
+    restored?;
+    let _ = waitpid(pid, None);
+    match failure.step.load(Ordering::Acquire) {
+        0 => Ok(()),
+        step => Err(failed(&failure, step)),
     }
 }
 
@@ -289,6 +394,7 @@ struct Setup<'a> {
     last_signal: libc::c_int,
     cgroup_procs: Option<RawFd>,
     rlimits: [Option<(Resource, u64, u64)>; 4],
+    sandbox: Option<Sandboxed<'a>>,
 }
 
 impl Setup<'_> {
@@ -297,7 +403,7 @@ impl Setup<'_> {
     fn run(&self, failure: &Failure) -> isize {
         // SAFETY: each call is an async-signal-safe system call on
         // memory prepared by the monitor (see the module docs).
-        let step = unsafe { self.exec() };
+        let step = unsafe { self.exec(failure) };
         failure.errno.store(errno(), Ordering::Release);
         failure.step.store(step, Ordering::Release);
         127
@@ -307,7 +413,7 @@ impl Setup<'_> {
     ///
     /// # Safety
     /// Only in the child of `start`'s `clone`.
-    unsafe fn exec(&self) -> i32 {
+    unsafe fn exec(&self, failure: &Failure) -> i32 {
         unsafe {
             for sig in 1..=self.last_signal {
                 let mut old: libc::sigaction = std::mem::zeroed();
@@ -326,11 +432,29 @@ impl Setup<'_> {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return STEP_OTHER;
             }
-            // The monitor may have died before prctl took effect.
-            if libc::getppid() != self.monitor {
+            // The monitor may have died before prctl took effect. (In a
+            // pid namespace of its own the child has no parent it can
+            // name: the init watches a pipe for the monitor instead.)
+            if self.sandbox.is_none() && libc::getppid() != self.monitor {
                 return STEP_MONITOR_GONE;
             }
-            if libc::setpgid(0, 0) != 0 || !confine(self.cgroup_procs, &self.rlimits) {
+            if libc::setpgid(0, 0) != 0 {
+                return STEP_OTHER;
+            }
+            // Entered before the rlimits are lowered: the descriptors it
+            // opens must not count against the job's `open_files`.
+            if let Some(sb) = &self.sandbox {
+                if let Err(step) = enter::enter(sb.enter, &failure.entered) {
+                    return step;
+                }
+                // Left open for the init, in this child's table only.
+                for fd in sb.init_fds {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return STEP_OTHER;
+                    }
+                }
+            }
+            if !confine(self.cgroup_procs, &self.rlimits) {
                 return STEP_OTHER;
             }
             for (target, &fd) in (0..).zip(self.stdio.iter()) {

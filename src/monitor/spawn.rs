@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use super::process;
 pub use super::process::{CPU_HARD_GRACE_SECS, Confinement, Started};
+use super::sandbox::Prepared;
 
 use crate::config::{Profile, PromptVia, Route, Vars};
 use crate::job::{JobId, JobRecord};
@@ -77,6 +78,15 @@ impl NotStarted {
     fn of_spawn(program: &Path, e: &std::io::Error) -> NotStarted {
         use std::io::ErrorKind;
         const ENOEXEC: i32 = libc::ENOEXEC;
+        if let Some(sandbox) = e
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<process::SandboxError>())
+        {
+            return NotStarted::Setup(format!(
+                "cannot start {} in its sandbox: {sandbox}; fix what it names, or set sandbox = false in the job's profile",
+                program.display()
+            ));
+        }
         let setup = matches!(
             e.kind(),
             ErrorKind::NotFound | ErrorKind::PermissionDenied | ErrorKind::NotADirectory
@@ -373,20 +383,37 @@ fn executable(path: &Path) -> Option<bool> {
 /// fires when the *thread* that started the child exits, and the monitor's
 /// runtime is single-threaded so that this thread lives as long as the
 /// monitor.
-pub fn spawn(plan: &Plan, confinement: &Confinement) -> Result<Started, NotStarted> {
+pub fn spawn(
+    plan: &Plan,
+    confinement: &Confinement,
+    sandbox: Option<Prepared>,
+) -> Result<Started, NotStarted> {
     let stdin = match &plan.stdin {
         Some(p) => File::open(p)
             .map_err(|e| NotStarted::Other(format!("opening the prompt {}: {e}", p.display())))?,
         None => File::open("/dev/null")
             .map_err(|e| NotStarted::Other(format!("opening /dev/null: {e}")))?,
     };
-    process::start(process::Command {
+    let started = process::start(process::Command {
         program: &plan.program,
         argv: &plan.argv,
         env: &plan.env,
         cwd: &plan.cwd,
         stdin: stdin.into(),
         confinement: *confinement,
-    })
-    .map_err(|e| NotStarted::of_spawn(&plan.program, &e))
+        sandbox: sandbox.as_ref().map(Prepared::sandboxed),
+    });
+    let mut started = started.map_err(|e| NotStarted::of_spawn(&plan.program, &e))?;
+    if let Some(sandbox) = sandbox {
+        match sandbox.started() {
+            Ok(link) => started.init = Some(link),
+            Err(e) => {
+                // The init has ended, or never said it started: make sure.
+                let _ = nix::sys::signal::kill(started.pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(started.pid, None);
+                return Err(NotStarted::of_spawn(&plan.program, &e));
+            }
+        }
+    }
+    Ok(started)
 }

@@ -29,6 +29,7 @@ use serde_json::json;
 
 use super::abort_watch::AbortWatch;
 use super::output::{self, SharedSink};
+use super::sandbox;
 use super::spawn::{self, NotStarted, Plan, Stage, Started};
 use super::supervise::exit_fields;
 use super::{EarlyEnd, Monitor};
@@ -315,8 +316,16 @@ impl Monitor<'_> {
     /// process's pid and deadline. A process that no record shows is never
     /// left running.
     fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Started, Stop> {
-        let child = spawn::spawn(plan, &self.confinement())
+        let sandbox = match self.sandbox {
+            sandbox::State::On => Some(
+                sandbox::prepare(&self.layout, &self.rec.job_id, &plan.workdir)
+                    .map_err(|reason| self.start_failed(stage, reason))?,
+            ),
+            sandbox::State::Off | sandbox::State::Unavailable(_) => None,
+        };
+        let child = spawn::spawn(plan, &self.confinement(), sandbox)
             .map_err(|reason| self.start_failed(stage, reason))?;
+        self.under_init = child.init.is_some();
         let pid = child.pid.as_raw();
         let to = state_of(stage);
         self.rec.pid = Some(pid);

@@ -13,6 +13,7 @@ use serde_json::json;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
 use super::abort_watch::AbortWatch;
+use super::init::InitLink;
 use super::output::{self, SharedSink};
 use super::stages::StageEnd;
 use super::{EarlyEnd, INDEX_AFTER, Monitor, spawn};
@@ -39,8 +40,17 @@ impl Monitor<'_> {
     ) -> StageEnd {
         let began = Instant::now();
         let pid = child.pid;
+        let mut child = child;
+        let init = child.init.take();
         let pumps = output::pump_child(child, sink, tail_cap);
         let (status, early) = self.watch(pid, timeout, sink, abort_watch).await;
+        // A sandboxed command's status is the one its init reports; an
+        // init that could not say (killed) ended the command with it.
+        let status = match init.as_ref().and_then(InitLink::exited) {
+            Some(raw) => WaitStatus::from_raw(pid, raw),
+            None => status,
+        };
+        self.under_init = false;
         // The leader has exited but is not reaped, so its pgid is still ours:
         // kill whatever of the group is left, then reap.
         let _ = killpg(pid, Signal::SIGKILL);

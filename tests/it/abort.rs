@@ -42,7 +42,11 @@ echo $! > "$OUT/child.pid"
 echo ready
 while :; do sleep 0.1; done"#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).global("abort_grace", "\"700ms\""));
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script])
+            .unsandboxed()
+            .global("abort_grace", "\"700ms\""),
+    );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "stubborn", "ignore SIGTERM\n");
 
@@ -116,7 +120,7 @@ echo $! > "$OUT/grandchild.pid"
 echo ready
 wait"#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "forker", "fork and wait\n");
 
@@ -396,7 +400,7 @@ fn abort_and_timeout_kill_processes_that_left_the_job_s_group_or_session() {
                 "detach",
                 &format!("{escape}\necho ready\nwhile :; do sleep 0.1; done"),
             );
-            let mut cfg = ConfigToml::new(&["/bin/sh", &script]);
+            let mut cfg = ConfigToml::new(&["/bin/sh", &script]).unsandboxed();
             if ending == "timeout" {
                 cfg = cfg.profile("timeout", "\"3s\"");
             }

@@ -83,6 +83,14 @@ fn job_environment_is_clean_but_carries_job_variables() {
 
 #[test]
 fn a_job_starts_with_sigpipe_default_nothing_blocked_in_its_own_group_even_without_a_shebang() {
+    // In its sandbox (the job's own pid namespace, under its init) and
+    // without one, the same start.
+    for sandbox in [true, false] {
+        starts_clean(sandbox);
+    }
+}
+
+fn starts_clean(sandbox: bool) {
     let sb = Sandbox::new();
     // No `#!` line: the kernel refuses it and it runs under /bin/sh, as
     // execvp runs it.
@@ -94,7 +102,9 @@ fn a_job_starts_with_sigpipe_default_nothing_blocked_in_its_own_group_even_witho
         "while read -r key value; do case $key in SigIgn:|SigBlk:) echo \"$key $value\";; esac; done < /proc/$$/status\n\
          echo \"pgrp=$(cut -d' ' -f5 /proc/$$/stat) pid=$$\"\n",
     );
-    sb.configure(&ConfigToml::new(&[&program.to_string_lossy()]));
+    sb.configure(
+        &ConfigToml::new(&[&program.to_string_lossy()]).profile("sandbox", &sandbox.to_string()),
+    );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "signals", "x\n");
 
@@ -121,6 +131,11 @@ fn a_job_starts_with_sigpipe_default_nothing_blocked_in_its_own_group_even_witho
         .and_then(|l| l.split_once(" pid="))
         .unwrap_or_else(|| panic!("no pgrp line:\n{log}"));
     assert_eq!(ids.0, ids.1, "the job leads its own process group:\n{log}");
+    if sandbox {
+        // The record's pid is its init's, outside the job's namespace.
+        assert_ne!(job.record["pid"].as_i64(), Some(2), "{:#}", job.record);
+        return;
+    }
     assert_eq!(
         job.record["pgid"]
             .as_i64()

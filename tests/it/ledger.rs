@@ -249,7 +249,7 @@ fn interrupted_prompt_is_requeued_as_a_new_attempt() {
         "slow-first",
         r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then echo $PPID > "$OUT/monitor.pid"; sleep 30; fi; echo done"#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "fragile", "x\n");
     let first = sb.wait_state("proj", "fragile", "running", secs(15));
@@ -302,7 +302,7 @@ fn interrupted_job_leftovers_are_killed_before_its_retry_starts() {
         "orphan-maker",
         r#"if [ "$JOBWARDEN_ATTEMPT" = 1 ]; then sleep 300 & echo $! > "$OUT/orphan.pid"; echo $PPID > "$OUT/monitor.pid"; wait; fi; echo done"#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "leftovers", "x\n");
     let first = sb.wait_state("proj", "leftovers", "running", secs(15));

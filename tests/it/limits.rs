@@ -43,7 +43,7 @@ fn processes_a_job_detached_die_when_it_exits() {
     for (what, escape) in [("setsid", SETSID_ESCAPEE), ("setpgrp", SETPGRP_ESCAPEE)] {
         let sb = Sandbox::new();
         let script = sb.script("detach", &format!("{escape}\necho started"));
-        sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+        sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
         let _d = Daemon::start(&sb);
         sb.drop_prompt("proj", "detach", "detach and exit\n");
         let job = sb.wait_done("proj", "detach", secs(20));
@@ -195,7 +195,7 @@ fn a_job_runs_in_its_own_cgroup_abort_kills_it_whole_and_the_cgroup_is_removed()
 echo ready
 while :; do sleep 0.1; done"#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _d = cg.start_daemon(&sb);
     sb.drop_prompt("proj", "cg", "run contained\n");
     let job = sb.wait_state("proj", "cg", "running", secs(15));

@@ -31,6 +31,7 @@ mod hooks;
 mod inflight;
 mod inspect;
 mod install;
+mod job_sandbox;
 mod ledger;
 mod ledger_damage;
 mod lifecycle;

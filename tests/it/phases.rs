@@ -415,6 +415,7 @@ fn prepare_timeout_times_the_job_out_in_prepare() {
     let main = sb.script("main", r#"echo ran > "$OUT/main-ran""#);
     sb.configure(
         &config(&main)
+            .unsandboxed()
             .profile("timeout", &q("1h"))
             .profile("prepare", &phase(&prepare, "1s")),
     );
@@ -456,6 +457,7 @@ fn publish_timeout_times_the_job_out_in_publish() {
     );
     sb.configure(
         &config(&main)
+            .unsandboxed()
             .profile("timeout", &q("1h"))
             .profile("publish", &phase(&publish, "1s")),
     );
@@ -515,7 +517,11 @@ fn abort_during_prepare_ends_the_job_aborted_and_kills_the_prepare_group() {
     let sb = Sandbox::new();
     let blocking = sb.script("blocking", BLOCKING_STAGE);
     let main = sb.script("main", r#"echo ran > "$OUT/main-ran""#);
-    sb.configure(&config(&main).profile("prepare", &named_phase(&blocking, "prepare")));
+    sb.configure(
+        &config(&main)
+            .unsandboxed()
+            .profile("prepare", &named_phase(&blocking, "prepare")),
+    );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "stopprep", "aborted while preparing\n");
 
@@ -566,17 +572,26 @@ fn abort_during_prepare_ends_the_job_aborted_and_kills_the_prepare_group() {
 fn abort_as_prepare_ends_never_starts_the_main_command() {
     let sb = Sandbox::new();
     // Whether the monitor sees the marker before or after prepare's exit,
-    // the next stage must not start.
+    // the next stage must not start. (A job cannot write its own run
+    // folder: the marker comes from outside, and prepare exits as soon as
+    // it is there.)
     let prepare = sb.script(
         "prepare",
-        r#"echo "between stages" > "$JOBWARDEN_RUN_DIR/ABORT.tmp"
-mv "$JOBWARDEN_RUN_DIR/ABORT.tmp" "$JOBWARDEN_RUN_DIR/ABORT"
+        r#"touch "$OUT/preparing"
+while [ ! -e "$JOBWARDEN_RUN_DIR/ABORT" ]; do sleep 0.01; done
 exit 0"#,
     );
     let main = sb.script("main", r#"echo ran > "$OUT/main-ran""#);
     sb.configure(&config(&main).profile("prepare", &phase(&prepare, "5s")));
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "between", "aborted between stages\n");
+    wait_until("prepare to run", secs(15), || {
+        sb.out().join("preparing").exists().then_some(())
+    });
+    let job = sb.jobs_for("proj", "between").pop().expect("the job");
+    let tmp = job.dir.join("ABORT.tmp");
+    fs::write(&tmp, "between stages\n").expect("write the marker");
+    fs::rename(&tmp, job.dir.join("ABORT")).expect("rename the marker in");
 
     let done = sb.wait_done("proj", "between", secs(15));
     assert_eq!(done.state(), "aborted", "{:#}", done.record);
@@ -605,7 +620,11 @@ fn abort_during_publish_ends_the_job_aborted_and_kills_the_publish_group() {
     let sb = Sandbox::new();
     let blocking = sb.script("blocking", BLOCKING_STAGE);
     let main = sb.script("main", "echo main done");
-    sb.configure(&config(&main).profile("publish", &named_phase(&blocking, "publish")));
+    sb.configure(
+        &config(&main)
+            .unsandboxed()
+            .profile("publish", &named_phase(&blocking, "publish")),
+    );
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "stoppub", "aborted while publishing\n");
 
@@ -710,6 +729,7 @@ fn killed_monitor_during_publish_interrupts_the_job_and_kills_the_publish_group(
     let main = sb.script("main", "echo main done");
     sb.configure(
         &config(&main)
+            .unsandboxed()
             .global("max_interrupts", "1")
             .profile("publish", &named_phase(&blocking, "publish")),
     );

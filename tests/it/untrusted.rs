@@ -340,7 +340,7 @@ fn run_folder_swapped_for_a_symlink_is_moved_aside_and_never_written_through() {
             outside = q(&outside.to_string_lossy()),
         ),
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let d = Daemon::start(&sb);
     sb.drop_prompt("p", "swap", "x\n");
     let id = wait_until("the job to end in a real run folder", secs(30), || {

@@ -253,7 +253,7 @@ rm -rf "$JOBWARDEN_RUN_DIR"
 while [ ! -e "$JOBWARDEN_RUN_DIR/job.json" ]; do sleep 0.05; done
 echo "after the folder came back""#,
     );
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _daemon = Daemon::start(&sb);
     sb.drop_prompt("proj", "vandal", "remove your run folder\n");
     let id = written_id(&sb);

@@ -208,6 +208,15 @@ impl ConfigToml {
         self
     }
 
+    /// The default profile without its sandbox (`sandbox = false`): for a
+    /// test that reads pids its job wrote (in a sandbox they are the job's
+    /// own pid namespace's) or that has its job attack the root. Such a
+    /// test guards the unsandboxed path; `job_sandbox.rs` guards the
+    /// sandbox's.
+    pub fn unsandboxed(self) -> Self {
+        self.profile("sandbox", "false")
+    }
+
     /// Adds a variable to the default profile's `env` table.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         set(&mut self.env, key, &q(value));

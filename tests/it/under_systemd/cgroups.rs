@@ -5,7 +5,8 @@
 //! `systemctl status` shows each job under its own cgroup. The profile's
 //! limits go to `memory.max` and `pids.max` where those controllers are
 //! enabled; where not, the test says so and checks that the job's
-//! `limits` event says why.
+//! `limits` event says why. (The jobs run without their sandbox: the
+//! pids they write must be the system's, not their own namespace's.)
 
 use serde_json::Value;
 
@@ -24,10 +25,12 @@ const PROFILES: &str = r#"
 [profiles.esc]
 command = ["/bin/sh", "/var/tmp/jw/escape.sh", "{name}"]
 limits = { memory = "256MiB", processes = 64 }
+sandbox = false
 
 [profiles.esc_short]
 command = ["/bin/sh", "/var/tmp/jw/escape.sh", "{name}"]
 timeout = "2s"
+sandbox = false
 
 [[route]]
 match = "cg/**"

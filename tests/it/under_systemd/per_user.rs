@@ -145,6 +145,12 @@ EOF"#,
     });
     let log = ok_as_user(&sys, &uid, &format!("jobwarden logs {id}"));
     assert_eq!(log.trim(), format!("ran as {USER}"));
+    let events = ok_as_user(&sys, &uid, &format!("jobwarden events {id} --json"));
+    assert_eq!(
+        super::sandbox::sandbox_of(&events),
+        "namespaces",
+        "the user's job ran in its sandbox: {events}"
+    );
     let rows = ok_as_user(&sys, &uid, "jobwarden history list --json");
     let rows: Vec<Value> = serde_json::from_str(&rows).expect("history list --json");
     assert_eq!(rows.len(), 1, "{rows:?}");

@@ -2,7 +2,8 @@
 //! work folder, `/tmp`, and a repository once the README's drop-in
 //! (`ReadWritePaths=/srv/repos`) names it; `/usr` and `/etc` stay
 //! read-only to it even where their permissions would let it write, and
-//! `/home` is hidden. An API key set in the same drop-in reaches a job
+//! `/home` is hidden; the root is read-only to it but for its workdir (its
+//! own sandbox). An API key set in the same drop-in reaches a job
 //! whose profile passes it through.
 
 use super::{JW, Service, state_of};
@@ -12,7 +13,7 @@ use crate::support::*;
 /// `ok <path>` or `no <path>: <error>`.
 const TRY: &str = r#"#!/bin/sh
 {
-for t in "$PWD/by-job" /tmp/by-job-$1 /usr/local/jw-open/by-job /etc/jw-open/by-job /srv/repos/app/by-job-$1; do
+for t in "$PWD/by-job" "$JOBWARDEN_RUN_DIR/by-job-in-run-folder" /var/lib/jobwarden/by-job /var/lib/jobwarden/daemon.json /tmp/by-job-$1 /usr/local/jw-open/by-job /etc/jw-open/by-job /srv/repos/app/by-job-$1; do
     if err=$( (echo x > "$t") 2>&1 ); then echo "ok $t"; else echo "no $t: $err"; fi
 done
 if [ -e /home/jw-seen ]; then echo "seen /home"; else echo "hidden /home"; fi
@@ -44,6 +45,17 @@ fn tried(svc: &Service, id: &str, name: &str) -> String {
     });
     assert_eq!(state_of(&rec), "succeeded", "{rec:#}");
     svc.sys.ok(&format!("cat {JW}/try-{name}"))
+}
+
+/// What the `limits` event in `events --json` output says of the sandbox.
+pub fn sandbox_of(events: &str) -> String {
+    let listed: serde_json::Value = serde_json::from_str(events).unwrap_or_default();
+    listed["events"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["op"] == "limits"))
+        .and_then(|e| e["sandbox"].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn line<'a>(report: &'a str, path_end: &str) -> &'a str {
@@ -86,6 +98,30 @@ fn a_job_writes_its_workdir_and_a_listed_repository_never_usr_or_etc() {
     }
 
     assert!(report.contains("key=\n"), "{report}");
+    // The job's own sandbox: the root is read-only to it but for its
+    // workdir, whatever the unit allows the service.
+    for place in [
+        "/by-job-in-run-folder",
+        "/var/lib/jobwarden/by-job",
+        "/var/lib/jobwarden/daemon.json",
+    ] {
+        let l = line(&report, place);
+        assert!(
+            l.starts_with("no ") && l.contains("Read-only file system"),
+            "{report}"
+        );
+    }
+    let events = svc.sys.ok(&format!("jobwarden events {own} --json"));
+    assert_eq!(
+        sandbox_of(&events),
+        "namespaces",
+        "the job ran in its sandbox: {events}"
+    );
+    let status = svc.sys.ok("jobwarden status");
+    assert!(
+        status.contains("sandbox") && status.contains("namespaces"),
+        "{status}"
+    );
 
     // The README's drop-in for repositories and an agent's API key.
     svc.sys.ok(
