@@ -588,16 +588,27 @@ fn parse_state_ppid(stat: &str) -> Option<(&str, i32)> {
 /// (fields 14 and 15), readable until the process is reaped: a zombie
 /// keeps its counts.
 pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
+    cpu_ticks(pid, false)
+}
+
+/// [`cpu_time`] with that of the children `pid` reaped (fields 16 and
+/// 17): a sandboxed job's, counted by its init.
+pub fn cpu_time_with_reaped(pid: i32) -> Option<std::time::Duration> {
+    cpu_ticks(pid, true)
+}
+
+fn cpu_ticks(pid: i32, reaped: bool) -> Option<std::time::Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(11);
-    let utime: u64 = rest.next()?.parse().ok()?;
-    let stime: u64 = rest.next()?.parse().ok()?;
+    let fields = if reaped { 4 } else { 2 };
+    let mut ticks: u64 = 0;
+    for _ in 0..fields {
+        ticks += rest.next()?.parse::<u64>().ok()?;
+    }
     // SAFETY: sysconf only reads a constant.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
-    Some(std::time::Duration::from_millis(
-        (utime + stime) * 1000 / hz,
-    ))
+    Some(std::time::Duration::from_millis(ticks * 1000 / hz))
 }
 
 /// A descriptor limit: soft, hard.

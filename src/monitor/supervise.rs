@@ -55,7 +55,10 @@ impl Monitor<'_> {
         // kill whatever of the group is left, then reap.
         let _ = killpg(pid, Signal::SIGKILL);
         // Unreaped, the leader still shows the CPU time it used.
-        let cpu_used = procfs::cpu_time(pid.as_raw());
+        let cpu_used = match init {
+            Some(_) => procfs::cpu_time_with_reaped(pid.as_raw()),
+            None => procfs::cpu_time(pid.as_raw()),
+        };
         let _ = waitpid(pid, None);
         let took = began.elapsed();
         self.kill_leftovers().await;
