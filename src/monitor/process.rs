@@ -198,26 +198,15 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         sandbox: cmd.sandbox,
     };
     let failure = Failure::default();
-    let mut stack = ChildStack::new(CHILD_STACK + 8 * argv_ptrs.len())?;
-    let flags = CloneFlags::CLONE_VM
-        | CloneFlags::CLONE_VFORK
-        | CloneFlags::from_bits_retain(cmd.sandbox.map_or(0, |sb| sb.enter.clone_flags()));
-    let blocked = block_all_signals()?;
-    // SAFETY: the child runs `Setup::run` on its own stack while this
-    // thread waits (`CLONE_VFORK`); it only reads what `setup` points to,
-    // which lives until after `clone` returns, and writes `failure`'s
-    // atomics. See the module docs.
-    let cloned = unsafe {
-        nix::sched::clone(
-            Box::new(|| setup.run(&failure)),
-            stack.as_mut_slice(),
-            flags,
-            Some(libc::SIGCHLD),
-        )
+    let namespaces = cmd.sandbox.map_or(0, |sb| sb.enter.clone_flags());
+    // SAFETY: `Setup::run` only reads what `setup` points to, which lives
+    // until after `clone` returns, and writes `failure`'s atomics. See the
+    // module docs.
+    let pid = unsafe {
+        clone_waited(CHILD_STACK + 8 * argv_ptrs.len(), namespaces, &mut || {
+            setup.run(&failure)
+        })?
     };
-    let restored = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
-    let pid = cloned?;
-    restored?;
     match failure.step.load(Ordering::Acquire) {
         0 => Ok(Started {
             pid,
@@ -269,26 +258,51 @@ impl std::error::Error for SandboxError {}
 /// made with its namespaces, enters it and exits. `Err` says why not.
 pub fn probe(enter: &Enter) -> io::Result<()> {
     let failure = Failure::default();
-    let mut stack = ChildStack::new(CHILD_STACK)?;
-    let flags = CloneFlags::CLONE_VM
-        | CloneFlags::CLONE_VFORK
-        | CloneFlags::from_bits_retain(enter.clone_flags());
-    let blocked = block_all_signals()?;
     // SAFETY: as in `start`: the child only makes system calls on
     // `enter`, prepared before, and writes `failure`'s atomics.
+    let pid = unsafe {
+        clone_waited(CHILD_STACK, enter.clone_flags(), &mut || {
+            // In the child of this clone, with its namespaces.
+            match enter::enter(enter, &failure.entered) {
+                Ok(()) => 0,
+                Err(step) => {
+                    failure.errno.store(errno(), Ordering::Release);
+                    failure.step.store(step, Ordering::Release);
+                    1
+                }
+            }
+        })?
+    };
+    let _ = waitpid(pid, None);
+    match failure.step.load(Ordering::Acquire) {
+        0 => Ok(()),
+        step => Err(failed(&failure, step)),
+    }
+}
+
+/// Run `child` in a new process on a stack of `stack_len` bytes of its
+/// own, sharing this one's memory, with the namespaces of `namespaces`
+/// (`CLONE_NEW*`), every signal blocked around the `clone`; returns once
+/// the child has called `exec` or exited (`CLONE_VFORK`).
+///
+/// # Safety
+/// `child` runs in the new process on this process's memory: it may only
+/// make async-signal-safe system calls on memory prepared before, and
+/// allocate nothing.
+unsafe fn clone_waited(
+    stack_len: usize,
+    namespaces: libc::c_int,
+    child: &mut dyn FnMut() -> isize,
+) -> io::Result<Pid> {
+    let mut stack = ChildStack::new(stack_len)?;
+    let flags =
+        CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK | CloneFlags::from_bits_retain(namespaces);
+    let blocked = block_all_signals()?;
+    // SAFETY: the caller's promise; this thread waits while the child
+    // runs (`CLONE_VFORK`), and `stack` outlives it.
     let cloned = unsafe {
         nix::sched::clone(
-            Box::new(|| {
-                // In the child of this clone, with its namespaces.
-                match enter::enter(enter, &failure.entered) {
-                    Ok(()) => 0,
-                    Err(step) => {
-                        failure.errno.store(errno(), Ordering::Release);
-                        failure.step.store(step, Ordering::Release);
-                        1
-                    }
-                }
-            }),
+            Box::new(child),
             stack.as_mut_slice(),
             flags,
             Some(libc::SIGCHLD),
@@ -297,11 +311,7 @@ pub fn probe(enter: &Enter) -> io::Result<()> {
     let restored = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
     let pid = cloned?;
     restored?;
-    let _ = waitpid(pid, None);
-    match failure.step.load(Ordering::Acquire) {
-        0 => Ok(()),
-        step => Err(failed(&failure, step)),
-    }
+    Ok(pid)
 }
 
 /// The child's stack: pages of its own, mapped and never touched by the

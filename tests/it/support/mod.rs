@@ -784,7 +784,8 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
 
-fn all_pids() -> Vec<i32> {
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<i32> {
     fs::read_dir("/proc")
         .map(|rd| {
             rd.flatten()
