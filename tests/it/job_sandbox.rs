@@ -399,3 +399,48 @@ while :; do sleep 0.05; done
         outer.iter().all(|&p| !pid_alive(p)).then_some(())
     });
 }
+
+/// Where the machine refuses the namespaces (here: a daemon in a user
+/// namespace that allows no mount namespace), jobs run as before, and the
+/// `limits` event and `status` say why.
+#[test]
+fn where_namespaces_are_refused_jobs_run_without_a_sandbox_and_say_why() {
+    let sb = Sandbox::new();
+    let script = sb.script("free", r#"touch "$JW_ROOT/jobmark" && echo ran"#);
+    sb.configure(&attack_config(&sb, &script));
+    let refuse = "echo 0 > /proc/sys/user/max_mnt_namespaces && exec \"$0\" \"$@\"";
+    let _d = Daemon::spawn_with(&sb, &[], |cmd| {
+        let program = cmd.get_program().to_owned();
+        let args: Vec<_> = cmd.get_args().map(ToOwned::to_owned).collect();
+        let mut wrapped = std::process::Command::new("unshare");
+        wrapped
+            .args(["--user", "--map-root-user", "sh", "-c", refuse])
+            .arg(program)
+            .args(args);
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => wrapped.env(k, v),
+                None => wrapped.env_remove(k),
+            };
+        }
+        *cmd = wrapped;
+    });
+    sb.drop_prompt("proj", "free", "run\n");
+    let job = sb.wait_done("proj", "free", secs(30));
+    assert_eq!(job.state(), "succeeded", "{}", job.log());
+    assert!(sb.root.join("jobmark").exists(), "it ran as before");
+    let limits = job
+        .events()
+        .into_iter()
+        .find(|e| e["op"] == "limits")
+        .expect("limits event");
+    assert_eq!(limits["sandbox"], "unavailable", "{limits}");
+    let why = limits["no_sandbox"].as_str().unwrap_or_default();
+    assert!(why.contains("No space left"), "{limits}");
+    let status = sb.run(&["status"]);
+    assert!(
+        status.stdout.contains("sandbox") && status.stdout.contains("UNAVAILABLE"),
+        "{}",
+        status.stdout
+    );
+}
