@@ -55,6 +55,10 @@ const ON_REQUEST: &[&str] = &["slurm-latency"];
 const DEFAULT_HISTORY: usize = 100_000;
 
 fn main() -> ExitCode {
+    // A sandboxed job's init, started through /proc/self/exe.
+    if let Some(code) = jobwarden::monitor::init::run_if_asked() {
+        return code;
+    }
     let args: Vec<String> = std::env::args().collect();
     // Started as `jobwarden` (the daemon, or a monitor it starts through
     // /proc/self/exe), this binary is jobwarden.
@@ -78,7 +82,7 @@ fn main() -> ExitCode {
 
 fn usage() -> String {
     format!(
-        "usage: jobwarden-bench <{}|all|{}>... [--history N] [--json]",
+        "usage: jobwarden-bench <{}|all|{}>... [--history N] [--no-sandbox] [--json]",
         SCENARIOS.join("|"),
         ON_REQUEST.join("|")
     )
@@ -102,6 +106,7 @@ fn parse(args: &[String]) -> anyhow::Result<Options> {
     while let Some(arg) = args.next() {
         match arg {
             "--json" => opts.json = true,
+            "--no-sandbox" => scenarios::without_sandbox(),
             "--history" => {
                 let n = args.next().unwrap_or_default().replace('_', "");
                 opts.history = n.parse().map_err(|_| {

@@ -23,10 +23,20 @@ use crate::rig::Rig;
 /// Nanoseconds per millisecond.
 pub const MS: f64 = 1e6;
 
+/// `--no-sandbox`: the scenarios' jobs run without their sandbox, to
+/// measure what it costs.
+static NO_SANDBOX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Run every scenario's jobs without their sandbox (`sandbox = false`).
+pub fn without_sandbox() {
+    NO_SANDBOX.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The globals every scenario's config starts with.
 pub fn config(max_jobs: usize, command: &str, extra: &str) -> String {
+    let sandbox = !NO_SANDBOX.load(std::sync::atomic::Ordering::Relaxed);
     format!(
-        "max_jobs = {max_jobs}\nheartbeat_interval = \"5s\"\n\n[profiles.default]\ncommand = {command}\nmax_attempts = 1\n{extra}\n"
+        "max_jobs = {max_jobs}\nheartbeat_interval = \"5s\"\n\n[profiles.default]\ncommand = {command}\nmax_attempts = 1\nsandbox = {sandbox}\n{extra}\n"
     )
 }
 
