@@ -363,13 +363,14 @@ pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, Confi
         .clone()
         .or_else(|| env.jobwarden_config.clone());
     if let Some(path) = explicit {
-        if !path.is_file() {
-            return Err(ConfigError::whole(
+        return match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ConfigError::whole(
                 path.display().to_string(),
                 "file not found (named by --config or JOBWARDEN_CONFIG); create it or drop the option to use built-in defaults".into(),
-            ));
-        }
-        return Ok(Some(path));
+            )),
+            Ok(meta) if !meta.is_file() => Err(not_regular(&path, &meta)),
+            _ => Ok(Some(path)),
+        };
     }
     let user = env
         .xdg_config_home
@@ -390,10 +391,45 @@ pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
     }
 }
 
-/// The text of the config file at `path`.
+/// Longest config file read.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// The text of the config file at `path`: a regular file (it may be
+/// reached through a link: the operator's choice), opened without
+/// waiting (a FIFO put there never blocks), read with a cap.
 pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole(path.display().to_string(), format!("cannot read: {e}")))
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| {
+        ConfigError::whole(path.display().to_string(), format!("cannot read: {e}"))
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(not_regular(path, &meta));
+    }
+    let mut text = String::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        let msg = format!("longer than {MAX_CONFIG_BYTES} bytes; refused");
+        return Err(ConfigError::whole(path.display().to_string(), msg));
+    }
+    Ok(text)
+}
+
+/// A config path that is there but is no regular file (a FIFO, a folder).
+fn not_regular(path: &Path, meta: &std::fs::Metadata) -> ConfigError {
+    let msg = format!(
+        "is {}, not a regular file; refused (a config is read from a regular file only); put the config file there",
+        crate::fsio::kind_of(meta)
+    );
+    ConfigError::whole(path.display().to_string(), msg)
 }
 
 /// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
