@@ -386,10 +386,11 @@ fn a_config_file_replaced_by_a_fifo_is_refused_without_blocking() {
     for cmd in [&["status"][..], &["config", "check"]] {
         let out = sb.run(cmd);
         assert_ne!(out.code(), 0, "{out:?}");
+        let said = format!("{}{}", out.stdout, out.stderr);
         assert!(
-            out.stderr.contains(&sb.config.display().to_string())
-                && out.stderr.contains("FIFO")
-                && !out.stderr.contains("not found"),
+            said.contains(&sb.config.display().to_string())
+                && said.contains("is a FIFO, not a regular file")
+                && !said.contains("not found"),
             "{cmd:?} names the file and what it is: {out:?}"
         );
     }
@@ -473,5 +474,34 @@ fn terminal_escapes_in_job_output_are_neutralised_by_show_and_history_show() {
         "{:?}",
         logs.stdout
     );
+    // On a terminal (`script` gives it one) the escapes are shown.
+    let argv = [
+        BIN,
+        "--root",
+        &sb.root.to_string_lossy(),
+        "--config",
+        &sb.config.to_string_lossy(),
+        "logs",
+        &job.id,
+    ]
+    .map(|a| format!("'{a}'"))
+    .join(" ");
+    let on_tty = std::process::Command::new("timeout")
+        .args(["20", "script", "-q", "-e", "-c", &argv, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match on_tty {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(text.contains("before"), "{text:?}");
+            assert!(
+                text.contains("^[]0;pwned^G") && !text.contains("\u{1b}]0;pwned"),
+                "logs on a terminal shows the escapes: {text:?}"
+            );
+        }
+        other => say(&format!(
+            "NOT CHECKED logs on a terminal: `script` could not run it ({other:?})"
+        )),
+    }
     drop(d);
 }
