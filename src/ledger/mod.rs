@@ -195,8 +195,8 @@ impl Ledger {
         let mut uri = url_path(&checked.sqlite_path);
         uri.insert_str(0, "file:");
         uri.push_str("?immutable=1");
-        let conn = Connection::open_with_flags(&uri, flags)
-            .map_err(|e| guard::explain(path, err(e)))?;
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(|e| guard::explain(path, err(e)))?;
         guard::verify(path, &checked)?;
         let version: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -227,4 +227,3 @@ fn not_moved(
     events.append(Op::ArchiveFailed, json!({"reason": why}));
     Ok(())
 }
-

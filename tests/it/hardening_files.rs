@@ -343,11 +343,21 @@ fn a_prompt_the_job_removed_is_recorded_missing_not_archived() {
     sb.configure(&attack_config(&script));
     let d = Daemon::start(&sb);
     sb.drop_prompt("p", "gone", "x\n");
-    let job = sb.wait_job_where("the job to end", "p", "gone", &[], secs(20), Job::is_terminal);
+    let job = sb.wait_job_where(
+        "the job to end",
+        "p",
+        "gone",
+        &[],
+        secs(20),
+        Job::is_terminal,
+    );
     let what = "an event saying where the prompt went (archived, or archive_failed)";
     let job = wait_until(what, secs(20), || {
         let j = sb.job(&job.id)?;
-        (j.ops().iter().any(|o| o == "archived" || o == "archive_failed")).then_some(j)
+        (j.ops()
+            .iter()
+            .any(|o| o == "archived" || o == "archive_failed"))
+        .then_some(j)
     });
     let archive_path = job.str_field("archive_path");
     if let Some(path) = archive_path {
@@ -369,12 +379,17 @@ fn a_prompt_the_job_removed_is_recorded_missing_not_archived() {
         job.ops()
     );
     let said = job.record["archive_error"].as_str().unwrap_or_default();
-    assert!(said.contains("missing") || said.contains("gone"), "{:#}", job.record);
     assert!(
-        d.stderr().contains("prompt not moved"),
-        "a warning: {}",
-        d.stderr()
+        said.contains("missing") || said.contains("gone"),
+        "{:#}",
+        job.record
     );
+    wait_until("a warning naming the missing prompt", secs(20), || {
+        d.stderr()
+            .lines()
+            .any(|l| l.contains("WARN") && l.contains("prompt not moved") && l.contains("missing"))
+            .then_some(())
+    });
     let show = sb.run(&["show", &job.id]);
     assert_eq!(show.code(), 0, "{show:?}");
 }
@@ -435,7 +450,8 @@ fn location(head: &str) -> String {
     head.lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("location").then(|| v.trim().to_owned())
+            k.eq_ignore_ascii_case("location")
+                .then(|| v.trim().to_owned())
         })
         .unwrap_or_default()
 }

@@ -14,7 +14,8 @@ use std::io::Write;
 /// controls (U+0080–U+009F, as UTF-8) as their 7-bit form (`^[[` for
 /// CSI). Everything else, invalid UTF-8 included, is kept as it is.
 pub fn neutralise(bytes: &[u8]) -> Cow<'_, [u8]> {
-    let c1 = |i: usize| bytes[i] == 0xc2 && bytes.get(i + 1).is_some_and(|b| (0x80..0xa0).contains(b));
+    let c1 =
+        |i: usize| bytes[i] == 0xc2 && bytes.get(i + 1).is_some_and(|b| (0x80..0xa0).contains(b));
     if !(0..bytes.len()).any(|i| is_c0(bytes[i]) || c1(i)) {
         return Cow::Borrowed(bytes);
     }
@@ -69,11 +70,11 @@ mod tests {
     #[test]
     fn control_characters_are_shown_not_sent() {
         let raw = "a\u{1b}]0;title\u{7}b\u{1b}[2J\r\u{7f}\u{9b}31m\n\tz";
-        assert_eq!(
-            neutralise_str(raw),
-            "a^[]0;title^Gb^[[2J^M^?^[[31m\n\tz"
-        );
-        assert!(matches!(neutralise_str("plain\n\ttext é"), Cow::Borrowed(_)));
+        assert_eq!(neutralise_str(raw), "a^[]0;title^Gb^[[2J^M^?^[[31m\n\tz");
+        assert!(matches!(
+            neutralise_str("plain\n\ttext é"),
+            Cow::Borrowed(_)
+        ));
         assert_eq!(&*neutralise(b"\xff\x1b"), b"\xff^[");
     }
 }
