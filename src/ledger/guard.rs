@@ -119,3 +119,47 @@ fn failure(path: &Path, code: i32, msg: String) -> LedgerError {
         source: rusqlite::Error::SqliteFailure(ffi::Error::new(code), Some(msg)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use nix::sys::stat::Mode;
+
+    use super::super::Ledger;
+
+    #[test]
+    fn links_fifos_and_folders_are_damage_naming_the_file_and_nothing_outside_is_made() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+        std::fs::create_dir_all(&root).expect("root");
+        std::fs::create_dir_all(&outside).expect("outside");
+        let db = root.join("ledger.db");
+        let wal = root.join("ledger.db-wal");
+        let cases: [(&str, &dyn Fn()); 4] = [
+            ("is a symlink", &|| {
+                symlink(outside.join("made.db"), &db).expect("link")
+            }),
+            ("is a FIFO", &|| {
+                nix::unistd::mkfifo(&db, Mode::S_IRWXU).expect("fifo")
+            }),
+            ("is a folder", &|| std::fs::create_dir(&db).expect("folder")),
+            ("ledger.db-wal: is a symlink", &|| {
+                symlink(outside.join("wal"), &wal).expect("wal link")
+            }),
+        ];
+        for (found, make) in cases {
+            make();
+            let e = Ledger::open(&db).err().expect("refused");
+            assert!(e.is_damaged(), "{e}");
+            assert!(e.to_string().contains(found), "{e}");
+            assert!(Ledger::open_snapshot(&db).is_err(), "{found}");
+            assert_eq!(std::fs::read_dir(&outside).expect("outside").count(), 0);
+            for p in [&db, &wal] {
+                let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+            }
+        }
+        Ledger::open(&db).expect("a regular ledger opens");
+        assert!(std::fs::symlink_metadata(&db).expect("made").is_file());
+    }
+}
