@@ -81,6 +81,9 @@ pub enum Command {
     Show(ShowArgs),
 
     /// Print a job's log; `-f` follows it until the job ends.
+    ///
+    /// On a pipe or a file the log is printed byte for byte; on a terminal,
+    /// control characters a job wrote are shown (`^[`), never obeyed.
     Logs(LogsArgs),
 
     /// Print a job's lifecycle events.

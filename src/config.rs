@@ -3,7 +3,7 @@
 //! into typed values ([`Config`]). Nothing downstream parses a string again.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,8 @@ mod profile;
 mod rate_limit;
 pub use rate_limit::Patterns;
 mod raw;
+mod resolve;
+pub use resolve::{config_path, load, read_file, resolve_root};
 mod route;
 mod shared;
 pub use shared::SharedInbox;
@@ -353,86 +355,6 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// `[[notify]]` hooks.
     pub notify: Vec<notify::Hook>,
-}
-
-// ---------------------------------------------------------------------------
-// Resolution.
-
-/// Find the config file: `--config`, `JOBWARDEN_CONFIG`, the user's config
-/// folder, `/etc/jobwarden/config.toml`. An explicitly named file must
-/// exist; the default locations are optional.
-pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, ConfigError> {
-    let explicit = chosen
-        .config
-        .clone()
-        .or_else(|| env.jobwarden_config.clone());
-    if let Some(path) = explicit {
-        if !path.is_file() {
-            return Err(ConfigError::whole(
-                path.display().to_string(),
-                "file not found (named by --config or JOBWARDEN_CONFIG); create it or drop the option to use built-in defaults".into(),
-            ));
-        }
-        return Ok(Some(path));
-    }
-    let user = env
-        .xdg_config_home
-        .clone()
-        .or_else(|| env.home.as_ref().map(|h| h.join(".config")))
-        .map(|d| d.join("jobwarden/config.toml"));
-    let candidates = user
-        .into_iter()
-        .chain([PathBuf::from("/etc/jobwarden/config.toml")]);
-    Ok(candidates.into_iter().find(|p| p.is_file()))
-}
-
-/// Load and validate the configuration the CLI flags and environment select.
-pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
-    match config_path(chosen, env)? {
-        Some(path) => parse(&read_file(&path)?, ConfigSource::File(path)),
-        None => parse("", ConfigSource::BuiltIn),
-    }
-}
-
-/// The text of the config file at `path`.
-pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::whole(path.display().to_string(), format!("cannot read: {e}")))
-}
-
-/// Resolve the root: `--root`, `JOBWARDEN_HOME`, the config's `root`, then
-/// `/var/lib/jobwarden` for root and the XDG data folder otherwise.
-pub fn resolve_root(chosen: &Choices, env: &Env, config: &Config) -> Result<PathBuf, ConfigError> {
-    let chosen = chosen
-        .root
-        .clone()
-        .or_else(|| env.jobwarden_home.clone())
-        .or_else(|| config.root.clone());
-    if let Some(root) = chosen {
-        return absolute(root);
-    }
-    if env.is_root {
-        return Ok(PathBuf::from("/var/lib/jobwarden"));
-    }
-    env.xdg_data_home
-        .clone()
-        .or_else(|| env.home.as_ref().map(|h| h.join(".local/share")))
-        .map(|d| d.join("jobwarden"))
-        .ok_or_else(|| {
-            ConfigError::whole(
-                "root",
-                "cannot choose a root: neither --root, JOBWARDEN_HOME, `root`, XDG_DATA_HOME nor HOME is set".into(),
-            )
-        })
-}
-
-fn absolute(root: PathBuf) -> Result<PathBuf, ConfigError> {
-    std::path::absolute(&root).map_err(|e| {
-        ConfigError::whole(
-            "root",
-            format!("cannot make {} absolute: {e}", root.display()),
-        )
-    })
 }
 
 // ---------------------------------------------------------------------------

@@ -181,7 +181,7 @@ pub fn pause(layout: &Layout, scope: &Scope, reason: Option<&str>) -> Result<Pau
 /// when the scope was not paused.
 pub fn resume(layout: &Layout, scope: &Scope) -> Result<Option<Pause>, ControlError> {
     let marker = scope.marker(layout).map_err(ControlError::Name)?;
-    if std::fs::symlink_metadata(&marker).is_err() {
+    if !is_there(layout, &marker) {
         return Ok(None);
     }
     let was = read_marker(layout, &marker);
@@ -194,7 +194,7 @@ pub fn resume(layout: &Layout, scope: &Scope) -> Result<Option<Pause>, ControlEr
 pub fn read(layout: &Layout) -> Pauses {
     let mut pauses = Pauses::default();
     let daemon = layout.daemon_pause();
-    if std::fs::symlink_metadata(&daemon).is_ok() {
+    if is_there(layout, &daemon) {
         pauses.daemon = Some(read_marker(layout, &daemon));
     }
     for (name, path) in markers_in(layout, &layout.profile_pauses()) {
@@ -210,6 +210,19 @@ pub fn read(layout: &Layout) -> Pauses {
         }
     }
     pauses
+}
+
+/// Is there a file (of any kind) at `marker`? Looked at through the
+/// root's handle without following a link: a `control/` swapped for a
+/// link holds no pause, and is reported.
+fn is_there(layout: &Layout, marker: &Path) -> bool {
+    match fsio::stat_nofollow(layout.root(), marker) {
+        Ok(found) => found.is_some(),
+        Err(e) => {
+            tracing::warn!("reading pause markers: {e}");
+            false
+        }
+    }
 }
 
 /// The entries of a marker folder, dotfiles (a writer's temporary files)

@@ -502,7 +502,10 @@ impl Daemon {
 /// Device and inode of a file, if it exists.
 fn file_identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    // What is at the name itself: a link swapped in is a new identity.
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// An interval whose first tick is one period from now, and which does not

@@ -41,8 +41,8 @@ mod beneath;
 
 pub use batch::{Batch, batch};
 pub use beneath::{
-    create_dirs, dir_identity, is_refusal, open_append, open_dir, open_file, read_capped,
-    read_capped_from, read_dir, read_tail, rename_noreplace,
+    create_dirs, dir_identity, is_refusal, kind_of, open_append, open_dir, open_file, read_capped,
+    read_capped_from, read_dir, read_tail, regular_identity, rename_noreplace, stat_nofollow,
 };
 
 pub const FILE_MODE: u32 = 0o660;

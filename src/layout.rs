@@ -136,6 +136,13 @@ impl Layout {
         ]
     }
 
+    /// Is `dir` a folder of the skeleton that is only ever read through
+    /// handles refusing links (the inbox, `control/` and its folders), so
+    /// that a link there is reported rather than stopping a start?
+    pub fn read_through_handles(&self, dir: &Path) -> bool {
+        dir == self.inbox() || self.control_folders().iter().any(|c| c == dir)
+    }
+
     pub fn run_dir(&self, id: &JobId) -> PathBuf {
         self.runs().join(id.as_str())
     }

@@ -93,7 +93,9 @@ fn refuse_used_id(layout: &Layout, id: &JobId) -> anyhow::Result<()> {
             dir.display()
         );
     }
-    if layout.ledger().exists() && Ledger::open(&layout.ledger())?.has_execution(id.as_str())? {
+    if std::fs::symlink_metadata(layout.ledger()).is_ok()
+        && Ledger::open(&layout.ledger())?.has_execution(id.as_str())?
+    {
         bail!(
             "job id {id:?} is already used (the ledger has an execution with it); choose another job_id"
         );

@@ -36,11 +36,15 @@ use serde_json::json;
 use crate::config::Config;
 use crate::error::JobError;
 use crate::events::{EventLog, Op};
-use crate::fsio::{self, Renamed};
 use crate::job::{JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 use crate::retry;
+
+mod place;
+
+pub use place::already_placed;
+use place::{confirm_placed, holds_claimed_bytes, place, record_place};
 
 /// How a job ends and what it leaves for the ledger.
 #[derive(Debug, Clone)]
@@ -248,176 +252,6 @@ impl Finisher<'_> {
     }
 }
 
-/// Move an ended job's claimed prompt `held` to `dest`, where its record
-/// says it goes, never replacing a file. Every step may be run again after
-/// a crash or by a second finisher, and ends with the record naming where
-/// the prompt really is:
-///
-/// - a requeue whose name a new drop took: archived instead;
-/// - an archive name taken by a file that is not this job's (a leftover,
-///   or planted): the next free `<name>.<job_id>.<n>.md`;
-/// - the prompt already moved (a finish that was cut short after its move,
-///   or another finisher that went first): found at `dest` or elsewhere in
-///   the archive by its digest, and recorded there.
-fn place(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    held: &Path,
-    dest: &Path,
-) -> Result<(), JobError> {
-    if held == layout.running_prompt(&rec.prompt_name()) {
-        if let Some(why) = crate::shared_inbox::taken(layout, rec) {
-            return not_moved(layout, rec, events, held, &why);
-        }
-    }
-    let root = layout.root();
-    let moved = dest
-        .parent()
-        .map_or(Ok(()), |dir| fsio::create_dirs(root, dir))
-        .and_then(|()| fsio::rename_noreplace(root, held, dest));
-    let moved = match moved {
-        Err(e) if fsio::is_refusal(&e) => return refused(layout, rec, events, held, &e),
-        other => other?,
-    };
-    let requeue = rec.archive_path.is_none();
-    match moved {
-        Renamed::Done => {
-            crate::shared_inbox::release(layout, rec);
-            announce(rec, events);
-            Ok(())
-        }
-        Renamed::TargetExists => {
-            // A requeue whose name a new drop took: that drop is the next
-            // run, and this attempt's prompt is archived. An archive name
-            // that is taken: the next free one.
-            let next = if requeue {
-                route(layout, rec, rec.state, false)
-            } else {
-                free_archive_name(layout, rec, dest)
-            };
-            rec.save(layout)?;
-            place(layout, rec, events, held, &next)
-        }
-        Renamed::SourceGone => match already_placed(layout, rec, dest) {
-            Some(found) => {
-                if found != dest {
-                    record_place(layout, rec, &found);
-                    rec.save(layout)?;
-                }
-                tracing::info!(job = %rec.job_id, "its prompt was already moved to {}", found.display());
-                crate::shared_inbox::release(layout, rec);
-                announce(rec, events);
-                Ok(())
-            }
-            None => not_moved(
-                layout,
-                rec,
-                events,
-                held,
-                "the prompt file was gone when the job ended",
-            ),
-        },
-    }
-}
-
-fn announce(rec: &JobRecord, events: &mut EventLog) {
-    let op = if rec.archive_path.is_none() {
-        Op::Requeued
-    } else {
-        Op::Archived
-    };
-    events.append(op, json!({"path": rec.inbox_path, "attempt": rec.attempt}));
-}
-
-/// The first archive name of `rec`'s prompt after `taken` that no file
-/// holds yet (a rename that still finds one taken simply asks again).
-fn free_archive_name(layout: &Layout, rec: &mut JobRecord, taken: &Path) -> PathBuf {
-    tracing::warn!(job = %rec.job_id, "{} already exists and is not this job's prompt; archiving under another name", taken.display());
-    let prompt = rec.prompt_name();
-    let free = (1..)
-        .map(|n| layout.archived_prompt_alt(rec.state, &prompt, &rec.job_id, n))
-        .find(|p| std::fs::symlink_metadata(p).is_err() && p.as_path() != taken)
-        .unwrap_or_else(|| taken.to_path_buf());
-    record_place(layout, rec, &free);
-    free
-}
-
-/// Say in the record that the prompt is archived at `path`.
-fn record_place(layout: &Layout, rec: &mut JobRecord, path: &Path) {
-    let rel = rel(layout, path);
-    rec.disposition = Some("archived".to_owned());
-    rec.archive_path = Some(rel.clone());
-    rec.inbox_path = Some(rel);
-    rec.extra.remove("archive_error");
-}
-
-/// Where an ended job's prompt already is, when its claimed file is gone:
-/// `dest` itself, or any of its archive names, holding the bytes it
-/// claimed (any, for an old record without a digest).
-pub fn already_placed(layout: &Layout, rec: &JobRecord, dest: &Path) -> Option<PathBuf> {
-    let archived = layout.archived_prompt_candidates(&rec.prompt_name(), &rec.job_id);
-    std::iter::once(dest.to_path_buf())
-        .chain(archived)
-        .find(|p| holds_claimed_bytes(layout, rec, p))
-}
-
-/// Does `path` hold the bytes `rec` claimed?
-fn holds_claimed_bytes(layout: &Layout, rec: &JobRecord, path: &Path) -> bool {
-    use sha2::{Digest, Sha256};
-    let Ok((bytes, false)) = fsio::read_capped(layout.root(), path, MAX_PROMPT_READ) else {
-        return false;
-    };
-    match rec.prompt_sha256.as_deref() {
-        Some(digest) => crate::claim::hex(&Sha256::digest(&bytes)) == digest,
-        None => true,
-    }
-}
-
-/// Longest prompt read to compare digests; larger ones were never claimed.
-const MAX_PROMPT_READ: u64 = 1 << 30;
-
-/// The destination's folder is not a folder we may write through (a
-/// symlink, a FIFO): the prompt stays where it is, held by this record,
-/// never moved through the link and never lost; the record says why.
-fn refused(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    held: &Path,
-    e: &crate::error::IoError,
-) -> Result<(), JobError> {
-    let why = format!(
-        "{e}; the prompt stays at {} until the folder is fixed",
-        held.display()
-    );
-    tracing::warn!(job = %rec.job_id, "prompt not moved: {why}");
-    rec.archive_path = None;
-    rec.inbox_path = Some(rel(layout, held));
-    rec.extra.insert("archive_error".into(), json!(why));
-    rec.save(layout)?;
-    events.append(Op::ArchiveFailed, json!({"reason": why}));
-    Ok(())
-}
-
-/// The record named a move that did not happen, `why` (the prompt is
-/// nowhere to be found, or its claim is another host's now): say so in it.
-fn not_moved(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    held: &Path,
-    why: &str,
-) -> Result<(), JobError> {
-    tracing::warn!(job = %rec.job_id, "prompt not moved: {why} ({})", held.display());
-    rec.archive_path = None;
-    rec.inbox_path = None;
-    rec.extra.insert("archive_error".into(), json!(why));
-    rec.save(layout)?;
-    events.append(Op::ArchiveFailed, json!({"reason": why}));
-    Ok(())
-}
-
 /// Complete the end of a job whose finisher stopped half-way (a crash, a
 /// kill): the ledger row from the record if it is missing, then the
 /// prompt's move where the record says, resolving what [`place`] resolves.
@@ -457,8 +291,11 @@ pub fn resume_end(
     let Some(dest) = rec.inbox_path.as_deref().map(|p| layout.resolve(p)) else {
         return false;
     };
-    if dest == held || std::fs::symlink_metadata(&held).is_err() {
-        return dest != held;
+    if dest == held {
+        return false;
+    }
+    if std::fs::symlink_metadata(&held).is_err() {
+        return confirm_placed(layout, config, rec, &held, &dest);
     }
     if !claim_proven && newer_job_holds_claim(ledger.as_deref(), rec) {
         return true;
@@ -561,6 +398,7 @@ fn rel(layout: &Layout, path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsio;
     use crate::job::JobId;
     use crate::layout::PromptName;
     use sha2::{Digest, Sha256};

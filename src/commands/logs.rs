@@ -1,5 +1,7 @@
 //! `jobwarden logs <job> [--tail N] [-f]`: a job's `job.log`, byte for byte
-//! (output may hold invalid UTF-8, which is copied through untouched).
+//! (output may hold invalid UTF-8, which is copied through untouched) on a
+//! pipe or a file; on a terminal, its control characters are shown, not
+//! obeyed (`output/visible.rs`).
 //!
 //! `--tail N` reads backwards from the end in blocks, so a large log costs
 //! only what is printed. `-f` follows the file as it grows: it watches the
@@ -23,7 +25,7 @@ use anyhow::Context;
 
 use super::No;
 use super::exit::Exit;
-use super::output::final_state;
+use super::output::{Neutralising, final_state};
 use super::watch::{POLL, Watch};
 use crate::cli::{GlobalArgs, LogsArgs};
 use crate::job::{JobId, JobRecord};
@@ -62,7 +64,7 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let path = layout.job_log(&id);
-    let mut out = std::io::stdout().lock();
+    let mut out = terminal_safe(std::io::stdout().lock());
     let mut log = match open_log(layout.root(), &path) {
         // Not a regular file: nothing to print. `-f` still follows the
         // job to its end; without it the refusal is the answer.
@@ -87,6 +89,18 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         say_empty(&layout, &id, log.is_none());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the log goes: on a terminal, through [`Neutralising`] (a job's
+/// escape sequences are shown, never obeyed); on a pipe or a file, the
+/// bytes as they are (the documented contract).
+fn terminal_safe(out: std::io::StdoutLock<'static>) -> Box<dyn Write> {
+    use std::io::IsTerminal;
+    if out.is_terminal() {
+        Box::new(Neutralising(out))
+    } else {
+        Box::new(out)
+    }
 }
 
 /// Say on stderr why nothing was printed: a job that has not ended has

@@ -149,7 +149,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 /// as an immutable snapshot instead.
 fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerError> {
     let path = layout.ledger();
-    if !path.exists() {
+    // A link there (dangling or not) is not "no ledger": the open refuses it.
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
     match Ledger::open(&path) {

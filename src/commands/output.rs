@@ -2,11 +2,14 @@
 //! durations, ages, prompt names, final states and table cells (80-column
 //! tables, rendered by `output/table.rs`), and whether to colour. A reader
 //! that closes stdout early (`| head`) ends a command quietly
-//! ([`quiet_on_closed_pipe`]).
+//! ([`quiet_on_closed_pipe`]). What jobs wrote reaches a terminal only
+//! neutralised (`output/visible.rs`).
 
 mod table;
+mod visible;
 
 pub use table::{Align, Cell, Column, Table, fit, pad};
+pub use visible::{Neutralising, neutralise_str};
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -60,7 +60,7 @@ pub(super) fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
         layout
             .skeleton()
             .iter()
-            .try_for_each(|dir| fsio::create_dirs(layout.root(), dir))
+            .try_for_each(|dir| make_folder(layout, dir))
     });
     // Refuse clearly rather than with the first write's errno. A full root
     // still lets the daemon start (the inbox is kept, claims wait).
@@ -81,13 +81,34 @@ pub(super) fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
     }
 }
 
+/// Make one folder of the skeleton. The inbox and `control/` are read
+/// only through handles that refuse a link (a running daemon already
+/// claims nothing and reads no pause through one), so an impostor there
+/// is reported and the daemon starts; anything else refused stops it.
+fn make_folder(layout: &Layout, dir: &Path) -> Result<(), crate::error::IoError> {
+    match fsio::create_dirs(layout.root(), dir) {
+        Err(e) if fsio::is_refusal(&e) && layout.read_through_handles(dir) => {
+            tracing::warn!(
+                "{e}. Starting without it: nothing is claimed or read through it; replace it with a folder"
+            );
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 /// Claims rename from `inbox/` and archives rename into `archive/`; both
 /// must be atomic, so all three must share one filesystem. A shared inbox
 /// is another filesystem by nature: there, `runs/` and `archive/` must
 /// share one, and a prompt crosses to it by copy (`fsio::rename_noreplace`).
 pub(super) fn check_same_filesystem(layout: &Layout, shared: bool) -> Result<(), DaemonError> {
     use std::os::unix::fs::MetadataExt;
-    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ctx("inspecting", p);
+    // Never through a link: an inbox that is one is refused, not followed.
+    let dev = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .map(|m| m.dev())
+            .ctx("inspecting", p)
+    };
     let inbox = if shared {
         layout.runs()
     } else {

@@ -88,6 +88,38 @@ pub fn dir_identity(root: &Path, dir: &Path) -> Result<(u64, u64), IoError> {
     Ok((meta.dev(), meta.ino()))
 }
 
+/// What is at `path` under `root`, without following a symlink and
+/// without opening it (`fstatat(AT_SYMLINK_NOFOLLOW)` in its folder,
+/// opened as above): `None` when nothing is there. Opening nothing, it
+/// never blocks on a FIFO, and never drops the `fcntl` locks this process
+/// holds on the file (closing any descriptor of a file drops them all),
+/// so it may look at a database another connection of ours has open.
+pub fn stat_nofollow(root: &Path, path: &Path) -> Result<Option<FileStat>, IoError> {
+    let (dir, name) = split_parent(path)?;
+    let handle = match open_dir(root, dir) {
+        Ok(handle) => handle,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    match fstatat(&handle, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::ENOENT) => Ok(None),
+        Err(e) => Err(IoError::new("inspecting", path, e.into())),
+    }
+}
+
+/// [`stat_nofollow`] of what must be a regular file if it is there: its
+/// device and inode, `None` when missing; anything else (a symlink, a
+/// FIFO, a folder) is refused ([`is_refusal`]), naming the path and what
+/// was found.
+pub fn regular_identity(root: &Path, path: &Path) -> Result<Option<(u64, u64)>, IoError> {
+    match stat_nofollow(root, path)? {
+        None => Ok(None),
+        Some(st) if Expect::File.matches(&st) => Ok(Some((st.st_dev, st.st_ino))),
+        Some(st) => Err(refused_stat(path, path, &st, Expect::File)),
+    }
+}
+
 /// Open a regular file under `root` for reading and appending, creating it
 /// with [`FILE_MODE`] if missing. Its folders must exist.
 pub fn open_append(root: &Path, path: &Path) -> Result<File, IoError> {
@@ -431,9 +463,19 @@ fn refused(full: &Path, at: &Path, what: &str) -> IoError {
     IoError::new("opening", full, io::Error::other(Refused { what }))
 }
 
+/// What kind of file `meta` describes, in words ("a FIFO", "a folder").
+pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::MetadataExt;
+    describe_mode(meta.mode())
+}
+
 /// What kind of file a `stat` describes, in words.
 fn describe(st: &FileStat) -> &'static str {
-    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    describe_mode(st.st_mode)
+}
+
+fn describe_mode(mode: u32) -> &'static str {
+    let kind = SFlag::from_bits_truncate(mode) & SFlag::S_IFMT;
     match kind {
         k if k == SFlag::S_IFLNK => "a symlink",
         k if k == SFlag::S_IFIFO => "a FIFO",

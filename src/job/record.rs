@@ -17,6 +17,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// The largest `job.json` a reader accepts; a larger one is a bad record.
 pub const MAX_RECORD_BYTES: u64 = 4 * 1024 * 1024;
 
+/// The `disposition` of a job whose prompt was missing when it ended
+/// (removed or moved away while it ran): nothing was archived.
+pub const DISPOSITION_MISSING: &str = "missing";
+
 /// The job record. Fields are `null` until known. Unknown fields written by
 /// a newer version are kept and written back untouched.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -65,7 +69,8 @@ pub struct JobRecord {
     pub archive_path: Option<String>,
     /// The ledger outcome (`failure` may be refined to `rate_limited`).
     pub outcome: Option<String>,
-    /// `archived` or `requeued`: where the prompt went when the job ended.
+    /// `archived` or `requeued`: where the prompt went when the job ended;
+    /// [`DISPOSITION_MISSING`] when it was gone by then.
     pub disposition: Option<String>,
     pub host: String,
     pub version: String,

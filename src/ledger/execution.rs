@@ -208,7 +208,11 @@ impl Execution {
             result_ref: rec.result_ref.clone(),
             host: rec.host.clone(),
             prompt_sha256: rec.prompt_sha256.clone(),
-            disposition: disposition.map(str::to_owned),
+            // The ledger knows where a prompt was sent (`archived`,
+            // `requeued`); a record's `missing` prompt has none there.
+            disposition: disposition
+                .filter(|d| *d != crate::job::DISPOSITION_MISSING)
+                .map(str::to_owned),
             source,
             published: published_work(rec),
             slurm: super::slurm::SlurmRun::of(rec),

@@ -8,6 +8,8 @@
 //! `attention.rs` what needs the operator's attention and its
 //! acknowledgement (`jobwarden ack`).
 //! `lookup.rs` the reads that resolve a `<job>` argument beyond the index.
+//! `guard.rs` what the file must be before SQLite opens it (no link, no
+//! FIFO: DESIGN §13), for every opener.
 //!
 //! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
 //! inserted still ends correctly, and its row is backfilled from its
@@ -18,6 +20,7 @@ pub mod backfill;
 mod batch;
 mod diagnostics;
 mod execution;
+mod guard;
 pub mod health;
 pub mod history;
 mod jobs;
@@ -133,8 +136,12 @@ impl Ledger {
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let checked = guard::check(path)?;
+        let mut conn = Connection::open_with_flags(&checked.sqlite_path, flags)
+            .map_err(|e| guard::explain(path, err(e)))?;
+        guard::verify(path, &checked)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         // Judge the file before writing anything to it: a damaged one is
         // moved aside by `history repair` exactly as it was found.
@@ -182,11 +189,15 @@ impl Ledger {
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut uri = url_path(path);
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        let checked = guard::check(path)?;
+        let mut uri = url_path(&checked.sqlite_path);
         uri.insert_str(0, "file:");
         uri.push_str("?immutable=1");
-        let conn = Connection::open_with_flags(&uri, flags).map_err(err)?;
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(|e| guard::explain(path, err(e)))?;
+        guard::verify(path, &checked)?;
         let version: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(err)?;

@@ -94,9 +94,8 @@ fn back(headers: &HeaderMap, fallback: &str) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|r| r.split_once("://").map(|(_, rest)| rest))
         .and_then(|rest| rest.find('/').map(|i| rest[i..].to_owned()))
-        .filter(|p| p.starts_with('/') && !p.starts_with("//"))
         .unwrap_or_else(|| fallback.to_owned());
-    Redirect::to(&to).into_response()
+    Redirect::to(super::html::local_target(&to)).into_response()
 }
 
 pub async fn abort(

@@ -134,7 +134,11 @@ pub async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> R
     {
         let path = req.uri().path().to_owned();
         let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", web.token);
-        return ([(header::SET_COOKIE, cookie)], Redirect::to(&path)).into_response();
+        return (
+            [(header::SET_COOKIE, cookie)],
+            Redirect::to(super::html::local_target(&path)),
+        )
+            .into_response();
     }
     (
         StatusCode::UNAUTHORIZED,

@@ -19,6 +19,18 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// `target` if it is a path on this site, else `/`: the one test of
+/// every redirect's target. A local path begins with one `/` followed by
+/// neither `/` nor `\` (browsers read `//host` and `/\host` as another
+/// site) and holds no control character.
+pub fn local_target(target: &str) -> &str {
+    let mut chars = target.chars();
+    let local = chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/' | '\\'))
+        && !target.chars().any(char::is_control);
+    if local { target } else { "/" }
+}
+
 /// `text` as a URL path segment or query value.
 pub fn url(text: &str) -> String {
     text.bytes()
@@ -96,6 +108,24 @@ pub fn button(action: &str, label: &str, csrf: &str, extra: &[(&str, &str)]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirects_stay_on_the_site() {
+        for ok in ["/", "/jobs", "/jobs/abc?x=1", "/a//b"] {
+            assert_eq!(local_target(ok), ok);
+        }
+        for bad in [
+            "",
+            "//evil.example",
+            "/\\evil.example/",
+            "http://evil.example/",
+            "evil",
+            "/jobs\r\nSet-Cookie: x",
+            "/\u{7f}",
+        ] {
+            assert_eq!(local_target(bad), "/", "{bad:?}");
+        }
+    }
 
     #[test]
     fn everything_that_could_be_markup_is_escaped() {

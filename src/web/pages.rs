@@ -19,7 +19,10 @@ use crate::ledger::{JobFilter, Ledger};
 /// The ledger, if the root has one (never created by the page).
 pub(super) fn ledger(web: &Web) -> Option<Ledger> {
     let path = web.layout.ledger();
-    path.exists().then(|| Ledger::open(&path).ok()).flatten()
+    std::fs::symlink_metadata(&path)
+        .is_ok()
+        .then(|| Ledger::open(&path).ok())
+        .flatten()
 }
 
 /// Does a daemon hold the root's lock? Not when that cannot be told.

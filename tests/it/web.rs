@@ -10,14 +10,14 @@ use std::time::Duration;
 use crate::support::*;
 
 /// A `jobwarden web` process on a free loopback port.
-struct WebProcess {
+pub(crate) struct WebProcess {
     child: Child,
     addr: SocketAddr,
-    token: String,
+    pub(crate) token: String,
 }
 
 impl WebProcess {
-    fn start(sb: &Sandbox) -> WebProcess {
+    pub(crate) fn start(sb: &Sandbox) -> WebProcess {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -44,7 +44,7 @@ impl WebProcess {
     }
 
     /// A request; `(status, head, body)`.
-    fn request(
+    pub(crate) fn request(
         &self,
         method: &str,
         path: &str,
@@ -78,7 +78,7 @@ impl WebProcess {
         (status, head.to_owned(), body.to_owned())
     }
 
-    fn cookie(&self) -> String {
+    pub(crate) fn cookie(&self) -> String {
         format!("jobwarden_token={}", self.token)
     }
 
@@ -94,7 +94,7 @@ impl WebProcess {
     }
 
     /// The CSRF token the page's forms carry.
-    fn csrf(&self) -> String {
+    pub(crate) fn csrf(&self) -> String {
         let (_, body) = self.get("/");
         let at = body.find("name=\"csrf\" value=\"").expect("a form") + 19;
         body[at..at + 64].to_owned()

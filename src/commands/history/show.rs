@@ -15,6 +15,7 @@ use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label
 use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
+use crate::commands::output::neutralise_str;
 use crate::ledger::history::{StoredArtifact, StoredPath};
 use crate::ledger::{Execution, Outcome, PublishedRow};
 
@@ -97,6 +98,9 @@ fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
         .chain(slurm(s));
     for (label, value) in lines {
         if let Some(value) = value {
+            // What jobs wrote: no escape reaches the terminal (`--json`
+            // is the raw form).
+            let value = neutralise_str(&value);
             writeln!(out, "{label:<12} {value}").context("writing to stdout")?;
         }
     }
@@ -204,7 +208,7 @@ fn print_paths(out: &mut impl Write, paths: &[StoredPath]) -> std::io::Result<()
     }
     writeln!(out, "paths:")?;
     for p in paths {
-        writeln!(out, "  {:<12} {}", p.relation, p.path)?;
+        writeln!(out, "  {:<12} {}", p.relation, neutralise_str(&p.path))?;
     }
     Ok(())
 }
@@ -220,7 +224,7 @@ fn print_artifacts(out: &mut impl Write, artifacts: &[StoredArtifact]) -> std::i
         };
         writeln!(out, "{} ({bytes} bytes{cut}):", a.kind)?;
         for line in a.content["text"].as_str().unwrap_or("").lines() {
-            writeln!(out, "    {line}")?;
+            writeln!(out, "    {}", neutralise_str(line))?;
         }
     }
     Ok(())

@@ -4,7 +4,9 @@
 
 use std::io::Write;
 
-use super::super::output::{fmt_ago, fmt_bytes, fmt_duration, prompt_label, timestamp};
+use super::super::output::{
+    fmt_ago, fmt_bytes, fmt_duration, neutralise_str, prompt_label, timestamp,
+};
 use super::{Paths, Shown};
 use crate::clock::Timestamp;
 use crate::job::JobRecord;
@@ -33,13 +35,15 @@ pub(super) fn print(s: &Shown) -> std::io::Result<()> {
         }
     }
     let mut out = std::io::stdout().lock();
+    // Values and the log hold what jobs wrote: no escape reaches the
+    // terminal (`--json` is the raw form).
     for (label, value) in &rows {
-        writeln!(out, "{label:<10}{value}")?;
+        writeln!(out, "{label:<10}{}", neutralise_str(value))?;
     }
     if !s.log_tail.is_empty() {
         writeln!(out, "log (last {} lines):", s.log_tail.len())?;
         for l in &s.log_tail {
-            writeln!(out, "  {l}")?;
+            writeln!(out, "  {}", neutralise_str(l))?;
         }
     }
     Ok(())
