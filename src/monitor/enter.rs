@@ -114,6 +114,15 @@ pub struct Enter {
 }
 
 impl Enter {
+    /// The namespaces made, named.
+    pub fn namespace_names(&self) -> &'static str {
+        if self.id_maps.is_some() {
+            "user, mount, pid"
+        } else {
+            "mount, pid"
+        }
+    }
+
     /// The namespaces `clone` makes for the child.
     pub fn clone_flags(&self) -> libc::c_int {
         let user = if self.id_maps.is_some() {

@@ -260,7 +260,7 @@ pub fn probe(enter: &Enter) -> io::Result<()> {
     let failure = Failure::default();
     // SAFETY: as in `start`: the child only makes system calls on
     // `enter`, prepared before, and writes `failure`'s atomics.
-    let pid = unsafe {
+    let made = unsafe {
         clone_waited(CHILD_STACK, enter.clone_flags(), &mut || {
             // In the child of this clone, with its namespaces.
             match enter::enter(enter, &failure.entered) {
@@ -271,8 +271,17 @@ pub fn probe(enter: &Enter) -> io::Result<()> {
                     1
                 }
             }
-        })?
+        })
     };
+    let pid = made.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "making its namespaces ({}): {e}; the kernel or its policy refuses them (user.max_*_namespaces, kernel.unprivileged_userns_clone, AppArmor, or a unit's RestrictNamespaces=)",
+                enter.namespace_names()
+            ),
+        )
+    })?;
     let _ = waitpid(pid, None);
     match failure.step.load(Ordering::Acquire) {
         0 => Ok(()),

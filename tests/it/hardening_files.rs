@@ -16,8 +16,11 @@ use crate::support::*;
 
 /// The config of a test whose job attacks the root: the default profile
 /// runs `script` (a `/bin/sh` script written with [`Sandbox::script`]).
+/// The job attacks the root itself: without its sandbox, which would
+/// refuse every such write, so that the check under attack is the one
+/// that holds on its own.
 fn attack_config(script: &str) -> ConfigToml {
-    ConfigToml::new(&["/bin/sh", script])
+    ConfigToml::new(&["/bin/sh", script]).unsandboxed()
 }
 
 fn status_json(sb: &Sandbox) -> Value {
