@@ -15,7 +15,7 @@ pub mod control;
 mod inbox_watch;
 mod job_ends;
 mod ledger_state;
-mod lock;
+pub mod lock;
 mod monitors;
 mod notices;
 pub mod notify;

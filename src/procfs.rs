@@ -20,6 +20,10 @@
 //!   neither a group's id nor a session's id to anyone else while a member
 //!   lives, so one proven member makes the group ours.
 //!
+//! - a root's **daemon** by [`prove_daemon`] (`procfs/daemon.rs`): alive,
+//!   running this program and `… daemon`, holding an `flock` through a
+//!   descriptor it opened at that root's `daemon.lock`.
+//!
 //! A process's start time with its pid identifies it for good: a recycled
 //! pid has another start.
 
@@ -29,6 +33,10 @@ use std::path::Path;
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::{Deserialize, Serialize};
+
+mod daemon;
+
+pub use daemon::{find_daemon, other_daemon, prove_daemon};
 
 /// One process for good: its pid and its start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,6 +26,7 @@ mod fairness;
 mod faults;
 mod gc;
 mod hardening;
+mod hardening_signals;
 mod history;
 mod hooks;
 mod inflight;
