@@ -333,8 +333,11 @@ fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
 }
 
 /// The job a spare monitor `pid` was handed: the one whose `monitor.lock`
-/// under `root` it has open and holds the `flock` on (a monitor takes the
-/// lock before anything else and keeps it for life).
+/// under `root` it opened and holds the `flock` on (a monitor takes the
+/// lock before anything else and keeps it for life). The path is the one
+/// the kernel keeps for the descriptor, where the monitor opened it: a job
+/// that removes or replaces the file makes it ` (deleted)`, never another
+/// job's, so a monitor whose lock file was taken away is still known.
 fn spare_job(pid: i32, root: &Path) -> Option<String> {
     let layout = crate::layout::Layout::new(root.to_path_buf());
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
@@ -342,7 +345,11 @@ fn spare_job(pid: i32, root: &Path) -> Option<String> {
         let Ok(target) = std::fs::read_link(fd.path()) else {
             continue;
         };
-        let Some(id) = layout.job_of_monitor_lock(&target) else {
+        let bytes = target.as_os_str().as_bytes();
+        let opened_at = Path::new(std::ffi::OsStr::from_bytes(
+            bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
+        ));
+        let Some(id) = layout.job_of_monitor_lock(opened_at) else {
             continue;
         };
         if holds_flock_by(pid, &fd.file_name())

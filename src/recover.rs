@@ -302,7 +302,7 @@ pub fn interrupt(
         crate::terminal::resume(layout, config, ledger.as_deref_mut(), rec);
         return None;
     }
-    let may_requeue = match clear_orphaned_group(rec) {
+    let may_requeue = match clear_orphaned_group(layout, rec) {
         Orphans::Gone => true,
         Orphans::Killed(clearing) if may_wait => return Some(clearing),
         Orphans::Killed(_) => {

@@ -68,10 +68,21 @@ pub fn live_monitor(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Opt
         start_time: None,
         ..of
     };
-    holders
+    if let Some(p) = holders
         .into_iter()
         .filter(|&pid| Some(pid) != named)
         .find_map(|pid| prove(pid, &unnamed))
+    {
+        return Some(p);
+    }
+    // The record's start time and the lock file are the job's to write:
+    // before a monitor is judged gone, the processes themselves are asked
+    // (one pass over `/proc`, only for a monitor that looks gone).
+    let found = LiveMonitors::scan(layout).of(id, rec);
+    if let Some(p) = found {
+        tracing::warn!(job = %id, pid = p.pid, "its monitor runs, though its record or its monitor.lock says otherwise (written by the job?): it is alive");
+    }
+    found
 }
 
 /// The live monitors of a root, found in one pass over `/proc` (see
@@ -153,8 +164,9 @@ impl Clearing {
 /// exit, and other members of its group live on. The group is signalled
 /// only if one of its live members is proven the job's (in the monitor's
 /// session, started with the job's id in its environment): the kernel
-/// hands the group's id to no one else while a member lives.
-pub fn clear_orphaned_group(rec: &JobRecord) -> Orphans {
+/// hands the group's id to no one else while a member lives; and only if
+/// no live monitor of the job is found, whatever its record says.
+pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
     let pgid = rec.pgid.filter(|&p| p > 1);
     let session = rec.monitor_pid.filter(|&p| p > 1);
     let (Some(pgid), Some(session)) = (pgid, session) else {
@@ -166,6 +178,11 @@ pub fn clear_orphaned_group(rec: &JobRecord) -> Orphans {
             return Orphans::Gone;
         }
         tracing::warn!(job = %rec.job_id, pgid, members = ?group.others, "the process group its record names runs processes that cannot be proven the job's: not signalled, and no other attempt starts");
+        return Orphans::Unproven;
+    }
+    if let Some(monitor) = live_monitor(layout, &rec.job_id, Some(rec)) {
+        // Never kill a group whose monitor is not proven gone.
+        tracing::error!(job = %rec.job_id, pid = monitor.pid, "its monitor runs: its process group is not signalled, and no other attempt starts");
         return Orphans::Unproven;
     }
     tracing::warn!(job = %rec.job_id, pgid, members = ?group.ours, "killing what is left of its process group");
