@@ -82,12 +82,23 @@ struct Stat {
     state: char,
     pgrp: i32,
     session: i32,
+    /// The kernel's flags for the process (field 9).
+    flags: u64,
     start_time: u64,
 }
+
+/// The kernel's flag for a process inside `exit` (`PF_EXITING`): it is
+/// freeing what it held (a big process takes a while) and will not run
+/// its own code again.
+const PF_EXITING: u64 = 0x4;
 
 impl Stat {
     fn is_live(self) -> bool {
         !matches!(self.state, 'Z' | 'X')
+    }
+
+    fn is_exiting(self) -> bool {
+        self.flags & PF_EXITING != 0
     }
 }
 
@@ -123,6 +134,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
         state: f.first()?.chars().next()?,
         pgrp: f.get(2)?.parse().ok()?,
         session: f.get(3)?.parse().ok()?,
+        flags: f.get(6)?.parse().ok()?,
         start_time: f.get(19)?.parse().ok()?,
     })
 }
@@ -390,12 +402,16 @@ pub struct Group {
     pub ours: Vec<i32>,
     /// Members that cannot be proven to be the job's.
     pub others: Vec<i32>,
+    /// Members that cannot be proven (an exiting process's environment is
+    /// gone with its memory) but are dying: inside `exit`, or with a
+    /// SIGKILL pending. Never signalled; waited for.
+    pub exiting: Vec<i32>,
 }
 
 impl Group {
     /// No live member is left.
     pub fn is_empty(&self) -> bool {
-        self.ours.is_empty() && self.others.is_empty()
+        self.ours.is_empty() && self.others.is_empty() && self.exiting.is_empty()
     }
 }
 
@@ -415,11 +431,29 @@ pub fn job_group(pgid: i32, session: i32, job_id: &str) -> Group {
         let proven = s.session == session && session > 1 && environ_has(pid, &marker);
         if proven {
             group.ours.push(pid);
+        } else if s.is_exiting() || sigkill_pending(pid) {
+            group.exiting.push(pid);
         } else {
             group.others.push(pid);
         }
     }
     group
+}
+
+/// Is a SIGKILL pending for `pid` (`/proc/<pid>/status` `SigPnd` or
+/// `ShdPnd`): it dies as soon as it next runs.
+fn sigkill_pending(pid: i32) -> bool {
+    let Some(status) = read_small(&format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let bit = 1u64 << (libc::SIGKILL - 1);
+    status.lines().any(|l| {
+        let mask = l
+            .strip_prefix("SigPnd:")
+            .or_else(|| l.strip_prefix("ShdPnd:"));
+        mask.and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .is_some_and(|m| m & bit != 0)
+    })
 }
 
 /// Was `pid` started with exactly the entry `entry` in its environment?
@@ -835,6 +869,9 @@ mod tests {
             (s.state, s.pgrp, s.session, s.start_time),
             ('S', 40, 41, 987654)
         );
+        assert!(!s.is_exiting());
+        let dying = "42 (a) R 1 40 41 0 -1 4194564 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert!(parse_stat(dying).expect("parses").is_exiting());
     }
 
     #[test]

@@ -304,8 +304,10 @@ pub fn interrupt(
     }
     let may_requeue = match clear_orphaned_group(layout, rec) {
         Orphans::Gone => true,
-        Orphans::Killed(clearing) if may_wait => return Some(clearing),
-        Orphans::Killed(_) => {
+        Orphans::Killed(clearing) | Orphans::Exiting(clearing) if may_wait => {
+            return Some(clearing);
+        }
+        Orphans::Killed(_) | Orphans::Exiting(_) => {
             tracing::warn!(job = %rec.job_id, "its process group outlived the wait for it; no other attempt starts");
             false
         }

@@ -128,6 +128,10 @@ pub enum Orphans {
     /// Processes run in the group its record names that cannot be proven
     /// the job's: nothing was signalled, and no other attempt may start.
     Unproven,
+    /// What is left of the group is exiting (a big process freeing its
+    /// memory after the parent-death signal): nothing was signalled; it is
+    /// waited for, then judged again.
+    Exiting(Clearing),
 }
 
 /// A killed orphaned process group of a job, exiting.
@@ -173,9 +177,18 @@ pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
         return Orphans::Gone;
     };
     let group = procfs::job_group(pgid, session, rec.job_id.as_str());
+    let clearing = Clearing {
+        id: rec.job_id.clone(),
+        pgid,
+        session,
+    };
     if group.ours.is_empty() {
         if group.others.is_empty() {
-            return Orphans::Gone;
+            if group.exiting.is_empty() {
+                return Orphans::Gone;
+            }
+            tracing::info!(job = %rec.job_id, pgid, members = ?group.exiting, "what is left of its process group is exiting: waiting for it");
+            return Orphans::Exiting(clearing);
         }
         tracing::warn!(job = %rec.job_id, pgid, members = ?group.others, "the process group its record names runs processes that cannot be proven the job's: not signalled, and no other attempt starts");
         return Orphans::Unproven;
@@ -187,9 +200,5 @@ pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
     }
     tracing::warn!(job = %rec.job_id, pgid, members = ?group.ours, "killing what is left of its process group");
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    Orphans::Killed(Clearing {
-        id: rec.job_id.clone(),
-        pgid,
-        session,
-    })
+    Orphans::Killed(clearing)
 }
