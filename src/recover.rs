@@ -73,7 +73,7 @@ use std::path::PathBuf;
 
 pub use liveness::{
     Clearing, LiveMonitors, Monitor, ORPHAN_EXIT_LIMIT, Orphans, clear_orphaned_group,
-    live_monitor, monitor_state, monitor_state_of,
+    live_monitor, live_monitor_anywhere, monitor_state, monitor_state_of,
 };
 pub use pass::Pass;
 

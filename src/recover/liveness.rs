@@ -68,16 +68,21 @@ pub fn live_monitor(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Opt
         start_time: None,
         ..of
     };
-    if let Some(p) = holders
+    holders
         .into_iter()
         .filter(|&pid| Some(pid) != named)
         .find_map(|pid| prove(pid, &unnamed))
-    {
+}
+
+/// [`live_monitor`], and if that finds none, the processes themselves
+/// asked (one pass over `/proc`): the record's pid and start time and the
+/// lock file are the job's to write, so before a job is ended or its group
+/// killed because its monitor looks gone, this is what decides. For the
+/// few jobs judged so, not for every ended one.
+pub fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Option<Proc> {
+    if let Some(p) = live_monitor(layout, id, rec) {
         return Some(p);
     }
-    // The record's start time and the lock file are the job's to write:
-    // before a monitor is judged gone, the processes themselves are asked
-    // (one pass over `/proc`, only for a monitor that looks gone).
     let found = LiveMonitors::scan(layout).of(id, rec);
     if let Some(p) = found {
         tracing::warn!(job = %id, pid = p.pid, "its monitor runs, though its record or its monitor.lock says otherwise (written by the job?): it is alive");
@@ -193,7 +198,7 @@ pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
         tracing::warn!(job = %rec.job_id, pgid, members = ?group.others, "the process group its record names runs processes that cannot be proven the job's: not signalled, and no other attempt starts");
         return Orphans::Unproven;
     }
-    if let Some(monitor) = live_monitor(layout, &rec.job_id, Some(rec)) {
+    if let Some(monitor) = live_monitor_anywhere(layout, &rec.job_id, Some(rec)) {
         // Never kill a group whose monitor is not proven gone.
         tracing::error!(job = %rec.job_id, pid = monitor.pid, "its monitor runs: its process group is not signalled, and no other attempt starts");
         return Orphans::Unproven;

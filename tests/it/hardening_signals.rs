@@ -327,3 +327,73 @@ fn a_big_job_whose_monitor_was_killed_is_requeued_once_it_has_exited() {
     assert_eq!(second.state(), "succeeded", "{:#}", second.record);
     assert_eq!(runs_of(&sb, "big"), vec![second.id.clone()]);
 }
+
+/// Ledger rows `history show` finds for job `id`.
+fn has_row(sb: &Sandbox, id: &str) -> bool {
+    sb.run(&["history", "show", id, "--json"]).code() == 0
+}
+
+/// Jobs that end and jobs that wait while the ledger refuses writes (as
+/// on a full disk; the records are still written): once writes succeed
+/// again, the running daemon's view (`status`) and the ledger converge,
+/// without a restart.
+#[test]
+fn after_a_full_disk_the_running_daemon_converges_without_a_restart() {
+    let sb = Sandbox::new();
+    let gate = sb.script(
+        "gate",
+        r#"while [ ! -e "$OUT/release" ]; do sleep 0.05; done; echo "$JOBWARDEN_JOB_ID" >> "$OUT/$JOBWARDEN_NAME.ran""#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &gate]).global("max_jobs", "2"));
+    let full = sb.out().join("ledger-full");
+    let full_s = full.to_string_lossy().into_owned();
+    let _d = Daemon::start_with_env(
+        &sb,
+        &[
+            ("JOBWARDEN_TEST_FAULT", "ledger-full"),
+            ("JOBWARDEN_TEST_FAULT_WHEN", &full_s),
+        ],
+    );
+    for name in ["a", "b"] {
+        sb.drop_prompt("proj", name, "x\n");
+        sb.wait_state("proj", name, "running", secs(15));
+    }
+    for name in ["c", "d"] {
+        sb.drop_prompt("proj", name, "y\n");
+        sb.wait_state("proj", name, "queued", secs(15));
+    }
+    // Long after the start-up check, which backfills what it finds.
+    wait_until("the start-up check", secs(20), || {
+        daemon_json(&sb).filter(|s| s["startup_check"] == "done")
+    });
+    fs::write(&full, "").expect("the ledger refuses writes");
+    fs::write(sb.out().join("release"), "").expect("release");
+    let names = ["a", "b", "c", "d"];
+    let done: Vec<Job> = names
+        .iter()
+        .map(|n| sb.wait_done("proj", n, secs(30)))
+        .collect();
+    for job in &done {
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+    assert!(
+        done.iter().any(|j| !has_row(&sb, &j.id)),
+        "a row was written while the ledger refused writes"
+    );
+    fs::remove_file(&full).expect("the ledger accepts writes again");
+
+    wait_until(
+        "status to show nothing queued or running, and every row in the ledger",
+        secs(15),
+        || {
+            let out = sb.run(&["status", "--json"]);
+            let st: Value = serde_json::from_str(&out.stdout).ok()?;
+            let settled = st["daemon"]["queued"] == 0
+                && st["daemon"]["running"] == 0
+                && st["counts"]["queued"] == 0
+                && st["counts"]["running"] == 0
+                && st["counts"]["succeeded"] == 4;
+            (settled && done.iter().all(|j| has_row(&sb, &j.id))).then_some(())
+        },
+    );
+}
