@@ -91,24 +91,24 @@ struct Answer<'a> {
 /// (`daemon.lock`, `daemon.json`) names it.
 fn daemon_proc(layout: &Layout) -> anyhow::Result<Proc> {
     crate::daemon::lock::running_daemon(layout).map_err(|refused| {
-        let lock = layout.daemon_lock();
+        let root = layout.root().display();
         if refused.is_empty() {
             return No(format!(
-                "no daemon runs on {} (no process is proven to be its daemon); start it with \
-                 `jobwarden daemon` or `systemctl start jobwarden`",
-                layout.root().display()
+                "no daemon runs on {root} (no process is proven to be its daemon); start it \
+                 with `jobwarden daemon` or `systemctl start jobwarden`"
             ))
             .into();
         }
-        anyhow::anyhow!(
-            "no daemon of {} could be proven, so nothing was signalled: {}. {} or {} may have \
-             been replaced (a job can write them); restart the daemon \
-             (`systemctl restart jobwarden`), which takes its lock again",
-            layout.root().display(),
+        No(format!(
+            "no daemon runs on {root} that can be proven so; nothing was signalled: {}. \
+             {} or {} name another process (a job can write them): if a daemon runs, \
+             restart it (`systemctl restart jobwarden`) to take its lock again; else start it \
+             with `jobwarden daemon` or `systemctl start jobwarden`",
             refused.join("; "),
-            lock.display(),
+            layout.daemon_lock().display(),
             layout.daemon_json().display()
-        )
+        ))
+        .into()
     })
 }
 
