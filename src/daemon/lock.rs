@@ -83,3 +83,26 @@ pub fn running_daemon(layout: &Layout) -> Result<Proc, Vec<String>> {
     }
     procfs::find_daemon(layout.root(), &named)
 }
+
+/// What `status` believes of `daemon.lock`'s holder (`holder`, read from
+/// `/proc/locks`): a holder not proven to be this root's daemon (a job
+/// linked another locked file there) is replaced by the daemon proven
+/// otherwise, if one runs, else by nobody; the second value then says why.
+pub fn proven_holder(
+    layout: &Layout,
+    holder: std::io::Result<Option<i32>>,
+) -> (std::io::Result<Option<i32>>, Option<String>) {
+    let Ok(Some(pid)) = holder else {
+        return (holder, None);
+    };
+    let Err(why) = procfs::prove_daemon(pid, layout.root()) else {
+        return (Ok(Some(pid)), None);
+    };
+    let found = running_daemon(layout).ok().map(|p| p.pid);
+    let said = format!(
+        "{} is held by a process that is not this root's daemon ({why}); a job may have \
+         replaced it: restart the daemon to take its lock again",
+        layout.daemon_lock().display()
+    );
+    (Ok(found), Some(said))
+}

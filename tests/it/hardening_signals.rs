@@ -124,6 +124,18 @@ fn reload_never_signals_a_monitor_that_a_job_linked_over_daemon_lock() {
     assert_never("the victim's monitor dying", millis(500), || {
         !pid_alive(monitor)
     });
+    let st = sb.run(&["status", "--json"]);
+    let st: Value = serde_json::from_str(&st.stdout).expect("status --json");
+    assert_eq!(
+        st["daemon"]["pid"], d.pid,
+        "status names the daemon: {st:#}"
+    );
+    assert!(
+        st["daemon"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("not this root's daemon")),
+        "status says the lock's holder is not the daemon: {st:#}"
+    );
     fs::write(sb.out().join("stop"), "").expect("stop");
     fs::write(sb.out().join("release"), "").expect("release");
     let done = sb.wait_done("proj", "victim", secs(15));
