@@ -18,8 +18,10 @@
 //!   its members are in the monitor's session and were started with
 //!   `JOBWARDEN_JOB_ID=<job_id>` in their environment. The kernel hands
 //!   neither a group's id nor a session's id to anyone else while a member
-//!   lives, so one proven member makes the group ours.
-//!
+//!   lives, so one proven member makes the group ours. A member already
+//!   dying (inside `exit`, or with a SIGKILL pending) has lost its
+//!   environment with its memory: it is set apart, waited for and never
+//!   signalled (`procfs/group.rs`);
 //! - a root's **daemon** by [`prove_daemon`] (`procfs/daemon.rs`): alive,
 //!   running this program and `… daemon`, holding an `flock` through a
 //!   descriptor it opened at that root's `daemon.lock`.
