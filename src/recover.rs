@@ -73,7 +73,7 @@ use std::path::PathBuf;
 
 pub use liveness::{
     Clearing, LiveMonitors, Monitor, ORPHAN_EXIT_LIMIT, Orphans, clear_orphaned_group,
-    live_monitor, live_monitor_anywhere, monitor_state, monitor_state_of,
+    live_monitor, monitor_state, monitor_state_of,
 };
 pub use pass::Pass;
 
@@ -288,7 +288,9 @@ pub fn witnessed_end(
 /// end. If its orphaned process group was killed and is still exiting, and
 /// `may_wait`, nothing is ended yet: the returned [`Clearing`] is waited
 /// for (off the daemon's loop), then this is called again without
-/// `may_wait`. A group still there then means no other attempt starts.
+/// `may_wait`. A group still there then means no other attempt starts. A
+/// live monitor of the job found after all (its record or lock file
+/// forged) ends nothing: the job stays its monitor's.
 pub fn interrupt(
     layout: &Layout,
     config: &Config,
@@ -312,6 +314,8 @@ pub fn interrupt(
             false
         }
         Orphans::Unproven => false,
+        // Its monitor writes its end; the caller sees it not ended yet.
+        Orphans::MonitorAlive(_) => return None,
     };
     // A Slurm job may still run in Slurm whatever became of its monitor:
     // no other attempt starts beside it.

@@ -79,7 +79,7 @@ pub fn live_monitor(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Opt
 /// lock file are the job's to write, so before a job is ended or its group
 /// killed because its monitor looks gone, this is what decides. For the
 /// few jobs judged so, not for every ended one.
-pub fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Option<Proc> {
+fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Option<Proc> {
     if let Some(p) = live_monitor(layout, id, rec) {
         return Some(p);
     }
@@ -137,6 +137,9 @@ pub enum Orphans {
     /// memory after the parent-death signal): nothing was signalled; it is
     /// waited for, then judged again.
     Exiting(Clearing),
+    /// A live monitor of the job was found, whatever its record says: the
+    /// job is its monitor's, nothing was signalled and nothing is ended.
+    MonitorAlive(Proc),
 }
 
 /// A killed orphaned process group of a job, exiting.
@@ -200,8 +203,8 @@ pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
     }
     if let Some(monitor) = live_monitor_anywhere(layout, &rec.job_id, Some(rec)) {
         // Never kill a group whose monitor is not proven gone.
-        tracing::error!(job = %rec.job_id, pid = monitor.pid, "its monitor runs: its process group is not signalled, and no other attempt starts");
-        return Orphans::Unproven;
+        tracing::error!(job = %rec.job_id, pid = monitor.pid, "its monitor runs: its process group is not signalled, and the job is left to its monitor");
+        return Orphans::MonitorAlive(monitor);
     }
     tracing::warn!(job = %rec.job_id, pgid, members = ?group.ours, "killing what is left of its process group");
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
