@@ -2,8 +2,9 @@
 //! daemon reload its config and report what it did. The daemon is the
 //! process proven to be this root's daemon (`procfs::prove_daemon`: our
 //! program, running `daemon`, holding the lock it opened at this root's
-//! `daemon.lock`), never a pid only because a file names it; it is signalled only once its
-//! `daemon.json` shows it can reload (an older daemon would die of SIGHUP).
+//! `daemon.lock`), never a pid only because a file names it; it is
+//! signalled only once its `daemon.json` shows it can reload (an older
+//! daemon would die of SIGHUP).
 //! The answer is the daemon's own: the result it records in `daemon.json`
 //! under a new reload number. Exit 0 when the config was applied, 2 when it
 //! was refused (or no answer came in time), 1 when no daemon runs.
@@ -112,8 +113,8 @@ fn daemon_proc(layout: &Layout) -> anyhow::Result<Proc> {
     })
 }
 
-/// The daemon's `daemon.json` once it is the lock holder's and says it can
-/// reload (a daemon still starting writes it shortly).
+/// The daemon's `daemon.json` once it is the proven daemon's and says it
+/// can reload (a daemon still starting writes it shortly).
 fn reloadable(layout: &Layout, daemon: Proc, deadline: Instant) -> anyhow::Result<ConfigState> {
     let pid = daemon.pid;
     loop {
@@ -153,8 +154,8 @@ fn answer(
     deadline: Instant,
     timeout: Duration,
 ) -> anyhow::Result<ReloadResult> {
+    let pid = daemon.pid;
     loop {
-        let pid = daemon.pid;
         let seen: Option<DaemonSeen> = state_file::read(layout).ok().flatten();
         let last = seen
             .filter(|s| s.pid as i32 == pid)
