@@ -22,16 +22,18 @@ use super::{Proc, all_pids, cmdline, holds_flock_by, runs_this_program, stat};
 /// Prove that `pid` is the daemon of `root` (see the module's
 /// documentation). The error says which check failed.
 pub fn prove_daemon(pid: i32, root: &Path) -> Result<Proc, String> {
-    let s = stat(pid).ok_or_else(|| format!("no process {pid} runs"))?;
-    if !s.is_live() {
-        return Err(format!("process {pid} has exited"));
-    }
-    let argv = cmdline(pid).ok_or_else(|| format!("process {pid}'s command line is unreadable"))?;
+    // The command line first: the one read that rules out almost every
+    // process of a pass over `/proc`.
+    let argv = cmdline(pid).ok_or_else(|| format!("no process {pid} runs"))?;
     if subcommand(&argv) != Some(b"daemon".as_slice()) {
         return Err(format!(
             "process {pid} is not a jobwarden daemon (it runs `{}`)",
             shown(&argv)
         ));
+    }
+    let s = stat(pid).ok_or_else(|| format!("no process {pid} runs"))?;
+    if !s.is_live() {
+        return Err(format!("process {pid} has exited"));
     }
     if !runs_this_program(pid, None) {
         return Err(format!("process {pid} does not run this program"));

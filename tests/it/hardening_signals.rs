@@ -69,8 +69,9 @@ while not os.path.exists(os.path.join(out, "stop")):
     time.sleep(0.02)
 EOF"#;
 
-/// A daemon running `victim` (a waiter) and `attacker` (the script
-/// `attack`), with the attacker's target written for it.
+/// Start the job `attacker` (which runs [`FORGE_DAEMON`]) against `target`
+/// (linked over `daemon.lock`) and `pid` (written into `daemon.json`), and
+/// wait until it forges.
 fn forge_the_daemon_file(sb: &Sandbox, target: &Path, pid: i32) {
     fs::write(
         sb.out().join("target.path"),
