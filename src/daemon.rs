@@ -15,10 +15,11 @@ pub mod control;
 mod inbox_watch;
 mod job_ends;
 mod ledger_state;
-mod lock;
+pub mod lock;
 mod monitors;
 mod notices;
 pub mod notify;
+mod owed_rows;
 mod published_watch;
 mod schedule;
 mod slurm_watch;
@@ -222,6 +223,9 @@ struct Daemon {
     /// (storage refusing writes): retried every tick.
     /// The value says how the monitor ended.
     unsettled: HashMap<JobId, String>,
+    /// Ended jobs whose ledger row or index row the ledger did not take:
+    /// written from their records once it does (`owed_rows.rs`).
+    owed_rows: std::collections::BTreeSet<JobId>,
     /// How many monitors each Slurm job has had to be given again.
     reattached: HashMap<JobId, u32>,
     /// Reload requests, and the config state `daemon.json` reports.
@@ -287,6 +291,7 @@ impl Daemon {
             notifier: notify::Notifier::disabled(),
             storage: storage::Health::default(),
             unsettled: HashMap::new(),
+            owed_rows: Default::default(),
             reattached: HashMap::new(),
             clearing_jobs: HashSet::new(),
             startup: startup_check::StartupCheck::default(),

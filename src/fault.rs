@@ -17,7 +17,9 @@
 //! `abort-before-claim` (pause only: `jobwarden abort` has found a prompt
 //! waiting in the inbox and is about to claim it to cancel it);
 //! `startup-check` (pause only: the daemon's start-up check, before it lists
-//! `runs/`).
+//! `runs/`); `ledger-full` (not a panic: while armed, every write to the
+//! ledger by a process started with it fails and is rolled back, as on a
+//! full disk, while files are still written).
 //!
 //! Knobs: `JOBWARDEN_TEST_LOG_QUEUE=<n>` holds the stderr queue to `n`
 //! lines (`logging/queue.rs`), so that a test can overflow it with the
@@ -29,17 +31,42 @@
 /// Panic here if the test suite asked for it (debug builds only).
 #[inline]
 pub fn point(name: &str) {
+    if armed(name) {
+        panic!("injected fault at {name}");
+    }
+}
+
+/// Is the fault `name` asked for (`JOBWARDEN_TEST_FAULT`) and, if
+/// `JOBWARDEN_TEST_FAULT_WHEN` names a file, does it exist now? Always
+/// false in release builds.
+#[inline]
+pub fn armed(name: &str) -> bool {
     #[cfg(debug_assertions)]
     {
-        let armed = std::env::var("JOBWARDEN_TEST_FAULT").is_ok_and(|v| v == name)
+        asked(name)
             && std::env::var_os("JOBWARDEN_TEST_FAULT_WHEN")
-                .is_none_or(|when| std::path::Path::new(&when).exists());
-        if armed {
-            panic!("injected fault at {name}");
-        }
+                .is_none_or(|when| std::path::Path::new(&when).exists())
     }
     #[cfg(not(debug_assertions))]
-    let _ = name;
+    {
+        let _ = name;
+        false
+    }
+}
+
+/// Is the fault `name` asked for at all (armed or not yet)? Always false
+/// in release builds.
+#[inline]
+pub fn asked(name: &str) -> bool {
+    #[cfg(debug_assertions)]
+    {
+        std::env::var("JOBWARDEN_TEST_FAULT").is_ok_and(|v| v == name)
+    }
+    #[cfg(not(debug_assertions))]
+    {
+        let _ = name;
+        false
+    }
 }
 
 /// Wait here if the test suite asked for it (debug builds only).

@@ -59,7 +59,7 @@
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/start.rs` (the root made and checked, what is on disk reconciled before the
 //!   first claim), `daemon/tick.rs` (the heartbeat tick, the clock watched, retention and
-//!   the reconcile started on their timers), `daemon/lock.rs` (single instance), `daemon/state_file.rs` (`daemon.json`),
+//!   the reconcile started on their timers), `daemon/lock.rs` (single instance, and the running daemon proven for `reload`), `daemon/owed_rows.rs` (ledger rows of ends the ledger did not take), `daemon/state_file.rs` (`daemon.json`),
 //!   `daemon/ledger_state.rs` (its hold on `ledger.db`: reopened, checked, let go when damaged),
 //!   `daemon/claims.rs` (what the watcher and rescans report, settling, cooldowns that
 //!   defer a claim, retry requests, a claim's result),
@@ -140,7 +140,7 @@
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
 //!   cooldown, an earlier job of the same prompt), as the daemon decides it.
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
-//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
+//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time) and the proofs that a process is a monitor or the daemon.
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
 //! - `props.rs` (tests only) — property tests for every parser of outside input.
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.

@@ -18,7 +18,13 @@
 //!   its members are in the monitor's session and were started with
 //!   `JOBWARDEN_JOB_ID=<job_id>` in their environment. The kernel hands
 //!   neither a group's id nor a session's id to anyone else while a member
-//!   lives, so one proven member makes the group ours.
+//!   lives, so one proven member makes the group ours. A member already
+//!   dying (inside `exit`, or with a SIGKILL pending) has lost its
+//!   environment with its memory: it is set apart, waited for and never
+//!   signalled (`procfs/group.rs`);
+//! - a root's **daemon** by [`prove_daemon`] (`procfs/daemon.rs`): alive,
+//!   running this program and `… daemon`, holding an `flock` through a
+//!   descriptor it opened at that root's `daemon.lock`.
 //!
 //! A process's start time with its pid identifies it for good: a recycled
 //! pid has another start.
@@ -29,6 +35,18 @@ use std::path::Path;
 
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::{Deserialize, Serialize};
+
+mod daemon;
+mod group;
+mod locks;
+mod tree;
+
+pub use daemon::{find_daemon, other_daemon, prove_daemon};
+#[cfg(test)]
+use group::environ_has;
+pub use group::{Group, job_group};
+pub use locks::{flock_holder, flock_holders};
+pub use tree::{cpu_time, cpu_time_with_reaped, descendants};
 
 /// One process for good: its pid and its start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,12 +92,23 @@ struct Stat {
     state: char,
     pgrp: i32,
     session: i32,
+    /// The kernel's flags for the process (field 9).
+    flags: u64,
     start_time: u64,
 }
+
+/// The kernel's flag for a process inside `exit` (`PF_EXITING`): it is
+/// freeing what it held (a big process takes a while) and will not run
+/// its own code again.
+const PF_EXITING: u64 = 0x4;
 
 impl Stat {
     fn is_live(self) -> bool {
         !matches!(self.state, 'Z' | 'X')
+    }
+
+    fn is_exiting(self) -> bool {
+        self.flags & PF_EXITING != 0
     }
 }
 
@@ -115,6 +144,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
         state: f.first()?.chars().next()?,
         pgrp: f.get(2)?.parse().ok()?,
         session: f.get(3)?.parse().ok()?,
+        flags: f.get(6)?.parse().ok()?,
         start_time: f.get(19)?.parse().ok()?,
     })
 }
@@ -325,8 +355,11 @@ fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
 }
 
 /// The job a spare monitor `pid` was handed: the one whose `monitor.lock`
-/// under `root` it has open and holds the `flock` on (a monitor takes the
-/// lock before anything else and keeps it for life).
+/// under `root` it opened and holds the `flock` on (a monitor takes the
+/// lock before anything else and keeps it for life). The path is the one
+/// the kernel keeps for the descriptor, where the monitor opened it: a job
+/// that removes or replaces the file makes it ` (deleted)`, never another
+/// job's, so a monitor whose lock file was taken away is still known.
 fn spare_job(pid: i32, root: &Path) -> Option<String> {
     let layout = crate::layout::Layout::new(root.to_path_buf());
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
@@ -334,7 +367,11 @@ fn spare_job(pid: i32, root: &Path) -> Option<String> {
         let Ok(target) = std::fs::read_link(fd.path()) else {
             continue;
         };
-        let Some(id) = layout.job_of_monitor_lock(&target) else {
+        let bytes = target.as_os_str().as_bytes();
+        let opened_at = Path::new(std::ffi::OsStr::from_bytes(
+            bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
+        ));
+        let Some(id) = layout.job_of_monitor_lock(opened_at) else {
             continue;
         };
         if holds_flock_by(pid, &fd.file_name())
@@ -367,52 +404,6 @@ fn same_path(a: &Path, b: &Path) -> bool {
         )
 }
 
-/// The live members of a dead monitor's job's process group, as far as
-/// they can be proven.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Group {
-    /// Members proven to be the job's.
-    pub ours: Vec<i32>,
-    /// Members that cannot be proven to be the job's.
-    pub others: Vec<i32>,
-}
-
-impl Group {
-    /// No live member is left.
-    pub fn is_empty(&self) -> bool {
-        self.ours.is_empty() && self.others.is_empty()
-    }
-}
-
-/// The live members of process group `pgid`, sorted into the job's own
-/// (in the session `session` of its monitor, and started with
-/// `JOBWARDEN_JOB_ID=<job_id>`) and the rest. One pass over `/proc`.
-pub fn job_group(pgid: i32, session: i32, job_id: &str) -> Group {
-    let mut group = Group::default();
-    if pgid <= 1 {
-        return group;
-    }
-    let marker = [b"JOBWARDEN_JOB_ID=".as_slice(), job_id.as_bytes()].concat();
-    for pid in all_pids() {
-        let Some(s) = stat(pid).filter(|s| s.pgrp == pgid && s.is_live()) else {
-            continue;
-        };
-        let proven = s.session == session && session > 1 && environ_has(pid, &marker);
-        if proven {
-            group.ours.push(pid);
-        } else {
-            group.others.push(pid);
-        }
-    }
-    group
-}
-
-/// Was `pid` started with exactly the entry `entry` in its environment?
-fn environ_has(pid: i32, entry: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|&b| b == 0).any(|e| e == entry))
-}
-
 fn all_pids() -> Vec<i32> {
     std::fs::read_dir("/proc")
         .map(|rd| {
@@ -421,194 +412,6 @@ fn all_pids() -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// The pid holding an `flock` on `path`, read from `/proc/locks` without
-/// touching the lock (taking it to test it, even for an instant, could make
-/// its owner's own attempt fail). `Ok(None)`: nobody holds it.
-///
-/// `/proc/locks` names files by device and inode only: a lock still held on
-/// a deleted file whose inode number was reused would be reported too, so
-/// this is for files that are never deleted while locked (`daemon.lock`).
-/// Of several entries, a live process holding it is preferred.
-pub fn flock_holder(path: &std::path::Path) -> std::io::Result<Option<i32>> {
-    let holders = flock_holders(path)?;
-    Ok(holders
-        .iter()
-        .copied()
-        .find(|&p| is_running(p))
-        .or(holders.first().copied()))
-}
-
-/// Every pid `/proc/locks` lists as holding an `flock` on `path`'s device
-/// and inode.
-///
-/// On overlayfs (a container's root, a throw-away system's), `stat` of a
-/// file may give the device of the layer it lives in while `/proc/locks`
-/// names the overlay's own (its folders' device): there either matches.
-pub fn flock_holders(path: &std::path::Path) -> std::io::Result<Vec<i32>> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let dev = meta.dev();
-    let file = LockedFile {
-        dev: hex_dev(dev),
-        ino: meta.ino().to_string(),
-        overlay_dev: on_overlayfs(path)
-            .then(|| path.parent().and_then(|dir| std::fs::metadata(dir).ok()))
-            .flatten()
-            .map(|dir| hex_dev(dir.dev())),
-    };
-    // The kernel hands `/proc/locks` out a page per read, walking its list
-    // of locks afresh by position each time: a lock released between two
-    // reads shifts the rest, and the entry after it is never shown. With
-    // many locks on the machine (hundreds of jobs, other daemons) a held
-    // lock can so look free. Absent from one reading is read again.
-    for _ in 0..LOCKS_READINGS - 1 {
-        let holders = parse_flock_holders(&std::fs::read_to_string("/proc/locks")?, &file);
-        if !holders.is_empty() {
-            return Ok(holders);
-        }
-    }
-    Ok(parse_flock_holders(
-        &std::fs::read_to_string("/proc/locks")?,
-        &file,
-    ))
-}
-
-/// A file as `/proc/locks` names it: `MAJ:MIN` (hex) and inode.
-struct LockedFile {
-    dev: String,
-    ino: String,
-    /// On overlayfs: the overlay's own device (its folders'), which
-    /// `/proc/locks` may name where `stat` of the file gives its layer's.
-    overlay_dev: Option<String>,
-}
-
-impl LockedFile {
-    fn is(&self, named: &str) -> bool {
-        let Some((dev, ino)) = named.rsplit_once(':') else {
-            return false;
-        };
-        ino == self.ino && (dev == self.dev || self.overlay_dev.as_deref() == Some(dev))
-    }
-}
-
-/// A device number as `/proc/locks` writes it: `MAJ:MIN` in hex.
-fn hex_dev(dev: u64) -> String {
-    format!(
-        "{:02x}:{:02x}",
-        nix::sys::stat::major(dev),
-        nix::sys::stat::minor(dev)
-    )
-}
-
-fn on_overlayfs(path: &std::path::Path) -> bool {
-    nix::sys::statfs::statfs(path)
-        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::OVERLAYFS_SUPER_MAGIC)
-}
-
-/// How often `/proc/locks` is read before a lock is taken for free (see
-/// [`flock_holders`]).
-const LOCKS_READINGS: usize = 4;
-
-/// In `/proc/locks` text, the pids of the granted FLOCKs on `file`
-/// (named `MAJ:MIN:INODE`, device numbers in hex). Waiters (`->`) do not
-/// count.
-fn parse_flock_holders(locks: &str, file: &LockedFile) -> Vec<i32> {
-    locks
-        .lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // `1: FLOCK ADVISORY WRITE 1234 00:2c:56789 0 EOF`
-            match f.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] if file.is(id) => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-// ---------------------------------------------------------------------------
-// Process trees: every process a job started, wherever it went.
-
-/// Every live (not zombie) descendant of `pid`, found by following the
-/// parent links of `/proc/*/stat`, children before grandchildren. A process
-/// that left its parent's process group or session (`setsid`, `setpgid`) is
-/// still found; one whose parent died is found too when `pid` is its
-/// subreaper (it was reparented to `pid`). Zombies are passed through, so
-/// nothing is lost while they wait to be reaped. A snapshot: processes can
-/// fork and exit while it is read, so a caller that must leave none
-/// repeats it until it comes back empty.
-pub fn descendants(pid: i32) -> Vec<i32> {
-    let table = process_table();
-    let mut found = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for &(child, _, live) in table.iter().filter(|(_, pp, _)| *pp == parent) {
-            if child == pid || found.contains(&child) {
-                continue;
-            }
-            if live {
-                found.push(child);
-            }
-            frontier.push(child);
-        }
-    }
-    found
-}
-
-/// `(pid, ppid, live)` of every process in `/proc`; unreadable entries
-/// (gone while listed) are skipped.
-fn process_table() -> Vec<(i32, i32, bool)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let (state, ppid) = parse_state_ppid(&stat)?;
-            Some((pid, ppid, !matches!(state, "Z" | "X")))
-        })
-        .collect()
-}
-
-/// Fields 3 (state) and 4 (ppid) of a `/proc/<pid>/stat` line.
-fn parse_state_ppid(stat: &str) -> Option<(&str, i32)> {
-    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = rest.next()?;
-    Some((state, rest.next()?.parse().ok()?))
-}
-
-/// CPU time (user + system) `pid` has used, from `/proc/<pid>/stat`
-/// (fields 14 and 15), readable until the process is reaped: a zombie
-/// keeps its counts.
-pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
-    cpu_ticks(pid, false)
-}
-
-/// [`cpu_time`] with that of the children `pid` reaped (fields 16 and
-/// 17): a sandboxed job's, counted by its init.
-pub fn cpu_time_with_reaped(pid: i32) -> Option<std::time::Duration> {
-    cpu_ticks(pid, true)
-}
-
-fn cpu_ticks(pid: i32, reaped: bool) -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(11);
-    let fields = if reaped { 4 } else { 2 };
-    let mut ticks: u64 = 0;
-    for _ in 0..fields {
-        ticks += rest.next()?.parse::<u64>().ok()?;
-    }
-    // SAFETY: sysconf only reads a constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    let hz = u64::try_from(hz).ok().filter(|&h| h > 0)?;
-    Some(std::time::Duration::from_millis(ticks * 1000 / hz))
 }
 
 /// A descriptor limit: soft, hard.
@@ -677,49 +480,6 @@ mod tests {
     fn we_are_running_and_pid_zero_is_not() {
         assert!(is_running(std::process::id() as i32));
         assert!(!is_running(0));
-    }
-
-    #[test]
-    fn finds_the_holder_of_a_flock_and_not_its_waiters() {
-        let locks = "1: POSIX  ADVISORY  WRITE 10 00:2c:99 0 EOF\n\
-                     2: FLOCK  ADVISORY  WRITE 4321 00:2c:99 0 EOF\n\
-                     2: -> FLOCK  ADVISORY  WRITE 77 00:2c:99 0 EOF\n";
-        let file = |dev: &str, ino: &str, overlay: Option<&str>| LockedFile {
-            dev: dev.into(),
-            ino: ino.into(),
-            overlay_dev: overlay.map(str::to_owned),
-        };
-        assert_eq!(
-            parse_flock_holders(locks, &file("00:2c", "99", None)),
-            vec![4321]
-        );
-        assert!(parse_flock_holders(locks, &file("00:2c", "98", None)).is_empty());
-        // Through overlayfs the file's device is its layer's; the lock
-        // names the overlay's.
-        assert!(parse_flock_holders(locks, &file("00:2d", "99", None)).is_empty());
-        assert_eq!(
-            parse_flock_holders(locks, &file("00:2d", "99", Some("00:2c"))),
-            vec![4321]
-        );
-        assert!(parse_flock_holders(locks, &file("00:2d", "9", Some("00:2c"))).is_empty());
-        // A lock with the same inode on another file system is not it.
-        assert!(parse_flock_holders(locks, &file("00:2d", "99", Some("00:2e"))).is_empty());
-    }
-
-    #[test]
-    fn sees_a_lock_held_in_this_process() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("x.lock");
-        assert_eq!(flock_holder(&path).expect("no file"), None);
-        let held = crate::fsio::try_lock(dir.path(), &path)
-            .expect("lock")
-            .expect("free");
-        let me = std::process::id() as i32;
-        // Other processes' locks on deleted files may share the inode
-        // number: only our own entry is certain.
-        assert!(flock_holders(&path).expect("read").contains(&me));
-        drop(held);
-        assert!(!flock_holders(&path).expect("read").contains(&me));
     }
 
     #[test]
@@ -831,29 +591,8 @@ mod tests {
             (s.state, s.pgrp, s.session, s.start_time),
             ('S', 40, 41, 987654)
         );
-    }
-
-    #[test]
-    fn descendants_include_a_child_that_left_our_process_group() {
-        use std::os::unix::process::CommandExt;
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .expect("spawn sleep");
-        let me = std::process::id() as i32;
-        let pid = child.id() as i32;
-        assert!(descendants(me).contains(&pid));
-        assert!(!descendants(me).contains(&me));
-        child.kill().expect("kill");
-        child.wait().expect("reap");
-        assert!(!descendants(me).contains(&pid));
-    }
-
-    #[test]
-    fn reads_state_ppid_and_cpu_time() {
-        let stat = "42 (a b) S 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20";
-        assert_eq!(parse_state_ppid(stat), Some(("S", 7)));
-        assert!(cpu_time(std::process::id() as i32).is_some());
+        assert!(!s.is_exiting());
+        let dying = "42 (a) R 1 40 41 0 -1 4194564 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
+        assert!(parse_stat(dying).expect("parses").is_exiting());
     }
 }

@@ -288,7 +288,9 @@ pub fn witnessed_end(
 /// end. If its orphaned process group was killed and is still exiting, and
 /// `may_wait`, nothing is ended yet: the returned [`Clearing`] is waited
 /// for (off the daemon's loop), then this is called again without
-/// `may_wait`. A group still there then means no other attempt starts.
+/// `may_wait`. A group still there then means no other attempt starts. A
+/// live monitor of the job found after all (its record or lock file
+/// forged) ends nothing: the job stays its monitor's.
 pub fn interrupt(
     layout: &Layout,
     config: &Config,
@@ -302,14 +304,18 @@ pub fn interrupt(
         crate::terminal::resume(layout, config, ledger.as_deref_mut(), rec);
         return None;
     }
-    let may_requeue = match clear_orphaned_group(rec) {
+    let may_requeue = match clear_orphaned_group(layout, rec) {
         Orphans::Gone => true,
-        Orphans::Killed(clearing) if may_wait => return Some(clearing),
-        Orphans::Killed(_) => {
+        Orphans::Killed(clearing) | Orphans::Exiting(clearing) if may_wait => {
+            return Some(clearing);
+        }
+        Orphans::Killed(_) | Orphans::Exiting(_) => {
             tracing::warn!(job = %rec.job_id, "its process group outlived the wait for it; no other attempt starts");
             false
         }
         Orphans::Unproven => false,
+        // Its monitor writes its end; the caller sees it not ended yet.
+        Orphans::MonitorAlive(_) => return None,
     };
     // A Slurm job may still run in Slurm whatever became of its monitor:
     // no other attempt starts beside it.

@@ -81,15 +81,24 @@ pub struct Handed {
     pub paths: Vec<(PathRelation, String)>,
 }
 
+/// What an end's writes to the ledger came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// The ledger row is there.
+    pub row: bool,
+    /// The job index says how the job ended.
+    pub indexed: bool,
+}
+
 /// Steps 2 and 3's first half for an end whose monitor handed it over:
 /// the ledger row (unless one is there) with what was handed, then the
-/// job index. False if the row could not be written (it is backfilled).
+/// job index. What could not be written is backfilled from `job.json`.
 pub fn record_handed(
     layout: &Layout,
     ledger: &mut Ledger,
     rec: &JobRecord,
     handed: Option<&Handed>,
-) -> bool {
+) -> Recorded {
     let row = crate::ledger::backfill::ensure_row_with(layout, ledger, rec, handed);
     index_after_row(ledger, rec, row)
 }
@@ -97,24 +106,32 @@ pub fn record_handed(
 /// After an attempt at `rec`'s row: the job index told that it ended if
 /// the row is there (an index row that says the job ended means its ledger
 /// row is there, so a starting daemon, which reads only the jobs the index
-/// holds unended, finds every ended job whose row is missing). False if
-/// the row could not be written (it is backfilled from `job.json`).
+/// holds unended, finds every ended job whose row is missing). What could
+/// not be written is backfilled from `job.json` (by the running daemon
+/// once the ledger takes writes again, else at the next start).
 fn index_after_row(
     ledger: &mut Ledger,
     rec: &JobRecord,
     row: Result<bool, crate::ledger::LedgerError>,
-) -> bool {
+) -> Recorded {
     match row {
         Ok(_) => {
-            // Fail-soft: refreshed at the next start.
-            if let Err(e) = ledger.index_job(rec) {
-                tracing::warn!(job = %rec.job_id, "{e}; the job index is refreshed at the next start");
+            // Fail-soft: written again from the record.
+            let indexed = ledger.index_job(rec);
+            if let Err(e) = &indexed {
+                tracing::warn!(job = %rec.job_id, "{e}; the job index is written again from job.json");
             }
-            true
+            Recorded {
+                row: true,
+                indexed: indexed.is_ok(),
+            }
         }
         Err(e) => {
             tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled from job.json");
-            false
+            Recorded {
+                row: false,
+                indexed: false,
+            }
         }
     }
 }
@@ -237,7 +254,7 @@ impl Finisher<'_> {
         };
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
         let row = ledger.record(&exec, artifacts, paths);
-        index_after_row(ledger, rec, row)
+        index_after_row(ledger, rec, row).row
     }
 
     /// Move the claimed prompt `held` to where the record says.

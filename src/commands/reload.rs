@@ -1,8 +1,10 @@
 //! `jobwarden reload [--json] [--timeout DUR]`: make the root's running
 //! daemon reload its config and report what it did. The daemon is the
-//! process proven to hold `daemon.lock` (read from `/proc/locks`), never a
-//! pid only because a file names it; it is signalled only once its
-//! `daemon.json` shows it can reload (an older daemon would die of SIGHUP).
+//! process proven to be this root's daemon (`procfs::prove_daemon`: our
+//! program, running `daemon`, holding the lock it opened at this root's
+//! `daemon.lock`), never a pid only because a file names it; it is
+//! signalled only once its `daemon.json` shows it can reload (an older
+//! daemon would die of SIGHUP).
 //! The answer is the daemon's own: the result it records in `daemon.json`
 //! under a new reload number. Exit 0 when the config was applied, 2 when it
 //! was refused (or no answer came in time), 1 when no daemon runs.
@@ -24,6 +26,7 @@ use crate::clock::Timestamp;
 use crate::daemon::control::{self, ConfigState, ReloadResult, Verdict};
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::layout::Layout;
+use crate::procfs::Proc;
 
 use super::No;
 use super::output::{alarm, fmt_ago, print_json, print_line};
@@ -38,9 +41,18 @@ pub fn run(global: &GlobalArgs, args: &ReloadArgs) -> anyhow::Result<ExitCode> {
     let loaded = super::load_lenient(global)?;
     let layout = loaded.layout;
     let deadline = Instant::now() + args.timeout;
-    let pid = daemon_pid(&layout)?;
-    let before = reloadable(&layout, pid, deadline)?;
+    let daemon = daemon_proc(&layout)?;
+    let pid = daemon.pid;
+    let before = reloadable(&layout, daemon, deadline)?;
     let asked_at = Timestamp::now();
+    // Proven again at the last moment: the same process, still the daemon.
+    if let Err(why) = crate::procfs::prove_daemon(pid, layout.root()).and_then(|p| {
+        (p == daemon)
+            .then_some(p)
+            .ok_or_else(|| format!("process {pid} is another process now"))
+    }) {
+        return Err(No(format!("{why}; nothing was signalled")).into());
+    }
     match kill(Pid::from_raw(pid), Signal::SIGHUP) {
         Ok(()) => {}
         Err(nix::errno::Errno::ESRCH) => {
@@ -50,7 +62,7 @@ pub fn run(global: &GlobalArgs, args: &ReloadArgs) -> anyhow::Result<ExitCode> {
             return Err(e).with_context(|| format!("sending SIGHUP to the daemon (pid {pid})"));
         }
     }
-    let result = answer(&layout, pid, before, asked_at, deadline, args.timeout)?;
+    let result = answer(&layout, daemon, before, asked_at, deadline, args.timeout)?;
     let applied = result.result == Verdict::Applied;
     if args.json {
         print_json(&Answer {
@@ -75,29 +87,36 @@ struct Answer<'a> {
     result: &'a ReloadResult,
 }
 
-/// The pid holding the root's daemon lock: the daemon, proven.
-fn daemon_pid(layout: &Layout) -> anyhow::Result<i32> {
-    let lock = layout.daemon_lock();
-    match crate::procfs::flock_holder(&lock) {
-        Ok(Some(pid)) => Ok(pid),
-        Ok(None) => Err(No(format!(
-            "no daemon runs on {} (nobody holds {}); start it with `jobwarden daemon` or \
-             `systemctl start jobwarden`",
-            layout.root().display(),
-            lock.display()
+/// The root's running daemon, proven by the process itself
+/// ([`crate::procfs::prove_daemon`]): never a pid only because a file
+/// (`daemon.lock`, `daemon.json`) names it.
+fn daemon_proc(layout: &Layout) -> anyhow::Result<Proc> {
+    crate::daemon::lock::running_daemon(layout).map_err(|refused| {
+        let root = layout.root().display();
+        if refused.is_empty() {
+            return No(format!(
+                "no daemon runs on {root} (no process is proven to be its daemon); start it \
+                 with `jobwarden daemon` or `systemctl start jobwarden`"
+            ))
+            .into();
+        }
+        No(format!(
+            "no daemon runs on {root} that can be proven so; nothing was signalled: {}. \
+             {} or {} name another process (a job can write them): if a daemon runs, \
+             restart it (`systemctl restart jobwarden`) to take its lock again; else start it \
+             with `jobwarden daemon` or `systemctl start jobwarden`",
+            refused.join("; "),
+            layout.daemon_lock().display(),
+            layout.daemon_json().display()
         ))
-        .into()),
-        Err(e) => Err(anyhow::anyhow!(
-            "cannot tell which process holds {} (reading /proc/locks: {e}); \
-             nothing was signalled",
-            lock.display()
-        )),
-    }
+        .into()
+    })
 }
 
-/// The daemon's `daemon.json` once it is the lock holder's and says it can
-/// reload (a daemon still starting writes it shortly).
-fn reloadable(layout: &Layout, pid: i32, deadline: Instant) -> anyhow::Result<ConfigState> {
+/// The daemon's `daemon.json` once it is the proven daemon's and says it
+/// can reload (a daemon still starting writes it shortly).
+fn reloadable(layout: &Layout, daemon: Proc, deadline: Instant) -> anyhow::Result<ConfigState> {
+    let pid = daemon.pid;
     loop {
         let seen = state_file::read(layout).map_err(anyhow::Error::msg)?;
         if let Some(seen) = seen.filter(|s| s.pid as i32 == pid) {
@@ -114,7 +133,7 @@ fn reloadable(layout: &Layout, pid: i32, deadline: Instant) -> anyhow::Result<Co
                 )
             });
         }
-        still_held(layout, pid)?;
+        still_running(daemon)?;
         if Instant::now() >= deadline {
             anyhow::bail!(
                 "the daemon (pid {pid}) has not written {} yet; nothing was signalled",
@@ -129,12 +148,13 @@ fn reloadable(layout: &Layout, pid: i32, deadline: Instant) -> anyhow::Result<Co
 /// numbered after `before`'s that read the config since.
 fn answer(
     layout: &Layout,
-    pid: i32,
+    daemon: Proc,
     before: ConfigState,
     asked_at: Timestamp,
     deadline: Instant,
     timeout: Duration,
 ) -> anyhow::Result<ReloadResult> {
+    let pid = daemon.pid;
     loop {
         let seen: Option<DaemonSeen> = state_file::read(layout).ok().flatten();
         let last = seen
@@ -146,7 +166,7 @@ fn answer(
         {
             return Ok(last);
         }
-        still_held(layout, pid)?;
+        still_running(daemon)?;
         if Instant::now() >= deadline {
             anyhow::bail!(
                 "the daemon (pid {pid}) got SIGHUP but reported no reload within {}; \
@@ -158,11 +178,14 @@ fn answer(
     }
 }
 
-fn still_held(layout: &Layout, pid: i32) -> anyhow::Result<()> {
-    match crate::procfs::flock_holder(&layout.daemon_lock()) {
-        Ok(Some(holder)) if holder == pid => Ok(()),
-        _ => anyhow::bail!("the daemon (pid {pid}) stopped before it reported the reload"),
+fn still_running(daemon: Proc) -> anyhow::Result<()> {
+    if daemon.is_alive() {
+        return Ok(());
     }
+    anyhow::bail!(
+        "the daemon (pid {}) stopped before it reported the reload",
+        daemon.pid
+    )
 }
 
 fn print_human(r: &ReloadResult) -> anyhow::Result<()> {

@@ -244,6 +244,8 @@ impl Status {
             Err(e) => (None, Some(e)),
         };
         let holder = crate::procfs::flock_holder(&layout.daemon_lock());
+        let (holder, impostor) = crate::daemon::lock::proven_holder(layout, holder);
+        let problem = impostor.or(problem);
         let alive = match &holder {
             Ok(holder) => holder.is_some(),
             // No /proc/locks: trust a fresh heartbeat from a live pid.

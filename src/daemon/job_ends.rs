@@ -92,7 +92,8 @@ impl Daemon {
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = written {
-            tracing::warn!(job = %id, "{e}; the job index is refreshed at the next start");
+            tracing::warn!(job = %id, "{e}; the job index is written again from job.json");
+            self.owe_row(id);
         }
     }
 
@@ -195,13 +196,22 @@ impl Daemon {
                 // and the prompt's move to us, with what the row needs.
                 let row = self.ledger.as_mut().map(|l| match handed {
                     Some(handed) => {
-                        crate::terminal::record_handed(&self.layout, l, &rec, Some(handed));
-                        Ok(true)
+                        let done =
+                            crate::terminal::record_handed(&self.layout, l, &rec, Some(handed));
+                        Ok(done.row && done.indexed)
                     }
-                    None => backfill::ensure_row(&self.layout, l, &rec),
+                    // A row inserted here is one its monitor could not
+                    // write: nor could it tell the index.
+                    None => backfill::ensure_row(&self.layout, l, &rec)
+                        .map(|inserted| !inserted || l.index_job(&rec).is_ok()),
                 });
-                if let Some(Err(e)) = row {
-                    self.ledger_failed(&e);
+                match row {
+                    Some(Ok(true)) | None => {}
+                    Some(Ok(false)) => self.owe_row(id),
+                    Some(Err(e)) => {
+                        self.ledger_failed(&e);
+                        self.owe_row(id);
+                    }
                 }
                 let prompt = rec.prompt_name();
                 let proven = self.claims.get(&prompt) == Some(id);

@@ -227,9 +227,14 @@ impl Daemon {
         let mut pass = Pass::new(layout, &self.config, &self.host, self.ledger.as_mut());
         pass.held = held;
         pass.unknown_claims = self.startup.unknown_claims;
+        // One pass over `/proc` for all of them: a record's pid and start
+        // time and a lock file are the job's to write.
+        let live = (!judge.is_empty()).then(|| recover::LiveMonitors::scan(layout));
         for id in judge {
             let loaded = JobRecord::load_job(layout, &id);
-            let monitor = recover::live_monitor(layout, &id, loaded.as_ref().ok());
+            let rec = loaded.as_ref().ok();
+            let monitor = recover::live_monitor(layout, &id, rec)
+                .or_else(|| live.as_ref().and_then(|l| l.of(&id, rec)));
             pass.job(id, loaded, monitor);
         }
         for id in ended {

@@ -49,6 +49,7 @@ impl Daemon {
         if !self.unsettled.is_empty() && self.storage.is_ok() {
             self.settle_unsettled();
         }
+        self.write_owed_rows();
         let aborted: Vec<JobId> = self
             .sched
             .queue

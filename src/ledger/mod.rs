@@ -143,6 +143,11 @@ impl Ledger {
             .map_err(|e| guard::explain(path, err(e)))?;
         guard::verify(path, &checked)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        if crate::fault::asked("ledger-full") {
+            // A ledger that refuses writes while files are still written.
+            conn.commit_hook(Some(|| crate::fault::armed("ledger-full")))
+                .map_err(err)?;
+        }
         // Judge the file before writing anything to it: a damaged one is
         // moved aside by `history repair` exactly as it was found.
         let found = health::check_before_migrating(&conn).map_err(err)?;

@@ -74,6 +74,22 @@ pub fn live_monitor(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Opt
         .find_map(|pid| prove(pid, &unnamed))
 }
 
+/// [`live_monitor`], and if that finds none, the processes themselves
+/// asked (one pass over `/proc`): the record's pid and start time and the
+/// lock file are the job's to write, so before a job is ended or its group
+/// killed because its monitor looks gone, this is what decides. For the
+/// few jobs judged so, not for every ended one.
+fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Option<Proc> {
+    if let Some(p) = live_monitor(layout, id, rec) {
+        return Some(p);
+    }
+    let found = LiveMonitors::scan(layout).of(id, rec);
+    if let Some(p) = found {
+        tracing::warn!(job = %id, pid = p.pid, "its monitor runs, though its record or its monitor.lock says otherwise (written by the job?): it is alive");
+    }
+    found
+}
+
 /// The live monitors of a root, found in one pass over `/proc` (see
 /// [`procfs::monitor_candidates`]): what startup recovery judges every job
 /// by, at a cost that does not grow with the jobs on disk.
@@ -117,6 +133,13 @@ pub enum Orphans {
     /// Processes run in the group its record names that cannot be proven
     /// the job's: nothing was signalled, and no other attempt may start.
     Unproven,
+    /// What is left of the group is exiting (a big process freeing its
+    /// memory after the parent-death signal): nothing was signalled; it is
+    /// waited for, then judged again.
+    Exiting(Clearing),
+    /// A live monitor of the job was found, whatever its record says: the
+    /// job is its monitor's, nothing was signalled and nothing is ended.
+    MonitorAlive(Proc),
 }
 
 /// A killed orphaned process group of a job, exiting.
@@ -153,26 +176,37 @@ impl Clearing {
 /// exit, and other members of its group live on. The group is signalled
 /// only if one of its live members is proven the job's (in the monitor's
 /// session, started with the job's id in its environment): the kernel
-/// hands the group's id to no one else while a member lives.
-pub fn clear_orphaned_group(rec: &JobRecord) -> Orphans {
+/// hands the group's id to no one else while a member lives; and only if
+/// no live monitor of the job is found, whatever its record says.
+pub fn clear_orphaned_group(layout: &Layout, rec: &JobRecord) -> Orphans {
     let pgid = rec.pgid.filter(|&p| p > 1);
     let session = rec.monitor_pid.filter(|&p| p > 1);
     let (Some(pgid), Some(session)) = (pgid, session) else {
         return Orphans::Gone;
     };
     let group = procfs::job_group(pgid, session, rec.job_id.as_str());
+    let clearing = Clearing {
+        id: rec.job_id.clone(),
+        pgid,
+        session,
+    };
     if group.ours.is_empty() {
         if group.others.is_empty() {
-            return Orphans::Gone;
+            if group.exiting.is_empty() {
+                return Orphans::Gone;
+            }
+            tracing::info!(job = %rec.job_id, pgid, members = ?group.exiting, "what is left of its process group is exiting: waiting for it");
+            return Orphans::Exiting(clearing);
         }
         tracing::warn!(job = %rec.job_id, pgid, members = ?group.others, "the process group its record names runs processes that cannot be proven the job's: not signalled, and no other attempt starts");
         return Orphans::Unproven;
     }
+    if let Some(monitor) = live_monitor_anywhere(layout, &rec.job_id, Some(rec)) {
+        // Never kill a group whose monitor is not proven gone.
+        tracing::error!(job = %rec.job_id, pid = monitor.pid, "its monitor runs: its process group is not signalled, and the job is left to its monitor");
+        return Orphans::MonitorAlive(monitor);
+    }
     tracing::warn!(job = %rec.job_id, pgid, members = ?group.ours, "killing what is left of its process group");
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    Orphans::Killed(Clearing {
-        id: rec.job_id.clone(),
-        pgid,
-        session,
-    })
+    Orphans::Killed(clearing)
 }

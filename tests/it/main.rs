@@ -27,6 +27,7 @@ mod faults;
 mod gc;
 mod hardening;
 mod hardening_files;
+mod hardening_signals;
 mod history;
 mod hooks;
 mod inflight;
