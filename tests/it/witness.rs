@@ -343,7 +343,7 @@ time.sleep(600)
 fn a_killed_monitors_memory_heavy_job_is_killed_and_requeued() {
     let sb = Sandbox::new();
     let script = sb.script("heavy", HEAVY);
-    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]).unsandboxed());
     let _daemon = Daemon::start(&sb);
     sb.drop_prompt("proj", "heavy", "hold a lot of memory\n");
     let pids: Vec<i32> = wait_until("the job to hold its memory", secs(60), || {
