@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //!
-//! - `main.rs` — calls [`commands::main`] (parse, start logging, run, map to an exit code).
+//! - `main.rs` — calls [`commands::main`] (parse, start logging, run, map to an exit code),
+//!   or, started as a sandboxed job's init, [`monitor::init`].
 //! - `bin/jobwarden-bench/` — the benchmark harness (`jobwarden-bench`), which runs the real
 //!   daemon (this binary, or itself in its place) against the performance promises.
 //! - [`cli`] — clap types only.
@@ -24,6 +25,7 @@
 //!   `commands/wait/`: `wait` (`scope.rs`: what `--project`/`--all` take in,
 //!   `tracker.rs`: the followed jobs and their exit code);
 //!   `commands/output/table.rs`: the one table renderer (terminal cells, colour);
+//!   `commands/output/visible.rs`: what a job wrote, made harmless for a terminal;
 //!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`;
 //!   `commands/notify.rs`: `notify test`; `commands/metrics.rs`: `metrics`;
 //!   `commands/web.rs`: `web`.
@@ -34,7 +36,8 @@
 //!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
 //!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
 //!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
-//!   key), `config/show.rs` (`config show`: the effective config as TOML),
+//!   key), `config/show.rs` (`config show`: the effective config as TOML), `config/resolve.rs`
+//!   (which file and which root; the file read without waiting, only a regular one),
 //!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
 //!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks),
 //!   `config/slurm.rs` (a profile's executor: local, or Slurm with its `sbatch` options).
@@ -87,7 +90,12 @@
 //!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, the plan of a command),
 //!   `process.rs` (its start without copying the monitor: `clone(CLONE_VM | CLONE_VFORK)`,
-//!   process group, parent-death signal, cgroup and rlimits before `exec`), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
+//!   process group, parent-death signal, cgroup and rlimits before `exec`),
+//!   `sandbox.rs` (the job's sandbox: whether this machine allows it, the folders a job
+//!   may write, its pipes), `enter.rs` (entering it in the child: namespaces, the root
+//!   read-only but for its holes, `/proc`), `init.rs` (`jobwarden-init`, the first
+//!   process of a sandboxed job's pid namespace: runs the command, passes signals on,
+//!   reaps, reports its exit), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
 //!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
 //!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
@@ -98,7 +106,8 @@
 //!   monitor) and `slurm/ending.rs` (its end: the batch script's record, else Slurm's word),
 //!   outcome.
 //! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
-//!   in a recoverable order; resuming an end cut short.
+//!   in a recoverable order; resuming an end cut short; `terminal/place.rs`: the prompt moved
+//!   to the archive or back to the inbox, or recorded missing.
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt;
 //!   `retry/by_hand.rs`: a retry asked for by hand (the CLI's and the web page's).
@@ -106,7 +115,8 @@
 //!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
 //!   `lookup.rs` (reads behind a `<job>` argument beyond the index),
 //!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
-//!   `health.rs` (what a damaged file is; the condition `status` shows),
+//!   `health.rs` (what a damaged file is; the condition `status` shows), `guard.rs` (the one
+//!   check of `ledger.db` and its `-wal` and `-shm` before SQLite opens them),
 //!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
 //!   `outcome.rs` (outcome names and their mapping to job states),
 //!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`

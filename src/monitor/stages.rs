@@ -338,8 +338,12 @@ impl Monitor<'_> {
             Stage::Publish => Op::PublishStarted,
         };
         self.restore_records();
-        self.events
-            .append(op, json!({"pid": pid, "argv": plan.recorded_argv}));
+        let mut fields = json!({"pid": pid, "argv": plan.recorded_argv});
+        if self.under_init && !child.proc_mounted {
+            // The job sees the machine's /proc, whose pids are not its own.
+            fields["proc"] = json!("the machine's: the kernel refused the job a /proc of its own");
+        }
+        self.events.append(op, fields);
         let mut recorded = self
             .rec
             .transition_on_start(&self.layout, &mut self.events, to);
