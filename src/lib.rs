@@ -44,7 +44,8 @@
 //! - [`layout`] — the only module that knows names under the root; name validation;
 //!   `layout/inbox.rs`: names in the inbox (prompts waiting, incoming and claimed, retry requests,
 //!   a shared inbox's claim records and leases, the claim and retry locks);
-//!   `layout/control.rs`: names under `control/` (pause markers).
+//!   `layout/control.rs`: names under `control/` (pause markers); `layout/sandbox.rs`: what of
+//!   the root a sandboxed job may write.
 //! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
 //!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads);
 //!   `fsio/batch.rs`: group commit, the fsyncs of many writes made once per file or folder;
