@@ -118,7 +118,7 @@ pub fn cancel_waiting_by_hand(
     by: Option<&str>,
 ) -> anyhow::Result<WaitingCancelled> {
     crate::fault::pause("abort-before-claim");
-    let host = crate::daemon::hostname();
+    let host = crate::host::hostname();
     let Some(turn) = take_turn(layout, TURN_PATIENCE)? else {
         anyhow::bail!(
             "{prompt}: {} stayed locked for {} (a daemon starting, or another abort); nothing was cancelled, try again",

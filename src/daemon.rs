@@ -249,7 +249,7 @@ impl Daemon {
         let host = config
             .shared_inbox
             .as_ref()
-            .map_or_else(hostname, |s| s.host.clone());
+            .map_or_else(crate::host::hostname, |s| s.host.clone());
         let hooks = crate::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
         Daemon {
             control: control::Control::new(&config),
@@ -519,14 +519,6 @@ fn interval_after(period: Duration) -> tokio::time::Interval {
     let mut i = tokio::time::interval_at(Instant::now() + period, period);
     i.set_missed_tick_behavior(MissedTickBehavior::Delay);
     i
-}
-
-/// This machine's name, for records (jobs are judged by their own host).
-pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown-host".into())
 }
 
 /// Queued jobs beyond which the daemon gives memory back once they are done.

@@ -121,7 +121,7 @@ fn body(event: &str, job: Option<Value>, summary: Option<Value>) -> Value {
     json!({
         "event": event,
         "at": Timestamp::now(),
-        "host": crate::daemon::hostname(),
+        "host": crate::host::hostname(),
         "job": job,
         "summary": summary,
     })

@@ -96,8 +96,8 @@
 //!   may write, its pipes), `enter.rs` (entering it in the child: namespaces, the root
 //!   read-only but for its holes, `/proc`), `init.rs` (`jobwarden-init`, the first
 //!   process of a sandboxed job's pid namespace: runs the command, passes signals on,
-//!   reaps, reports its exit), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker; the inotify instance
-//!   setup the daemon's queued-job watch shares), `handover.rs` (the daemon's pipe: the next
+//!   reaps, reports its exit), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker, watched on the
+//!   monitor's one inotify instance), `handover.rs` (the daemon's pipe: the next
 //!   job's id in, `running <id>` and `ended <id>` out),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), `supervise.rs` (one
@@ -151,6 +151,8 @@
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
 //!   cooldown, an earlier job of the same prompt), as the daemon decides it.
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
+//! - [`host`] — this machine's name.
+//! - [`inotify`] — an inotify instance registered with the runtime (the ABORT watches').
 //! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time) and the proofs that a process is a monitor or the daemon.
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
 //! - `props.rs` (tests only) — property tests for every parser of outside input.
@@ -175,7 +177,9 @@ pub mod fsio;
 pub mod gc;
 pub mod git;
 pub mod hooks;
+pub mod host;
 pub mod inbox;
+pub mod inotify;
 pub mod job;
 pub mod layout;
 pub mod ledger;

@@ -172,7 +172,7 @@ pub(super) fn queued_alone(cx: &mut Context<'_>, id: &JobId) -> anyhow::Result<O
     let Some(_turn) = cancel::take_turn(cx.layout, cancel::TURN_PATIENCE)? else {
         return Ok(None);
     };
-    let host = crate::daemon::hostname();
+    let host = crate::host::hostname();
     let reason = cx.reason;
     let Some((rec, _)) = cx.canceller(&host).cancel_queued_alone(id, reason)? else {
         return Ok(None);

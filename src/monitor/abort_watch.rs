@@ -11,14 +11,14 @@
 //! monitor exits and closes it.
 
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
-use tokio::io::Interest;
+use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
+
+use crate::inotify::{InotifyFd, async_inotify};
 
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
@@ -38,15 +38,6 @@ thread_local! {
     /// every job's watch is made on this thread).
     static INSTANCE: std::cell::RefCell<Option<Rc<AsyncFd<InotifyFd>>>> =
         const { std::cell::RefCell::new(None) };
-}
-
-/// `AsyncFd` wants `AsRawFd`; nix's `Inotify` offers `AsFd`.
-pub(crate) struct InotifyFd(pub Inotify);
-
-impl AsRawFd for InotifyFd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
 }
 
 impl AbortWatch {
@@ -117,16 +108,6 @@ fn instance() -> std::io::Result<Rc<AsyncFd<InotifyFd>>> {
     let fd = Rc::new(async_inotify()?);
     INSTANCE.set(Some(fd.clone()));
     Ok(fd)
-}
-
-/// A new non-blocking inotify instance, registered with the runtime (call
-/// within it).
-pub(crate) fn async_inotify() -> std::io::Result<AsyncFd<InotifyFd>> {
-    let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    // SAFETY: the Inotify owns its descriptor, which stays open and the same
-    // for as long as the AsyncFd owns the Inotify.
-    unsafe { AsyncFd::register_with_interest(InotifyFd(ino), Interest::READABLE) }
-        .map_err(|e| e.into_parts().1)
 }
 
 /// Wait for events until one names `name` (or the fd fails: then return and

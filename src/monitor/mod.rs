@@ -15,7 +15,7 @@
 //! or each of the monitor's descendants (`contain.rs`), after every
 //! command, however it ended: nothing a job started outlives it.
 
-pub(crate) mod abort_watch;
+mod abort_watch;
 mod contain;
 mod enter;
 pub mod handover;

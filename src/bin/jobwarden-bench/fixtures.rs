@@ -18,7 +18,7 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
     let layout = Layout::new(root.to_path_buf());
     let mut ledger = Ledger::open(&layout.ledger())?;
     let mut index = Vec::with_capacity(n);
-    let host = jobwarden::daemon::hostname();
+    let host = jobwarden::host::hostname();
     for i in 0..n {
         let id = JobId::generate();
         let prompt = PromptName {
@@ -141,7 +141,7 @@ fn history_template() -> JobRecord {
     };
     // This host's: a daemon's start-up check reads another host's records
     // without asking the ledger about them, which would flatter the figure.
-    let host = jobwarden::daemon::hostname();
+    let host = jobwarden::host::hostname();
     let mut rec = JobRecord::new_queued(JobId::generate(), &prompt, String::new(), &host);
     rec.state = JobState::Succeeded;
     rec.exit_code = Some(0);

@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<Exit
         &args.name,
         outcome,
         Timestamp::now().epoch_ms(),
-        &crate::daemon::hostname(),
+        &crate::host::hostname(),
         Source::External,
     );
     exec.attempt = args.attempt;
