@@ -28,8 +28,9 @@ use serde_json::json;
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::error::{IoError, JobError};
+use crate::error::IoError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::fsio;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, PromptName};

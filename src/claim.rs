@@ -46,8 +46,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::config::Selection;
-use crate::error::{IoError, JobError};
+use crate::error::IoError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::front_matter::{self, FrontMatter};
 use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord, JobState, Overrides};

@@ -41,7 +41,7 @@ use tokio_util::time::DelayQueue;
 
 use crate::clock::Timestamp;
 use crate::config::{Config, ShutdownPolicy};
-use crate::error::DaemonError;
+use crate::failure::DaemonError;
 use crate::inbox::{Found, InboxWatcher, Signal};
 use crate::job::JobId;
 use crate::layout::{Layout, PromptName};

@@ -24,7 +24,7 @@ use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, 
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::error::DaemonError;
+use crate::failure::DaemonError;
 use crate::fsio;
 use crate::job::JobId;
 use crate::layout::{Layout, PROMPT_SUFFIX};

@@ -53,7 +53,8 @@
 //! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
 //!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
-//! - [`error`] — the two error tiers (daemon, job) and I/O errors with path context.
+//! - [`error`] — I/O errors with path context.
+//! - [`failure`] — the two error tiers (daemon, job), gathering the errors of the layers below.
 //! - [`job`] — job id, states with the one transition table, the `job.json` record.
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
 //! - [`inbox`] — notify → channel bridge and inbox scans; `inbox/queued_aborts.rs`
@@ -171,6 +172,7 @@ pub mod daemon;
 pub mod diagnostics;
 pub mod error;
 pub mod events;
+pub mod failure;
 pub mod fault;
 pub mod front_matter;
 pub mod fsio;

@@ -296,7 +296,7 @@ fn merge_record(
     git: &GitWork,
     merge: &Merge,
     now: Timestamp,
-) -> Result<(), crate::error::JobError> {
+) -> Result<(), crate::failure::JobError> {
     let mut events = events_of(layout, config, rec);
     if rec.state == JobState::Succeeded {
         let at = clamp(merge.committed_at, rec.finished_at, now);
@@ -329,7 +329,7 @@ fn deleted_record(
     rec: &mut JobRecord,
     git: &GitWork,
     now: Timestamp,
-) -> Result<(), crate::error::JobError> {
+) -> Result<(), crate::failure::JobError> {
     if rec.state != JobState::Succeeded || rec.reconciled.is_some() {
         return Ok(());
     }

@@ -79,8 +79,8 @@ pub use pass::Pass;
 
 use crate::clock::Timestamp;
 use crate::config::Config;
-use crate::error::JobError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::fsio::{self, Renamed};
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
@@ -135,7 +135,7 @@ pub fn reconcile_live(
     let mut loaded = Vec::with_capacity(ids.len());
     let mut gone = Vec::new();
     for id in ids {
-        let rec = JobRecord::load_job(layout, &id);
+        let rec = JobRecord::load_job(layout, &id).map_err(JobError::from);
         let monitor = live.of(&id, rec.as_ref().ok());
         if monitor.is_none() && is_missing(&rec) {
             tracing::debug!(job = %id, "its index row names no record: dropped");
@@ -170,7 +170,7 @@ pub fn reconcile(
     let mut pass = Pass::new(layout, config, host, ledger);
     pass.unknown_claims = live_without_folder(layout, &live);
     for id in run_ids(layout) {
-        let loaded = JobRecord::load_job(layout, &id);
+        let loaded = JobRecord::load_job(layout, &id).map_err(JobError::from);
         let monitor = live.of(&id, loaded.as_ref().ok());
         pass.job(id, loaded, monitor);
     }

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
-use crate::error::{IoError, JobError};
+use crate::error::IoError;
 
 /// Below this many free bytes the root counts as full: a claim alone
 /// writes a few files of a few KiB each.
@@ -83,14 +83,6 @@ pub fn fault_of(e: &std::io::Error) -> Option<Condition> {
     match e.raw_os_error()? {
         libc::ENOSPC | libc::EDQUOT => Some(Condition::Full),
         libc::EROFS => Some(Condition::ReadOnly),
-        _ => None,
-    }
-}
-
-/// [`fault_of`] for a job-level error.
-pub fn job_fault(e: &JobError) -> Option<Condition> {
-    match e {
-        JobError::Io(io) => fault_of(&io.source),
         _ => None,
     }
 }

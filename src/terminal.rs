@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::error::JobError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::job::{JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
@@ -232,7 +232,7 @@ impl Finisher<'_> {
         self.plan(rec, state, outcome, requeue);
         crate::shared_inbox::ending(self.layout, rec)?;
         let fields = json!({"outcome": outcome.as_str()});
-        rec.transition(self.layout, events, state, reason, fields)
+        Ok(rec.transition(self.layout, events, state, reason, fields)?)
     }
 
     /// Decide where the prompt goes and say so in the record.

@@ -30,7 +30,6 @@ use sha2::{Digest, Sha256};
 use crate::cli::{GlobalArgs, SubmitArgs};
 use crate::clock::Timestamp;
 use crate::config::{Config, format_size};
-use crate::error::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::Ledger;
@@ -415,7 +414,9 @@ impl Follower<'_> {
     fn record(&self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
         match JobRecord::load_job(self.layout, id) {
             Ok(rec) => Ok(Some(rec)),
-            Err(JobError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(crate::job::RecordError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(None)
+            }
             Err(e) => Err(e).with_context(|| format!("following job {id}")),
         }
     }

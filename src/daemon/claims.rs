@@ -4,7 +4,7 @@
 
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::clock::Timestamp;
-use crate::error::JobError;
+use crate::failure::JobError;
 use crate::inbox::{self, Found, Signal};
 use crate::layout::{self, PromptName};
 use crate::{retry, storage};
@@ -306,7 +306,7 @@ impl Daemon {
                 self.consider(path);
             }
             Err(e) => {
-                if let Some(condition) = storage::job_fault(&e) {
+                if let Some(condition) = e.storage_fault() {
                     self.storage_failed(condition, e.to_string());
                     return;
                 }

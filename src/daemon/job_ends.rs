@@ -7,7 +7,7 @@
 use std::process::ExitStatus;
 
 use super::{Daemon, Slot, monitors};
-use crate::error::{DaemonError, JobError};
+use crate::failure::{DaemonError, JobError};
 use crate::job::{JobId, JobRecord};
 use crate::layout::PromptName;
 use crate::ledger::backfill;
@@ -229,7 +229,7 @@ impl Daemon {
             }
             Err(e) => {
                 tracing::error!(job = %id, "after its monitor exited: {e}");
-                return !matches!(&e, JobError::Io(io) if storage::fault_of(&io.source).is_some());
+                return !matches!(&e, crate::job::RecordError::Io(io) if storage::fault_of(&io.source).is_some());
             }
         }
         JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
@@ -367,21 +367,23 @@ impl Daemon {
             return;
         }
         self.refresh_ledger();
-        let result = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            // Nothing of it ran: it ends `cancelled`.
-            let mut canceller = crate::cancel::Canceller {
-                layout: &self.layout,
-                config: &self.config,
-                host: &self.host,
-                ledger: self.ledger.as_mut(),
-            };
-            canceller.end_queued(&mut rec, "queued")?;
-            tracing::info!(job = %id, state = %rec.state, "stopped while queued");
-            self.notify_end(&rec);
-            self.release_claim(&rec.prompt_name(), id);
-            self.unblock(&rec.prompt_name());
-            Ok(())
-        });
+        let result = JobRecord::load_job(&self.layout, id)
+            .map_err(JobError::from)
+            .and_then(|mut rec| {
+                // Nothing of it ran: it ends `cancelled`.
+                let mut canceller = crate::cancel::Canceller {
+                    layout: &self.layout,
+                    config: &self.config,
+                    host: &self.host,
+                    ledger: self.ledger.as_mut(),
+                };
+                canceller.end_queued(&mut rec, "queued")?;
+                tracing::info!(job = %id, state = %rec.state, "stopped while queued");
+                self.notify_end(&rec);
+                self.release_claim(&rec.prompt_name(), id);
+                self.unblock(&rec.prompt_name());
+                Ok(())
+            });
         self.report(id, result);
         drop(_span);
         // A place it had been woken for may go to another job.

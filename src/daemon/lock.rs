@@ -16,7 +16,8 @@ use std::io::{Seek, Write};
 use nix::fcntl::Flock;
 
 use crate::clock::Timestamp;
-use crate::error::{DaemonError, IoContext, IoError};
+use crate::error::{IoContext, IoError};
+use crate::failure::DaemonError;
 use crate::fsio;
 use crate::layout::Layout;
 use crate::procfs::{self, Proc};

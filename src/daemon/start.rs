@@ -2,7 +2,8 @@
 //! reconciled before the first claim (see `recover.rs`).
 
 use super::{Daemon, Slot};
-use crate::error::{DaemonError, IoContext};
+use crate::error::IoContext;
+use crate::failure::DaemonError;
 use crate::layout::Layout;
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};

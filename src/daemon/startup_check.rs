@@ -231,7 +231,7 @@ impl Daemon {
         // time and a lock file are the job's to write.
         let live = (!judge.is_empty()).then(|| recover::LiveMonitors::scan(layout));
         for id in judge {
-            let loaded = JobRecord::load_job(layout, &id);
+            let loaded = JobRecord::load_job(layout, &id).map_err(crate::failure::JobError::from);
             let rec = loaded.as_ref().ok();
             let monitor = recover::live_monitor(layout, &id, rec)
                 .or_else(|| live.as_ref().and_then(|l| l.of(&id, rec)));

@@ -7,5 +7,7 @@ mod record;
 mod state;
 
 pub use id::JobId;
-pub use record::{DISPOSITION_MISSING, JobRecord, Overrides, Reconciled, SCHEMA_VERSION};
+pub use record::{
+    DISPOSITION_MISSING, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
+};
 pub use state::{InvalidTransition, JobState};

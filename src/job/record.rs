@@ -7,10 +7,25 @@ use serde::{Deserialize, Serialize};
 
 use super::{JobId, JobState};
 use crate::clock::Timestamp;
-use crate::error::JobError;
+use crate::error::IoError;
 use crate::events::{EventLog, Op};
 use crate::fsio;
 use crate::layout::{self, Layout, PromptName};
+
+/// What reading or writing a job's record can fail with: the file's I/O,
+/// a transition the state table refuses, or a record that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Transition(#[from] super::InvalidTransition),
+    #[error("job record {}: {reason}", .path.display())]
+    BadRecord {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+}
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -202,8 +217,8 @@ impl JobRecord {
     /// [`MAX_RECORD_BYTES`]). A file that does not parse, is too large, or
     /// is not a regular file (a FIFO, a symlink) is `BadRecord` naming it;
     /// a missing or unreadable one is an I/O error.
-    fn load(root: &Path, path: &Path) -> Result<Self, JobError> {
-        let bad = |reason: String| JobError::BadRecord {
+    fn load(root: &Path, path: &Path) -> Result<Self, RecordError> {
+        let bad = |reason: String| RecordError::BadRecord {
             path: path.to_path_buf(),
             reason,
         };
@@ -213,7 +228,7 @@ impl JobRecord {
             Err(e) if fsio::is_refusal(&e) => return Err(bad(e.source.to_string())),
             Err(e) => return Err(e.into()),
         };
-        serde_json::from_slice(&bytes).map_err(|e| JobError::BadRecord {
+        serde_json::from_slice(&bytes).map_err(|e| RecordError::BadRecord {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })
@@ -223,11 +238,11 @@ impl JobRecord {
     /// id must match the folder, the names must be valid path components and
     /// the paths must stay under the root's inbox or archive. A record that
     /// fails is `BadRecord`, never used to build a path.
-    pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, JobError> {
+    pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, RecordError> {
         let path = layout.job_json(id);
         let rec = Self::load(layout.root(), &path)?;
         rec.check(id)
-            .map_err(|reason| JobError::BadRecord { path, reason })?;
+            .map_err(|reason| RecordError::BadRecord { path, reason })?;
         Ok(rec)
     }
 
@@ -276,7 +291,7 @@ impl JobRecord {
     }
 
     /// Persist atomically (fsynced) with a fresh `updated_at`.
-    pub fn save(&mut self, layout: &Layout) -> Result<(), JobError> {
+    pub fn save(&mut self, layout: &Layout) -> Result<(), RecordError> {
         self.updated_at = Timestamp::now();
         fsio::write_json_atomic(layout.root(), &layout.job_json(&self.job_id), self)?;
         Ok(())
@@ -284,7 +299,7 @@ impl JobRecord {
 
     /// [`JobRecord::save`] without the fsync (see
     /// [`JobRecord::transition_on_start`]): durable with the next save.
-    pub fn save_unsynced(&mut self, layout: &Layout) -> Result<(), JobError> {
+    pub fn save_unsynced(&mut self, layout: &Layout) -> Result<(), RecordError> {
         self.updated_at = Timestamp::now();
         fsio::write_json_atomic_unsynced(layout.root(), &layout.job_json(&self.job_id), self)?;
         Ok(())
@@ -304,7 +319,7 @@ impl JobRecord {
         to: JobState,
         reason: Option<String>,
         fields: serde_json::Value,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), RecordError> {
         self.state.check_transition(to)?;
         self.apply(events, to, reason, fields, Timestamp::now())?;
         self.save(layout)
@@ -324,7 +339,7 @@ impl JobRecord {
         layout: &Layout,
         events: &mut EventLog,
         to: JobState,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), RecordError> {
         self.state.check_transition(to)?;
         self.apply(events, to, None, serde_json::json!({}), Timestamp::now())?;
         if to.is_terminal() {
@@ -345,7 +360,7 @@ impl JobRecord {
         to: JobState,
         reason: Option<String>,
         finished: Timestamp,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), RecordError> {
         self.state.check_restore(to)?;
         let fields = serde_json::json!({"restored": true});
         self.apply(events, to, reason, fields, finished)?;
@@ -361,7 +376,7 @@ impl JobRecord {
         reason: Option<String>,
         fields: serde_json::Value,
         now: Timestamp,
-    ) -> Result<(), JobError> {
+    ) -> Result<(), RecordError> {
         let mut event = serde_json::json!({"from": self.state, "to": to});
         if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
             obj.extend(extra);
@@ -468,7 +483,7 @@ mod tests {
         let err = rec
             .transition(&layout, &mut ev, JobState::Running, None, json!({}))
             .expect_err("terminal");
-        assert!(matches!(err, JobError::Transition(_)));
+        assert!(matches!(err, RecordError::Transition(_)));
         assert_eq!(
             JobRecord::load_job(&layout, &rec.job_id)
                 .expect("load")

@@ -35,8 +35,8 @@ use serde_json::json;
 
 use crate::clock::Timestamp;
 use crate::config::{Config, Profile};
-use crate::error::JobError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
@@ -267,7 +267,7 @@ impl Monitor<'_> {
             .and_then(|()| Ok(fsio::open_append(self.layout.root(), &log_path)?));
         let log = match log {
             Ok(log) => log,
-            Err(e) if storage::job_fault(&e).is_some() => {
+            Err(e) if e.storage_fault().is_some() => {
                 tracing::warn!(job = %id, "{e}; the job stays queued");
                 return Ok(Outcome::NoStorage(e.to_string()));
             }
@@ -581,7 +581,7 @@ impl Monitor<'_> {
         loop {
             let before = self.rec.clone();
             match self.try_end(ending.clone()) {
-                Err(e) if storage::job_fault(&e).is_some() => {
+                Err(e) if e.storage_fault().is_some() => {
                     if !reported {
                         tracing::error!(job = %self.rec.job_id, "cannot record the job's end: {e}; retrying every heartbeat until there is space");
                         reported = true;

@@ -31,8 +31,8 @@ use super::stages::Stop;
 use super::{EarlyEnd, Monitor, Outcome};
 use crate::clock::Timestamp;
 use crate::config::SlurmOptions;
-use crate::error::JobError;
 use crate::events::Op;
+use crate::failure::JobError;
 use crate::job::JobState;
 use crate::layout::Layout;
 use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
@@ -108,7 +108,7 @@ impl Monitor<'_> {
             self.rec
                 .transition_on_start(&self.layout, &mut self.events, JobState::Running)
         {
-            return Err(Stop::Fatal(e));
+            return Err(Stop::Fatal(e.into()));
         }
         let mut env = plan.env().to_vec();
         env.push(("JOBWARDEN_SLURM_DIR".into(), dir.clone().into_os_string()));

@@ -33,13 +33,13 @@ use super::sandbox;
 use super::spawn::{self, NotStarted, Plan, Stage, Started};
 use super::supervise::exit_fields;
 use super::{EarlyEnd, Monitor};
+use crate::abort;
 use crate::clock::Timestamp;
-use crate::error::JobError;
 use crate::events::Op;
+use crate::failure::JobError;
 use crate::git::{BranchState, GitWork};
 use crate::job::JobState;
 use crate::terminal::Ending;
-use crate::{abort, storage};
 
 /// Longest `result_ref` kept, in bytes.
 const RESULT_REF_MAX: usize = 1024;
@@ -353,11 +353,11 @@ impl Monitor<'_> {
             self.restore_records();
             recorded = self.rec.save_unsynced(&self.layout);
         }
-        if let Err(e) = recorded {
+        if let Err(e) = recorded.map_err(JobError::from) {
             // Kill the group while its leader is unreaped, then fail.
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(pid), None);
-            if storage::job_fault(&e).is_none() {
+            if e.storage_fault().is_none() {
                 return Err(Stop::Fatal(e));
             }
             // Space ran out between the first write and this one. The

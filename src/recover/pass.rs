@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use crate::clock::Timestamp;
 use crate::config::Config;
-use crate::error::JobError;
+use crate::failure::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::Ledger;

@@ -22,7 +22,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::error::JobError;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
@@ -150,7 +149,7 @@ impl Sweep<'_> {
         self.found.report.checked += 1;
         let rec = match JobRecord::load_job(self.layout, &id) {
             Ok(rec) => rec,
-            Err(JobError::BadRecord { .. }) => return self.found.corrupt.push(id),
+            Err(crate::job::RecordError::BadRecord { .. }) => return self.found.corrupt.push(id),
             // No record: a claim cut short (its claimed prompt, if any, is
             // an orphan), or a folder removed since the listing.
             Err(e) => {

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use super::{rel, route};
 use crate::config::Config;
-use crate::error::JobError;
 use crate::events::{EventLog, Op};
+use crate::failure::JobError;
 use crate::fsio::{self, Renamed};
 use crate::job::JobRecord;
 use crate::layout::Layout;
@@ -107,7 +107,7 @@ pub(super) fn confirm_placed(
     let saved = match already_placed(layout, rec, dest) {
         Some(found) => {
             record_place(layout, rec, &found);
-            rec.save(layout)
+            rec.save(layout).map_err(JobError::from)
         }
         None => missing(layout, rec, &mut events, held),
     };

@@ -33,7 +33,6 @@ use super::watch::{Watch, Woken};
 use crate::cli::{GlobalArgs, WaitArgs};
 use crate::clock::Timestamp;
 use crate::config::Config;
-use crate::error::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout};
 use crate::ledger::Ledger;
@@ -284,7 +283,9 @@ impl<'a> Waiter<'a> {
                     self.passed.insert(id);
                 }
             }
-            Err(JobError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() => {
+            Err(crate::job::RecordError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() =>
+            {
                 if self.unrecorded.insert(id) {
                     self.watch.add(&dir, false);
                 }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::commands::exit::Exit;
-use crate::error::JobError;
+use crate::failure::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 
@@ -153,7 +153,7 @@ impl<'a> Tracker<'a> {
         }
         let rec = match JobRecord::load_job(self.layout, id) {
             Ok(rec) => rec,
-            Err(e) => return self.unreadable(i, e),
+            Err(e) => return self.unreadable(i, e.into()),
         };
         let before = self.jobs[i].rec.as_ref().map(|r| r.state);
         let settled = rec.state.is_terminal() && self.settled(&rec);
