@@ -4,10 +4,12 @@
 
 mod id;
 mod record;
+mod slurm;
 mod state;
 
 pub use id::JobId;
 pub use record::{
     DISPOSITION_MISSING, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
 };
+pub use slurm::{SlurmRecord, SlurmState};
 pub use state::{InvalidTransition, JobState};

@@ -129,7 +129,7 @@ pub struct JobRecord {
     /// Its main command as a Slurm batch job (profile `executor =
     /// "slurm"`), once submitted.
     #[serde(default)]
-    pub slurm: Option<crate::slurm::SlurmRecord>,
+    pub slurm: Option<super::SlurmRecord>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }

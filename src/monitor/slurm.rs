@@ -380,7 +380,7 @@ impl Monitor<'_> {
             Word::Known(entry) => {
                 asked.unknown_since = None;
                 if let Some(s) = self.rec.slurm.as_mut() {
-                    s.saw(&entry);
+                    crate::slurm::saw(s, &entry);
                 }
                 if !entry.state.is_active() {
                     let since = *asked.ended_since.get_or_insert_with(Instant::now);
@@ -410,7 +410,7 @@ impl Monitor<'_> {
                             // Slurm's poll missed it; the controller knows it.
                             asked.unknown_since = None;
                             if let Some(s) = self.rec.slurm.as_mut() {
-                                s.saw(&entry);
+                                crate::slurm::saw(s, &entry);
                             }
                             return None;
                         }

@@ -34,7 +34,7 @@ impl Monitor<'_> {
                 && entry.name == ours
             {
                 if let Some(s) = self.rec.slurm.as_mut() {
-                    s.saw(&entry);
+                    crate::slurm::saw(s, &entry);
                 }
                 said = Some(!entry.state.is_active());
                 if said == Some(true) {
@@ -119,7 +119,7 @@ impl Monitor<'_> {
             },
         };
         if let Some(s) = self.rec.slurm.as_mut() {
-            s.saw(&entry);
+            crate::slurm::saw(s, &entry);
             s.ended(Timestamp::now());
         }
         let code = entry
