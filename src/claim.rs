@@ -51,6 +51,7 @@ use crate::events::{EventLog, Op};
 use crate::failure::JobError;
 use crate::front_matter::{self, FrontMatter};
 use crate::fsio::{self, Renamed};
+use crate::job::hex;
 use crate::job::{JobId, JobRecord, JobState, Overrides};
 use crate::layout::{InboxEntry, Layout, PromptName};
 use crate::ledger::Ledger;
@@ -589,9 +590,4 @@ fn too_large(len: u64, max: u64) -> String {
         "the prompt is {len} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
         crate::config::format_size(max)
     )
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -266,6 +266,29 @@ fn who() -> String {
     }
 }
 
+/// Note in job `id`'s events what an operator did to it from outside (an
+/// input, see [`crate::events::INPUT_OPS`]), with `by`, who did it (unless `fields` says),
+/// if the job's events are on. Fail-soft, as every event is: a job whose
+/// record cannot be read, or whose events cannot be written, just gets no
+/// line.
+pub fn note_input(
+    layout: &crate::layout::Layout,
+    config: &crate::config::Config,
+    id: &crate::job::JobId,
+    op: crate::events::Op,
+    mut fields: serde_json::Value,
+    by: &str,
+) {
+    let Ok(rec) = crate::job::JobRecord::load_job(layout, id) else {
+        return;
+    };
+    if let Some(map) = fields.as_object_mut() {
+        map.entry("by").or_insert_with(|| serde_json::json!(by));
+    }
+    crate::events::EventLog::open(layout.root(), &layout.events(id), config.events_for(&rec))
+        .append(op, fields);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

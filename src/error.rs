@@ -1,6 +1,7 @@
-//! Error types in two tiers (STYLE §8): [`DaemonError`] stops the daemon,
-//! [`JobError`] ends one job. [`IoError`] carries the operation and the path
-//! so every message reads `renaming claim <path>: <cause>`.
+//! I/O errors with their path: [`IoError`] carries the operation and the
+//! path, so every message reads `renaming claim <path>: <cause>`. The two
+//! tiers that gather it with the errors of the layers above (what stops
+//! the daemon, what ends one job) are `failure.rs`'s.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -277,28 +277,6 @@ pub(crate) fn last_seq(tail: &[u8]) -> Option<u64> {
         .find_map(|v| v.get("seq").and_then(Value::as_u64))
 }
 
-/// Note in job `id`'s events what an operator did to it from outside (an
-/// input, see [`INPUT_OPS`]), with `by`, who did it (unless `fields` says),
-/// if the job's events are on. Fail-soft, as every event is: a job whose
-/// record cannot be read, or whose events cannot be written, just gets no
-/// line.
-pub fn note_input(
-    layout: &crate::layout::Layout,
-    config: &crate::config::Config,
-    id: &crate::job::JobId,
-    op: Op,
-    mut fields: Value,
-    by: &str,
-) {
-    let Ok(rec) = crate::job::JobRecord::load_job(layout, id) else {
-        return;
-    };
-    if let Some(map) = fields.as_object_mut() {
-        map.entry("by").or_insert_with(|| json!(by));
-    }
-    EventLog::open(layout.root(), &layout.events(id), config.events_for(&rec)).append(op, fields);
-}
-
 /// The most of an `events.jsonl` a reader reads; the rest is reported as
 /// cut, never read (a job can write its own events file).
 pub const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;

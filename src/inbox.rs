@@ -329,6 +329,26 @@ fn scan_matching(root: &Path, dir: &Path, matches: impl Fn(&[u8]) -> bool) -> Ve
     found
 }
 
+/// Rename the claimed prompt at `running` back to its waiting name, or,
+/// if a newer drop took that name, to a `.recovered-<ms>` sibling. Where
+/// it went; `None` if it was gone already.
+pub fn put_back(
+    layout: &Layout,
+    prompt: &crate::layout::PromptName,
+    running: &std::path::Path,
+) -> Result<Option<std::path::PathBuf>, crate::error::IoError> {
+    let back = layout.waiting_prompt(prompt);
+    match crate::fsio::rename_noreplace(layout.root(), running, &back)? {
+        crate::fsio::Renamed::Done => Ok(Some(back)),
+        crate::fsio::Renamed::SourceGone => Ok(None),
+        crate::fsio::Renamed::TargetExists => {
+            let aside = layout.recovered_prompt(prompt, crate::clock::Timestamp::now().epoch_ms());
+            let moved = crate::fsio::rename_noreplace(layout.root(), running, &aside)?;
+            Ok((moved == crate::fsio::Renamed::Done).then_some(aside))
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures
 mod tests {

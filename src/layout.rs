@@ -8,7 +8,8 @@
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
-use crate::job::{JobId, JobState};
+use crate::job_id::JobId;
+use crate::state::JobState;
 
 mod control;
 mod inbox;

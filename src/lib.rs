@@ -55,9 +55,12 @@
 //!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
 //! - [`error`] — I/O errors with path context.
 //! - [`failure`] — the two error tiers (daemon, job), gathering the errors of the layers below.
-//! - [`job`] — job id, states with the one transition table, the `job.json` record.
+//! - [`job_id`] — a job's id (UUIDv7; what the CLI's prefixes match).
+//! - [`state`] — a job's states and the one table of their transitions.
+//! - [`job`] — the `job.json` record (`job/record.rs`), its Slurm part (`job/slurm.rs`),
+//!   where its prompt is (`job/placed.rs`: the bytes it claimed, found by digest).
 //! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
-//! - [`inbox`] — notify → channel bridge and inbox scans; `inbox/queued_aborts.rs`
+//! - [`inbox`] — notify → channel bridge and inbox scans; a claimed prompt put back; `inbox/queued_aborts.rs`
 //!   (queued jobs' run folders watched for their ABORT on an inotify instance of its own).
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
@@ -146,7 +149,8 @@
 //! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
-//! - [`control`] — pause markers under `control/` (write, read, lift).
+//! - [`control`] — pause markers under `control/` (write, read, lift); an operator's input
+//!   noted in a job's events.
 //! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
 //!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
@@ -183,6 +187,7 @@ pub mod host;
 pub mod inbox;
 pub mod inotify;
 pub mod job;
+pub mod job_id;
 pub mod layout;
 pub mod ledger;
 pub mod logging;
@@ -197,6 +202,7 @@ pub mod recover;
 pub mod retry;
 pub mod shared_inbox;
 pub mod slurm;
+pub mod state;
 pub mod storage;
 pub mod submit;
 pub mod terminal;

@@ -81,7 +81,7 @@ use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::fsio::{self, Renamed};
+use crate::fsio;
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, RUNNING_SUFFIX};
@@ -382,25 +382,26 @@ fn restore_body(
     }
 }
 
-/// Rename the claimed prompt at `running` back to its waiting name, or,
-/// if a newer drop took that name, to a `.recovered-<ms>` sibling. Where
-/// it went; `None` if it was gone already.
-pub fn put_back(
-    layout: &Layout,
-    prompt: &crate::layout::PromptName,
-    running: &std::path::Path,
-) -> Result<Option<PathBuf>, crate::error::IoError> {
-    let back = layout.waiting_prompt(prompt);
-    match fsio::rename_noreplace(layout.root(), running, &back)? {
-        Renamed::Done => Ok(Some(back)),
-        Renamed::SourceGone => Ok(None),
-        Renamed::TargetExists => {
-            let aside = layout.recovered_prompt(prompt, Timestamp::now().epoch_ms());
-            let moved = fsio::rename_noreplace(layout.root(), running, &aside)?;
-            Ok((moved == Renamed::Done).then_some(aside))
-        }
+/// Is `rec`'s missing ledger row about to be written by someone else: its
+/// monitor, still alive, or the running daemon its monitor handed the end
+/// over to (the record is terminal and the prompt still claimed; see
+/// `terminal.rs`)? A `history repair` running beside the daemon must not
+/// take the row from them: theirs carries the output tails and paths that
+/// a backfilled one lacks. (The row is backfilled later if both die first.)
+/// The backfill's question ([`crate::ledger::backfill::run`]).
+pub fn being_finished(layout: &Layout, rec: &JobRecord) -> bool {
+    if matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_)) {
+        return true;
     }
+    let claimed = std::fs::symlink_metadata(layout.running_prompt(&rec.prompt_name())).is_ok();
+    claimed
+        && matches!(
+            crate::procfs::flock_holder(&layout.daemon_lock()),
+            Ok(Some(_))
+        )
 }
+
+pub use crate::inbox::put_back;
 
 /// Rename every one of `claimed` (`*.running.md` paths) that no record
 /// holds back to `*.prompt.md` (or, if a newer drop took that name, to a

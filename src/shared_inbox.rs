@@ -41,9 +41,9 @@ use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord};
 use crate::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
 
-/// [`crate::recover::put_back`], a failure logged.
+/// [`crate::inbox::put_back`], a failure logged.
 fn put_back(layout: &Layout, prompt: &PromptName, running: &Path) -> Option<PathBuf> {
-    crate::recover::put_back(layout, prompt, running).unwrap_or_else(|e| {
+    crate::inbox::put_back(layout, prompt, running).unwrap_or_else(|e| {
         tracing::error!("requeueing {}: {e}", running.display());
         None
     })

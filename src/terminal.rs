@@ -43,8 +43,8 @@ use crate::retry;
 
 mod place;
 
-pub use place::already_placed;
-use place::{confirm_placed, holds_claimed_bytes, place, record_place};
+use crate::job::{already_placed, holds_claimed_bytes};
+use place::{confirm_placed, place, record_place};
 
 /// How a job ends and what it leaves for the ledger.
 #[derive(Debug, Clone)]
@@ -73,13 +73,7 @@ impl Ending {
     }
 }
 
-/// What a monitor hands over to its daemon for the ledger row of an end
-/// it recorded in `job.json` alone (see the module docs).
-#[derive(Debug, Clone, Default)]
-pub struct Handed {
-    pub artifacts: Vec<Artifact>,
-    pub paths: Vec<(PathRelation, String)>,
-}
+pub use crate::ledger::Handed;
 
 /// What an end's writes to the ledger came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,7 +425,7 @@ mod tests {
         let id = JobId::parse("job-1").expect("id");
         let mut rec =
             JobRecord::new_queued(id.clone(), &prompt, "inbox/p/n.running.md".into(), "h");
-        rec.prompt_sha256 = Some(crate::claim::hex(&Sha256::digest(b"mine\n")));
+        rec.prompt_sha256 = Some(crate::job::hex(&Sha256::digest(b"mine\n")));
         let first = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
         fsio::create_dirs(dir.path(), first.parent().expect("folder")).expect("archive folder");
         let failed = layout.archived_prompt_alt(JobState::Failed, &prompt, &id, 2);

@@ -218,7 +218,7 @@ fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     Ok((config, Layout::new(root)))
 }
 
-/// [`crate::events::note_input`] by the operator running this command.
+/// [`crate::control::note_input`] by the operator running this command.
 pub(crate) fn note_input(
     layout: &Layout,
     config: &Config,
@@ -226,7 +226,7 @@ pub(crate) fn note_input(
     op: crate::events::Op,
     fields: serde_json::Value,
 ) {
-    crate::events::note_input(layout, config, id, op, fields, &operator());
+    crate::control::note_input(layout, config, id, op, fields, &operator());
 }
 
 /// Who runs this command: `alice (uid 1000)`.

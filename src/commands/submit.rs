@@ -66,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
         layout: &layout,
         prompt: &prompt,
         own: id,
-        sha256: crate::claim::hex(&Sha256::digest(text.as_bytes())),
+        sha256: crate::job::hex(&Sha256::digest(text.as_bytes())),
         since_ms,
         ledger: None,
         watch: Watch::new(RECHECK, POLL),

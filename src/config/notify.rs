@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::raw::RawNotify;
 use super::template::Template;
 use super::validate::Validator;
-use crate::job::JobState;
+use crate::state::JobState;
 
 /// The events a hook may ask for besides a job ending in a state (any
 /// terminal state, by its name).

@@ -93,7 +93,7 @@ pub struct ReloadResult {
 
 /// `sha256:<hex>` of a config's text.
 pub fn digest(text: &[u8]) -> String {
-    format!("sha256:{}", crate::claim::hex(&Sha256::digest(text)))
+    format!("sha256:{}", crate::job::hex(&Sha256::digest(text)))
 }
 
 /// The daemon's side of reloads: where requests come from and what

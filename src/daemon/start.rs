@@ -26,7 +26,7 @@ impl Daemon {
             tracing::warn!(
                 "the job index is empty, but run folders exist: the index and the ledger rows are rebuilt from their records before anything is claimed"
             );
-            backfill::run(layout, ledger);
+            backfill::run(layout, ledger, &|rec| recover::being_finished(layout, rec));
             return recover::reconcile(layout, config, host, Some(ledger));
         }
         match recover::reconcile_live(layout, config, host, &mut *ledger) {

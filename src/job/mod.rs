@@ -2,14 +2,19 @@
 //! record persisted as `job.json`. Who writes a record, and when, is decided
 //! by the daemon (until a monitor starts) and the monitor (from then on).
 
-mod id;
+mod placed;
 mod record;
 mod slurm;
-mod state;
 
-pub use id::JobId;
+pub use crate::job_id::JobId;
+pub use crate::state::{InvalidTransition, JobState};
+pub use placed::{already_placed, holds_claimed_bytes};
 pub use record::{
     DISPOSITION_MISSING, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
 };
 pub use slurm::{SlurmRecord, SlurmState};
-pub use state::{InvalidTransition, JobState};
+
+/// Lower-case hex of `bytes` (a prompt's `prompt_sha256`).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

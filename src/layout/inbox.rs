@@ -8,7 +8,7 @@ use super::{
     CLAIM_RECORD_SUFFIX, InboxEntry, Layout, PROMPT_SUFFIX, PromptName, RETRY_REQUEST_SUFFIX,
     RUNNING_SUFFIX, classify_inbox_path, validate_segment,
 };
-use crate::job::JobId;
+use crate::job_id::JobId;
 
 impl Layout {
     /// The inbox folder of `project` (`inbox/` itself for "").

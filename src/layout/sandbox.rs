@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Layout;
-use crate::job::JobId;
+use crate::job_id::JobId;
 
 impl Layout {
     /// Where a sandboxed job's workdir may be below the root, and which

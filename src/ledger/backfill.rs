@@ -28,7 +28,14 @@ pub struct Report {
 /// Tail of `job.log` kept when the per-stream tails are gone.
 const LOG_TAIL: u64 = 64 * 1024;
 
-pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
+/// Every terminal record under `runs/` whose row is missing gets one,
+/// unless `being_finished` says someone is about to write it; the job
+/// index learns every record.
+pub fn run(
+    layout: &Layout,
+    ledger: &mut Ledger,
+    being_finished: &dyn Fn(&JobRecord) -> bool,
+) -> Report {
     let mut report = Report::default();
     let ids = match layout.job_ids() {
         Ok(ids) => ids,
@@ -48,7 +55,7 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
             continue;
         }
         report.checked += 1;
-        if finishing(layout, ledger, &rec) {
+        if !ledger.has_execution(rec.job_id.as_str()).unwrap_or(true) && being_finished(&rec) {
             continue;
         }
         match ensure_row(layout, ledger, &rec) {
@@ -86,28 +93,6 @@ pub fn run(layout: &Layout, ledger: &mut Ledger) -> Report {
     report
 }
 
-/// Is `rec`'s row missing only because someone is about to write it: its
-/// monitor, still alive, or the running daemon its monitor handed the end
-/// over to (the record is terminal and the prompt still claimed; see
-/// `terminal.rs`)? A `history repair` running beside the daemon must not
-/// take the row from them: theirs carries the output tails and paths that
-/// a backfilled one lacks. (The row is backfilled later if both die first.)
-fn finishing(layout: &Layout, ledger: &Ledger, rec: &JobRecord) -> bool {
-    use crate::recover::{Monitor, monitor_state};
-    if ledger.has_execution(rec.job_id.as_str()).unwrap_or(true) {
-        return false;
-    }
-    if matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_)) {
-        return true;
-    }
-    let claimed = std::fs::symlink_metadata(layout.running_prompt(&rec.prompt_name())).is_ok();
-    claimed
-        && matches!(
-            crate::procfs::flock_holder(&layout.daemon_lock()),
-            Ok(Some(_))
-        )
-}
-
 /// Insert the row of terminal record `rec` if it is missing; true if inserted.
 pub fn ensure_row(
     layout: &Layout,
@@ -124,7 +109,7 @@ pub fn ensure_row_with(
     layout: &Layout,
     ledger: &mut Ledger,
     rec: &JobRecord,
-    handed: Option<&crate::terminal::Handed>,
+    handed: Option<&super::Handed>,
 ) -> Result<bool, super::LedgerError> {
     if ledger.has_execution(rec.job_id.as_str())? {
         return Ok(false);

@@ -339,3 +339,12 @@ fn insert(
     }
     Ok(true)
 }
+
+/// What a monitor hands over to its daemon for the ledger row of an end
+/// it recorded in `job.json` alone (see `terminal.rs`): the row's output
+/// tails and paths.
+#[derive(Debug, Clone, Default)]
+pub struct Handed {
+    pub artifacts: Vec<Artifact>,
+    pub paths: Vec<(PathRelation, String)>,
+}

@@ -1,4 +1,4 @@
-//! The reads behind the CLI's `<job>` argument (`crate::lookup`) that the
+//! The reads behind the CLI's `<job>` argument (the lookup's) that the
 //! job index alone cannot answer: a prompt name in any folder, and
 //! executions, which outlive their run folders (and include runs recorded
 //! by hand) for `history show`.

@@ -42,7 +42,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use attention::{Attention, Standing};
 pub use batch::CompletionSummary;
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
-pub use execution::{Artifact, Execution, PathRelation, Source, stored_path};
+pub use execution::{Artifact, Execution, Handed, PathRelation, Source, stored_path};
 pub use jobs::{IndexedJob, JobFilter, short_id};
 pub use metrics::{Bucket, Durations};
 pub use migrations::LATEST as SCHEMA_VERSION;

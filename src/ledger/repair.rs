@@ -44,14 +44,18 @@ pub enum RepairError {
 }
 
 /// Check the ledger, set it aside if damaged, and backfill.
-pub fn repair(layout: &Layout) -> Result<Repaired, RepairError> {
+/// `being_finished`: see [`backfill::run`].
+pub fn repair(
+    layout: &Layout,
+    being_finished: &dyn Fn(&crate::job::JobRecord) -> bool,
+) -> Result<Repaired, RepairError> {
     let damage = diagnose(layout)?;
     let moved_aside = match &damage {
         Some(_) => set_aside(layout)?,
         None => Vec::new(),
     };
     let mut ledger = Ledger::open(&layout.ledger())?;
-    let backfill = backfill::run(layout, &mut ledger);
+    let backfill = backfill::run(layout, &mut ledger, being_finished);
     Ok(Repaired {
         damage: damage.map(|e| e.what()),
         moved_aside,

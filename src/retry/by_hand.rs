@@ -109,7 +109,7 @@ pub fn retry(
         check_not_retried(layout, &rec, &label)?;
     }
     let note = |fields: serde_json::Value| {
-        crate::events::note_input(layout, config, id, Op::RetryRequested, fields, by);
+        crate::control::note_input(layout, config, id, Op::RetryRequested, fields, by);
     };
     if now && std::fs::symlink_metadata(layout.waiting_prompt(&prompt)).is_ok() {
         let hastened = hasten(layout, ledger, &rec, &label)?;
@@ -247,7 +247,7 @@ fn archived_prompt(layout: &Layout, rec: &JobRecord, max: u64) -> anyhow::Result
     }
     .or_else(|| {
         let guess = layout.archived_prompt(rec.state, &rec.prompt_name(), id);
-        crate::terminal::already_placed(layout, rec, &guess)
+        crate::job::already_placed(layout, rec, &guess)
     });
     let path = match (found, rec.archive_path.as_deref()) {
         (Some(path), _) => path,

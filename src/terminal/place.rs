@@ -14,6 +14,7 @@ use crate::events::{EventLog, Op};
 use crate::failure::JobError;
 use crate::fsio::{self, Renamed};
 use crate::job::JobRecord;
+use crate::job::{already_placed, holds_claimed_bytes};
 use crate::layout::Layout;
 
 /// Move an ended job's claimed prompt `held` to `dest`, where its record
@@ -161,31 +162,6 @@ pub(super) fn record_place(layout: &Layout, rec: &mut JobRecord, path: &Path) {
     rec.inbox_path = Some(rel);
     rec.extra.remove("archive_error");
 }
-
-/// Where an ended job's prompt already is, when its claimed file is gone:
-/// `dest` itself, or any of its archive names, holding the bytes it
-/// claimed (any, for an old record without a digest).
-pub fn already_placed(layout: &Layout, rec: &JobRecord, dest: &Path) -> Option<PathBuf> {
-    let archived = layout.archived_prompt_candidates(&rec.prompt_name(), &rec.job_id);
-    std::iter::once(dest.to_path_buf())
-        .chain(archived)
-        .find(|p| holds_claimed_bytes(layout, rec, p))
-}
-
-/// Does `path` hold the bytes `rec` claimed?
-pub(super) fn holds_claimed_bytes(layout: &Layout, rec: &JobRecord, path: &Path) -> bool {
-    use sha2::{Digest, Sha256};
-    let Ok((bytes, false)) = fsio::read_capped(layout.root(), path, MAX_PROMPT_READ) else {
-        return false;
-    };
-    match rec.prompt_sha256.as_deref() {
-        Some(digest) => crate::claim::hex(&Sha256::digest(&bytes)) == digest,
-        None => true,
-    }
-}
-
-/// Longest prompt read to compare digests; larger ones were never claimed.
-const MAX_PROMPT_READ: u64 = 1 << 30;
 
 /// The destination's folder is not a folder we may write through (a
 /// symlink, a FIFO): the prompt stays where it is, held by this record,

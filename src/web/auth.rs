@@ -54,7 +54,7 @@ fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Resu
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut bytes))
                 .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
-            let text = crate::claim::hex(&bytes);
+            let text = crate::job::hex(&bytes);
             crate::fsio::create_new_private(layout.root(), path, format!("{text}\n").as_bytes())?;
             // Another start may have made one first: its is the one.
             secret(layout, path, false)
@@ -69,7 +69,7 @@ pub fn print_url(layout: &Layout, listen: std::net::SocketAddr) -> anyhow::Resul
 
 /// The CSRF token of forms, from the access token.
 pub fn csrf_of(token: &str) -> String {
-    crate::claim::hex(&Sha256::digest(
+    crate::job::hex(&Sha256::digest(
         format!("jobwarden csrf {token}").as_bytes(),
     ))
 }

@@ -12,7 +12,7 @@ use crate::ledger::repair;
 
 pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let layout = super::existing_root(global)?;
-    let done = repair::repair(&layout)?;
+    let done = repair::repair(&layout, &|rec| crate::recover::being_finished(&layout, rec))?;
     if args.json {
         print_json(&done)?;
     } else {
