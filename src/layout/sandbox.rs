@@ -37,7 +37,7 @@ impl Layout {
             .map(|c| c.as_os_str().to_string_lossy().into_owned());
         match top.as_deref() {
             None => Err(format!("workdir {} is the root itself", workdir.display())),
-            Some(name) if ROOT_NAMES.iter().any(|n| is_kin(name, n)) => Err(format!(
+            Some(name) if self.root_names().iter().any(|n| is_kin(name, n)) => Err(format!(
                 "workdir {} is inside {name}, which holds jobwarden's own records",
                 workdir.display()
             )),
@@ -47,24 +47,30 @@ impl Layout {
             },
         }
     }
-}
 
-/// Every name the layout uses at the top of the root (a name followed by
-/// `.` or `-` and more is its kin: `ledger.db-wal`, a
-/// `daemon.json.corrupt-*`).
-const ROOT_NAMES: &[&str] = &[
-    "inbox",
-    "runs",
-    "archive",
-    "control",
-    "daemon.json",
-    "daemon.lock",
-    "gc.lock",
-    "ledger.db",
-    "web.token",
-    "metrics.token",
-    "slurm.json",
-];
+    /// Every name the layout uses at the top of the root, read off its
+    /// own paths (a name followed by `.` or `-` and more is its kin:
+    /// `ledger.db-wal`, a `daemon.json.corrupt-*`).
+    fn root_names(&self) -> Vec<String> {
+        [
+            self.inbox(),
+            self.runs(),
+            self.archive(),
+            self.control(),
+            self.daemon_json(),
+            self.daemon_lock(),
+            self.gc_lock(),
+            self.ledger(),
+            self.web_token(),
+            self.metrics_token(),
+            self.slurm_queue(),
+        ]
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
+    }
+}
 
 /// `name` is `of`, or `of` followed by `.` or `-` and more.
 fn is_kin(name: &str, of: &str) -> bool {

@@ -177,3 +177,34 @@ fn abort_marker_is_recognised_only_in_a_run_dir() {
     assert_eq!(l.abort_marker_job(&l.inbox().join("ABORT")), None);
     assert_eq!(l.abort_marker_job(&l.job_json(&id)), None);
 }
+
+#[test]
+fn a_sandboxed_workdir_may_be_the_jobs_own_or_outside_the_roots_records() {
+    let l = Layout::new("/r");
+    let id = JobId::parse("j1").expect("id");
+    let own = l.job_workdir(&id);
+    assert_eq!(l.sandbox_workdir(&id, &own), Ok(Some(own.clone())));
+    assert_eq!(l.sandbox_workdir(&id, &own.join("sub")), Ok(Some(own)));
+    assert_eq!(
+        l.sandbox_workdir(&id, Path::new("/r/worktrees/p/j1")),
+        Ok(Some(PathBuf::from("/r/worktrees/p")))
+    );
+    assert_eq!(
+        l.sandbox_workdir(&id, Path::new("/r/scratch")),
+        Ok(Some(PathBuf::from("/r/scratch")))
+    );
+    assert_eq!(l.sandbox_workdir(&id, Path::new("/srv/repo")), Ok(None));
+    for refused in [
+        "/r",
+        "/r/archive/x",
+        "/r/runs/j2/work",
+        "/r/ledger.db-wal",
+        "/r/inbox/p",
+        "/r/a/../runs",
+    ] {
+        assert!(
+            l.sandbox_workdir(&id, Path::new(refused)).is_err(),
+            "{refused}"
+        );
+    }
+}

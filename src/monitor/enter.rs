@@ -36,7 +36,7 @@ const CAP_SYS_ADMIN: libc::c_int = 21;
 
 /// Steps that can fail, as the monitor reports them (`STEP_*` of
 /// `process.rs` count from [`FIRST_STEP`]).
-pub const FIRST_STEP: i32 = 10;
+const FIRST_STEP: i32 = 10;
 const STEP_ID_MAP: i32 = FIRST_STEP;
 const STEP_PRIVATE: i32 = FIRST_STEP + 1;
 const STEP_ROOT: i32 = FIRST_STEP + 2;

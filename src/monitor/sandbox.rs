@@ -130,7 +130,11 @@ pub fn prepare(layout: &Layout, id: &JobId, workdir: &Path) -> Result<Prepared, 
         .sandbox_workdir(id, workdir)
         .map_err(|why| NotStarted::Setup(format!("{why}; a sandboxed job may not write there: choose another workdir, or set sandbox = false in its profile")))?
     {
-        fsio::create_dirs(root, &dir).map_err(|e| NotStarted::Other(e.to_string()))?;
+        // The job's own workdir the monitor made before its first stage;
+        // another is made here (a prepare may create the workdir in it).
+        if dir != layout.job_workdir(id) {
+            fsio::create_dirs(root, &dir).map_err(|e| NotStarted::Other(e.to_string()))?;
+        }
         holes.push(hole_of(root, &dir, true, true)?);
     }
     let affected = layout.affected_list(id);
