@@ -469,7 +469,7 @@ impl Daemon {
 
     fn write_state(&mut self, phase: Phase) {
         let (watch, watch_reason) = self.watch_state();
-        let sandbox = crate::monitor::sandbox::state(&self.layout, true);
+        let sandbox = crate::child::state(self.layout.root(), true);
         let file = DaemonFile {
             pid: std::process::id(),
             started_at: self.started_at,

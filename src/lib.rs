@@ -8,7 +8,7 @@
 //! # Layout
 //!
 //! - `main.rs` — calls [`commands::main`] (parse, start logging, run, map to an exit code),
-//!   or, started as a sandboxed job's init, [`monitor::init`].
+//!   or, started as a sandboxed job's init, [`child::init`].
 //! - `bin/jobwarden-bench/` — the benchmark harness (`jobwarden-bench`), which runs the real
 //!   daemon (this binary, or itself in its place) against the performance promises.
 //! - [`cli`] — clap types only.
@@ -94,15 +94,9 @@
 //!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
 //!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, the plan of a command),
-//!   `process.rs` (its start without copying the monitor: `clone(CLONE_VM | CLONE_VFORK)`,
-//!   process group, parent-death signal, cgroup and rlimits before `exec`),
-//!   `sandbox.rs` (the job's sandbox: whether this machine allows it, the folders a job
-//!   may write, its pipes), `enter.rs` (entering it in the child: namespaces, the root
-//!   read-only but for its holes, `/proc`), `init.rs` (`jobwarden-init`, the first
-//!   process of a sandboxed job's pid namespace: runs the command, passes signals on,
-//!   reaps, reports its exit), `output.rs` (live capped log), `abort_watch.rs` (ABORT marker, watched on the
-//!   monitor's one inotify instance), `handover.rs` (the daemon's pipe: the next
-//!   job's id in, `running <id>` and `ended <id>` out),
+//!   `sandbox.rs` (the job's sandbox: the folders a job may write, its pipes),
+//!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker, watched on the
+//!   monitor's one inotify instance),
 //!   `contain.rs` (cgroup or process tree, killing everything a job started, limit verdicts),
 //!   `stages.rs` (prepare, main command, publish: order and verdicts), `supervise.rs` (one
 //!   command's supervision: its exit, heartbeats, ABORT and the timeout, the kill, the
@@ -158,7 +152,18 @@
 //! - [`fault`] — fault-injection points for the test suite (debug builds only).
 //! - [`host`] — this machine's name.
 //! - [`inotify`] — an inotify instance registered with the runtime (the ABORT watches').
-//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time) and the proofs that a process is a monitor or the daemon.
+//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
+//! - [`proof`] — the proofs that a process is a root's monitor (`proof.rs`) or daemon
+//!   (`proof/daemon.rs`).
+//! - [`child`] — a child started without copying its parent: `clone(CLONE_VM | CLONE_VFORK)`,
+//!   process group, parent-death signal, cgroup and rlimits before `exec`; `child/enter.rs`
+//!   (a sandbox entered in the child: namespaces, the root read-only but for its holes,
+//!   `/proc`; whether this machine allows one), `child/init.rs` (`jobwarden-init`, the first
+//!   process of a sandboxed job's pid namespace: runs the command, passes signals on, reaps,
+//!   reports its exit).
+//! - [`handover`] — what a daemon and its monitors say on the monitor's pipes: the next job's
+//!   id in, `running <id>` and `ended <id>` out; a monitor's exit statuses.
+//! - [`placeholders`] — a job's placeholder values and its workdir, resolved the one way.
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
 //! - `props.rs` (tests only) — property tests for every parser of outside input.
 //! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
@@ -166,6 +171,7 @@
 pub mod abort;
 pub mod cancel;
 pub mod cgroup;
+pub mod child;
 pub mod claim;
 pub mod cli;
 pub mod clock;
@@ -182,6 +188,7 @@ pub mod front_matter;
 pub mod fsio;
 pub mod gc;
 pub mod git;
+pub mod handover;
 pub mod hooks;
 pub mod host;
 pub mod inbox;
@@ -194,7 +201,9 @@ pub mod logging;
 pub mod lookup;
 pub mod metrics;
 pub mod monitor;
+pub mod placeholders;
 pub mod procfs;
+pub mod proof;
 #[cfg(test)]
 mod props;
 pub mod published;

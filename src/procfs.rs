@@ -1,30 +1,18 @@
-//! Facts about processes read from `/proc`, and the one way to prove that a
-//! process is ours before anything is decided or signalled because of it.
+//! Facts about processes read from `/proc`: start times, states, command
+//! lines, executables, lock holders, descendants, CPU time. The proofs that
+//! a process is a root's monitor or daemon are built on these
+//! (`jobwarden`'s `proof` module); this module knows no root.
 //!
 //! A pid read from a file proves nothing: a job can write any file under
 //! the root, and pids are recycled. What the kernel says about a process
-//! can be trusted:
-//!
-//! - a **monitor** is proven by [`prove_monitor`]: alive (not a zombie), the
-//!   start time its record names (when it names one), a session leader (the
-//!   daemon starts every monitor with `setsid`), running this program (the
-//!   same executable file as ours, or the one the monitor recorded when it
-//!   started, so an upgraded binary replaced by rename is still known), and
-//!   a command line `… --root <root> … monitor <job_id>` (or, for a monitor
-//!   started as a spare before its job existed, `… monitor --spare` and the
-//!   `flock` on the job's `monitor.lock`, which a monitor takes first and
-//!   holds for life);
-//! - a **job's process group**, once its monitor is gone, by [`job_group`]:
-//!   its members are in the monitor's session and were started with
-//!   `JOBWARDEN_JOB_ID=<job_id>` in their environment. The kernel hands
-//!   neither a group's id nor a session's id to anyone else while a member
-//!   lives, so one proven member makes the group ours. A member already
-//!   dying (inside `exit`, or with a SIGKILL pending) has lost its
-//!   environment with its memory: it is set apart, waited for and never
-//!   signalled (`procfs/group.rs`);
-//! - a root's **daemon** by [`prove_daemon`] (`procfs/daemon.rs`): alive,
-//!   running this program and `… daemon`, holding an `flock` through a
-//!   descriptor it opened at that root's `daemon.lock`.
+//! can be trusted. A **job's process group**, once its monitor is gone, is
+//! proven by [`job_group`]: its members are in the monitor's session and
+//! were started with `JOBWARDEN_JOB_ID=<job_id>` in their environment. The
+//! kernel hands neither a group's id nor a session's id to anyone else
+//! while a member lives, so one proven member makes the group ours. A
+//! member already dying (inside `exit`, or with a SIGKILL pending) has lost
+//! its environment with its memory: it is set apart, waited for and never
+//! signalled (`procfs/group.rs`).
 //!
 //! A process's start time with its pid identifies it for good: a recycled
 //! pid has another start.
@@ -36,12 +24,10 @@ use std::path::Path;
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::{Deserialize, Serialize};
 
-mod daemon;
 mod group;
 mod locks;
 mod tree;
 
-pub use daemon::{find_daemon, other_daemon, prove_daemon};
 #[cfg(test)]
 use group::environ_has;
 pub use group::{Group, job_group};
@@ -88,13 +74,13 @@ pub fn own_exe() -> Option<ExeId> {
 
 /// What `/proc/<pid>/stat` says, as far as proofs need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    state: char,
-    pgrp: i32,
-    session: i32,
+pub struct Stat {
+    pub state: char,
+    pub pgrp: i32,
+    pub session: i32,
     /// The kernel's flags for the process (field 9).
-    flags: u64,
-    start_time: u64,
+    pub flags: u64,
+    pub start_time: u64,
 }
 
 /// The kernel's flag for a process inside `exit` (`PF_EXITING`): it is
@@ -103,7 +89,8 @@ struct Stat {
 const PF_EXITING: u64 = 0x4;
 
 impl Stat {
-    fn is_live(self) -> bool {
+    /// Not a zombie, not dead.
+    pub fn is_live(self) -> bool {
         !matches!(self.state, 'Z' | 'X')
     }
 
@@ -112,7 +99,8 @@ impl Stat {
     }
 }
 
-fn stat(pid: i32) -> Option<Stat> {
+/// `/proc/<pid>/stat`, parsed; `None` if there is no such process.
+pub fn stat(pid: i32) -> Option<Stat> {
     if pid <= 0 {
         return None;
     }
@@ -165,102 +153,9 @@ pub fn is_running(pid: i32) -> bool {
     stat(pid).is_some_and(Stat::is_live)
 }
 
-/// What a job's record says about its monitor, and what it must be.
-#[derive(Debug, Clone, Copy)]
-pub struct MonitorOf<'a> {
-    /// The root the monitor was started for (`--root`).
-    pub root: &'a Path,
-    pub job_id: &'a str,
-    /// The start time the record names, if it could be read.
-    pub start_time: Option<u64>,
-    /// The executable the monitor recorded when it started, if known.
-    pub exe: Option<ExeId>,
-}
-
-/// Prove that `pid` is the monitor of `of.job_id` under `of.root` (see the
-/// module's documentation). The error says which check failed.
-pub fn prove_monitor(pid: i32, of: &MonitorOf<'_>) -> Result<Proc, String> {
-    let s = stat(pid).ok_or_else(|| format!("no process {pid}"))?;
-    if !s.is_live() {
-        return Err(format!("process {pid} has exited"));
-    }
-    if of.start_time.is_some_and(|t| t != s.start_time) {
-        return Err(format!("process {pid} is not the one that started then"));
-    }
-    if s.session != pid {
-        return Err(format!("process {pid} does not lead its own session"));
-    }
-    if !runs_this_program(pid, of.exe) {
-        return Err(format!("process {pid} does not run this program"));
-    }
-    let argv = cmdline(pid).ok_or_else(|| format!("process {pid}'s command line is unreadable"))?;
-    let supervises = match monitor_argv(&argv, of.root) {
-        Some(Supervises::Job(id)) => id == of.job_id,
-        Some(Supervises::Spare) => spare_job(pid, of.root).as_deref() == Some(of.job_id),
-        None => false,
-    };
-    if !supervises {
-        return Err(format!(
-            "process {pid} is not the monitor of job {}",
-            of.job_id
-        ));
-    }
-    Ok(Proc {
-        pid,
-        start_time: s.start_time,
-    })
-}
-
-/// A live process that looks like a monitor of some job under a root: its
-/// command line says so and it leads its own session. Found by
-/// [`monitor_candidates`]; whether it runs this program is in `ours`.
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    pub proc: Proc,
-    pub job_id: String,
-    /// It runs our executable (or, upgraded by rename, the one at our path).
-    pub ours: bool,
-    pub exe: Option<ExeId>,
-}
-
-/// Every live process whose command line is a monitor's under `root`,
-/// leading its own session: one pass over `/proc`, whatever the number of
-/// jobs on disk. A candidate not running our executable is proven only by
-/// the executable its job's record names ([`Candidate::exe`]).
-pub fn monitor_candidates(root: &Path) -> Vec<Candidate> {
-    let mut found = Vec::new();
-    for pid in all_pids() {
-        let Some(argv) = cmdline(pid) else { continue };
-        let Some(seen) = monitor_argv(&argv, root) else {
-            continue;
-        };
-        let Some(s) = stat(pid).filter(|s| s.is_live() && s.session == pid) else {
-            continue;
-        };
-        let id = match seen {
-            Supervises::Job(id) => id,
-            // A spare not yet handed a job supervises nothing.
-            Supervises::Spare => match spare_job(pid, root) {
-                Some(id) => id,
-                None => continue,
-            },
-        };
-        found.push(Candidate {
-            proc: Proc {
-                pid,
-                start_time: s.start_time,
-            },
-            job_id: id.to_owned(),
-            ours: runs_this_program(pid, None),
-            exe: exe_id(pid),
-        });
-    }
-    found
-}
-
 /// Does `pid` run this program: the same file as ours, the one recorded,
 /// or (an upgrade by rename) a deleted file that was at our path?
-fn runs_this_program(pid: i32, recorded: Option<ExeId>) -> bool {
+pub fn runs_this_program(pid: i32, recorded: Option<ExeId>) -> bool {
     let Some(theirs) = exe_id(pid) else {
         return false;
     };
@@ -278,44 +173,10 @@ fn runs_this_program(pid: i32, recorded: Option<ExeId>) -> bool {
 }
 
 /// The arguments of `pid` (`/proc/<pid>/cmdline`), split at NULs.
-fn cmdline(pid: i32) -> Option<Vec<Vec<u8>>> {
+pub fn cmdline(pid: i32) -> Option<Vec<Vec<u8>>> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let raw = raw.strip_suffix(b"\0").unwrap_or(&raw);
     Some(raw.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
-}
-
-/// What a monitor's command line says it supervises.
-#[derive(Debug, PartialEq, Eq)]
-enum Supervises {
-    /// `… monitor <job_id>`.
-    Job(String),
-    /// `… monitor --spare`: the job it was handed, if any, is the one whose
-    /// monitor lock it holds ([`spare_job`]).
-    Spare,
-}
-
-/// Is `argv` a monitor's command line under `root` (`… --root <root> …
-/// monitor <job_id>` or `… monitor --spare`), and for which job?
-fn monitor_argv(argv: &[Vec<u8>], root: &Path) -> Option<Supervises> {
-    let [.., sub, last] = argv else {
-        return None;
-    };
-    if sub.as_slice() != b"monitor" {
-        return None;
-    }
-    let under_root = argv.windows(2).any(|w| {
-        w[0].as_slice() == b"--root"
-            && same_path(Path::new(std::ffi::OsStr::from_bytes(&w[1])), root)
-    });
-    if !under_root {
-        return None;
-    }
-    if last.as_slice() == b"--spare" {
-        return Some(Supervises::Spare);
-    }
-    std::str::from_utf8(last)
-        .ok()
-        .map(|id| Supervises::Job(id.to_owned()))
 }
 
 /// A process group started for a helper (git, a notification hook),
@@ -348,44 +209,9 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Is `argv` the monitor command line of `job_id` under `root`?
-#[cfg(test)]
-fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
-    monitor_argv(argv, root) == Some(Supervises::Job(job_id.to_owned()))
-}
-
-/// The job a spare monitor `pid` was handed: the one whose `monitor.lock`
-/// under `root` it opened and holds the `flock` on (a monitor takes the
-/// lock before anything else and keeps it for life). The path is the one
-/// the kernel keeps for the descriptor, where the monitor opened it: a job
-/// that removes or replaces the file makes it ` (deleted)`, never another
-/// job's, so a monitor whose lock file was taken away is still known.
-fn spare_job(pid: i32, root: &Path) -> Option<String> {
-    let layout = crate::layout::Layout::new(root.to_path_buf());
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    for fd in fds.flatten() {
-        let Ok(target) = std::fs::read_link(fd.path()) else {
-            continue;
-        };
-        let bytes = target.as_os_str().as_bytes();
-        let opened_at = Path::new(std::ffi::OsStr::from_bytes(
-            bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
-        ));
-        let Some(id) = layout.job_of_monitor_lock(opened_at) else {
-            continue;
-        };
-        if holds_flock_by(pid, &fd.file_name())
-            || flock_holders(&layout.monitor_lock(&id)).is_ok_and(|h| h.contains(&pid))
-        {
-            return Some(id.as_str().to_owned());
-        }
-    }
-    None
-}
-
 /// Does descriptor `fd` of `pid` hold an `flock`? Its `fdinfo` lists the
 /// locks taken through it, whatever the file system says its device is.
-fn holds_flock_by(pid: i32, fd: &std::ffi::OsStr) -> bool {
+pub fn holds_flock_by(pid: i32, fd: &std::ffi::OsStr) -> bool {
     let info = Path::new("/proc")
         .join(pid.to_string())
         .join("fdinfo")
@@ -396,15 +222,8 @@ fn holds_flock_by(pid: i32, fd: &std::ffi::OsStr) -> bool {
     })
 }
 
-fn same_path(a: &Path, b: &Path) -> bool {
-    a == b
-        || matches!(
-            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
-            (Ok(x), Ok(y)) if x == y
-        )
-}
-
-fn all_pids() -> Vec<i32> {
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<i32> {
     std::fs::read_dir("/proc")
         .map(|rd| {
             rd.flatten()
@@ -496,55 +315,6 @@ mod tests {
             .expect("lock");
         assert!(holds_flock_by(me, std::ffi::OsStr::new(&fd)));
         drop(held);
-    }
-
-    #[test]
-    fn a_monitor_command_line_names_its_root_and_job() {
-        let argv = |a: &[&str]| a.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
-        let root = Path::new("/srv/jw");
-        let good = argv(&[
-            "jobwarden",
-            "--log-format",
-            "text",
-            "--root",
-            "/srv/jw",
-            "monitor",
-            "j1",
-        ]);
-        assert!(is_monitor_argv(&good, root, "j1"));
-        assert!(!is_monitor_argv(&good, root, "j2"));
-        assert!(!is_monitor_argv(&good, Path::new("/srv/other"), "j1"));
-        assert!(!is_monitor_argv(
-            &argv(&["sleep", "monitor", "j1"]),
-            root,
-            "j1"
-        ));
-        assert!(!is_monitor_argv(&argv(&["j1"]), root, "j1"));
-        let spare = argv(&["jobwarden", "--root", "/srv/jw", "monitor", "--spare"]);
-        assert_eq!(monitor_argv(&spare, root), Some(Supervises::Spare));
-        assert_eq!(monitor_argv(&spare, Path::new("/srv/other")), None);
-        // A spare holding no job's lock supervises nothing.
-        assert_eq!(spare_job(std::process::id() as i32, root), None);
-    }
-
-    #[test]
-    fn a_plain_process_is_not_a_monitor() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .expect("sleep");
-        let pid = child.id() as i32;
-        let of = MonitorOf {
-            root: Path::new("/"),
-            job_id: "j1",
-            start_time: start_time(pid),
-            exe: exe_id(pid),
-        };
-        assert!(prove_monitor(pid, &of).is_err());
-        let me = std::process::id() as i32;
-        assert!(prove_monitor(me, &of).is_err());
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! that exec, config and runtime are off the claim path. After the config
 //! it reads one line, the job's id, and becomes that job's monitor; when
 //! the job is over it says so on stdout and waits for the next id (see
-//! `monitor/handover.rs`); the end of stdin ends it. Its command line
+//! `handover.rs`); the end of stdin ends it. Its command line
 //! names no job, so it is proven to be a job's monitor by the lock it
 //! holds (see `procfs.rs`).
 
@@ -18,9 +18,10 @@ use anyhow::Context;
 
 use crate::cli::{GlobalArgs, MonitorArgs};
 use crate::config::{self, ConfigSource, Env};
+use crate::handover::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE};
 use crate::job::JobId;
 use crate::layout::Layout;
-use crate::monitor::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE, Outcome, handover};
+use crate::monitor::{self, Outcome};
 use crate::terminal;
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {

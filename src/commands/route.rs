@@ -14,7 +14,7 @@ use crate::cli::{GlobalArgs, RouteArgs};
 use crate::config::{PromptVia, Template};
 use crate::job::{JobId, JobRecord};
 use crate::layout::{self, InboxEntry};
-use crate::monitor::spawn;
+use crate::placeholders;
 
 use super::output::print_json;
 use std::io::Write;
@@ -57,13 +57,13 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     rec.profile = Some(sel.profile.name.clone());
     rec.route = sel.route.map(|(_, r)| r.pattern.source().to_owned());
     rec.captures = sel.captures.clone();
-    let job = spawn::Job {
+    let job = placeholders::Job {
         layout: &layout,
         profile: sel.profile,
         route: sel.route.map(|(_, r)| r),
         rec: &rec,
     };
-    let (vars, workdir) = spawn::vars(&job);
+    let (vars, workdir) = placeholders::vars(&job);
     let render = |ts: &[Template]| ts.iter().map(|t| t.render(&vars)).collect::<Vec<_>>();
     let p = sel.profile;
     let mut stages = Vec::new();

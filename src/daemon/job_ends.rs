@@ -104,7 +104,7 @@ impl Daemon {
             Err(e) => format!("unknown ({e})"),
         };
         tracing::debug!(job = %id, status = %how, "monitor exited");
-        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_ALREADY_SUPERVISED)) {
+        if matches!(&status, Ok(s) if s.code() == Some(crate::handover::EXIT_ALREADY_SUPERVISED)) {
             // Another monitor holds the job: keep the slot and watch that
             // monitor, once proven.
             if let recover::Monitor::Alive(p) = recover::monitor_state(&self.layout, &id) {
@@ -112,7 +112,7 @@ impl Daemon {
                 return;
             }
         }
-        if matches!(&status, Ok(s) if s.code() == Some(crate::monitor::EXIT_NO_STORAGE)) {
+        if matches!(&status, Ok(s) if s.code() == Some(crate::handover::EXIT_NO_STORAGE)) {
             // Nothing of the job ran: it goes back to its place.
             self.requeue_unstarted(&id);
             let condition = storage::probe(self.layout.root())

@@ -5,7 +5,7 @@
 //! The lock file alone does not make the daemon single: a job can remove
 //! `daemon.lock` and make it again, and the new file's lock is free. So a
 //! daemon that took the lock also looks for another process proven to be
-//! this root's daemon ([`crate::procfs::prove_daemon`]), and refuses to
+//! this root's daemon ([`crate::proof::prove_daemon`]), and refuses to
 //! start beside it. Something that is not a regular file at `daemon.lock`
 //! (a FIFO, a symlink, a folder: never opened, so never blocked on) is
 //! moved aside as `daemon.lock.displaced-<ms>`, kept, and the daemon starts.
@@ -21,6 +21,7 @@ use crate::failure::DaemonError;
 use crate::fsio;
 use crate::layout::Layout;
 use crate::procfs::{self, Proc};
+use crate::proof;
 
 /// The held lock; released when dropped (or when the process dies).
 pub struct DaemonLock {
@@ -37,7 +38,7 @@ pub fn acquire(layout: &Layout) -> Result<DaemonLock, DaemonError> {
             .and_then(|t| t.trim().parse().ok());
         return Err(DaemonError::AlreadyRunning { lock: path, pid });
     };
-    if let Some(other) = procfs::other_daemon(layout.root()) {
+    if let Some(other) = proof::other_daemon(layout.root()) {
         return Err(DaemonError::AlreadyRunning {
             lock: path,
             pid: Some(other.pid),
@@ -70,7 +71,7 @@ fn try_lock(layout: &Layout) -> Result<Option<Flock<File>>, IoError> {
     }
 }
 
-/// The root's running daemon, proven ([`procfs::find_daemon`]): what a
+/// The root's running daemon, proven ([`proof::find_daemon`]): what a
 /// command that signals it signals. The pids that files name (the holder
 /// of `daemon.lock`, `daemon.json`'s) are tried first; none is signalled
 /// on their word. `Err`: no daemon, and why each named pid is not it.
@@ -82,7 +83,7 @@ pub fn running_daemon(layout: &Layout) -> Result<Proc, Vec<String>> {
     {
         named.push(pid);
     }
-    procfs::find_daemon(layout.root(), &named)
+    proof::find_daemon(layout.root(), &named)
 }
 
 /// What `status` believes of `daemon.lock`'s holder (`holder`, read from
@@ -96,7 +97,7 @@ pub fn proven_holder(
     let Ok(Some(pid)) = holder else {
         return (holder, None);
     };
-    let Err(why) = procfs::prove_daemon(pid, layout.root()) else {
+    let Err(why) = proof::prove_daemon(pid, layout.root()) else {
         return (Ok(Some(pid)), None);
     };
     let found = running_daemon(layout).ok().map(|p| p.pid);

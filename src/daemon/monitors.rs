@@ -1,6 +1,6 @@
 //! The monitors this daemon started, kept busy: a monitor that has ended
 //! its job says so on its stdout and waits for the next one on its stdin
-//! (the lines of `monitor/handover.rs`), so that starting a job costs a
+//! (the lines of `handover.rs`), so that starting a job costs a
 //! line written to a pipe instead of a fork and an exec of the monitor,
 //! whose pages and runtime are already warm.
 //!
@@ -33,9 +33,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::handover::{self, Said};
 use crate::job::JobId;
 use crate::layout::Layout;
-use crate::monitor::handover::{self, Said};
 use crate::terminal::Handed;
 
 use super::notify;

@@ -34,7 +34,7 @@ use crate::control::{self, Pauses, Scope};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::short_id;
-use crate::monitor::spawn;
+use crate::placeholders;
 
 /// The daemon's scheduling state.
 #[derive(Default)]
@@ -219,13 +219,13 @@ fn works_alone(config: &Config, job: &QueuedJob) -> bool {
 fn checkout(layout: &Layout, config: &Config, rec: &JobRecord) -> Option<PathBuf> {
     let profile = config.profile_of(rec).ok()?;
     let route = config.route_of(rec);
-    let job = spawn::Job {
+    let job = placeholders::Job {
         layout,
         profile,
         route,
         rec,
     };
-    let (_, workdir) = spawn::vars(&job);
+    let (_, workdir) = placeholders::vars(&job);
     if workdir.starts_with(layout.run_dir(&rec.job_id)) {
         return None;
     }

@@ -87,7 +87,7 @@ impl Monitor<'_> {
             tracing::debug!(job = %self.rec.job_id, "no cgroup for the job: {why}");
             fields["no_cgroup"] = json!(why);
         }
-        self.sandbox = sandbox::state(&self.layout, self.profile.sandbox);
+        self.sandbox = sandbox::state(self.layout.root(), self.profile.sandbox);
         fields["sandbox"] = json!(self.sandbox.name());
         if let Some(why) = self.sandbox.why_not() {
             tracing::warn!(job = %self.rec.job_id, "the job runs without a sandbox: {why}");
@@ -100,8 +100,12 @@ impl Monitor<'_> {
 
     /// What the job's next command applies to itself before it runs.
     pub(super) fn confinement(&self) -> Confinement {
+        let limits = &self.profile.limits;
         Confinement {
-            limits: self.profile.limits,
+            data: limits.memory,
+            cpu_secs: limits.cpu_time.map(|d| d.as_secs()),
+            nofile: limits.open_files,
+            nproc: limits.processes,
             cgroup_procs: self.containment.cgroup().map(JobCgroup::procs_fd),
         }
     }

@@ -17,11 +17,7 @@
 
 mod abort_watch;
 mod contain;
-mod enter;
-pub mod handover;
-pub mod init;
 mod output;
-mod process;
 mod restore;
 pub mod sandbox;
 mod slurm;
@@ -37,6 +33,7 @@ use crate::clock::Timestamp;
 use crate::config::{Config, Profile};
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
+use crate::handover;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
@@ -48,15 +45,6 @@ use contain::Containment;
 use output::{LogSink, SharedSink};
 use spawn::Stage;
 use stages::Stop;
-
-/// Exit status of a monitor that found its job already supervised by
-/// another monitor (it changed nothing). EX_TEMPFAIL.
-pub const EXIT_ALREADY_SUPERVISED: i32 = 75;
-
-/// Exit status of a monitor that could not start its job because the
-/// root's storage refuses writes (full, read-only): the job is still
-/// `queued` and nothing of it ran. EX_IOERR.
-pub const EXIT_NO_STORAGE: i32 = 74;
 
 /// Longest `affected` list read from a job.
 const AFFECTED_MAX_BYTES: u64 = 1 << 20;

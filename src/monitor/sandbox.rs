@@ -2,7 +2,7 @@
 //!
 //! A job runs as the daemon's user, so no permission bit keeps it away
 //! from the root. Its commands therefore run in namespaces of their own
-//! (`enter.rs` makes them, `init.rs` is their first process):
+//! (`child/enter.rs` makes them, `child/init.rs` is their first process):
 //!
 //! - a **mount namespace** in which the whole root is read-only except
 //!   the job's workdir (when it is below the root), its run folder's
@@ -27,69 +27,17 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::OnceLock;
 
 use nix::fcntl::OFlag;
 use nix::unistd::pipe2;
 
-use super::enter::{Enter, Hole, IdMaps};
-use super::init::InitLink;
-use super::process::{self, Sandboxed};
 use super::spawn::NotStarted;
+use crate::child::init::InitLink;
+use crate::child::{Enter, Hole, Sandboxed, enter_for};
+pub use crate::child::{State, available, state};
 use crate::fsio;
 use crate::job::JobId;
 use crate::layout::Layout;
-
-/// Whether a job's commands run sandboxed, as its `limits` event says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
-    /// In namespaces of their own.
-    On,
-    /// The profile says `sandbox = false`.
-    Off,
-    /// The machine refuses (why).
-    Unavailable(String),
-}
-
-impl State {
-    /// As the `limits` event and `status` name it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            State::On => "namespaces",
-            State::Off => "off",
-            State::Unavailable(_) => "unavailable",
-        }
-    }
-
-    /// Why there is no sandbox, where the machine refused one.
-    pub fn why_not(&self) -> Option<&str> {
-        match self {
-            State::Unavailable(why) => Some(why),
-            State::On | State::Off => None,
-        }
-    }
-}
-
-/// The sandbox a job with `wanted` gets on this machine under `layout`.
-pub fn state(layout: &Layout, wanted: bool) -> State {
-    if !wanted {
-        return State::Off;
-    }
-    match available(layout) {
-        Ok(()) => State::On,
-        Err(why) => State::Unavailable(why.clone()),
-    }
-}
-
-/// Whether this machine lets a child enter a sandbox of `layout`'s root:
-/// tried once per process.
-pub fn available(layout: &Layout) -> &'static Result<(), String> {
-    static FOUND: OnceLock<Result<(), String>> = OnceLock::new();
-    FOUND.get_or_init(|| {
-        let enter = enter_for(layout.root(), Vec::new()).map_err(|e| e.to_string())?;
-        process::probe(&enter).map_err(|e| e.to_string())
-    })
-}
 
 /// One command's sandbox, prepared before its spawn.
 pub struct Prepared {
@@ -166,44 +114,4 @@ fn hole_of(root: &Path, path: &Path, dir: bool, required: bool) -> Result<Hole, 
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| NotStarted::Setup(format!("{} holds a NUL byte", path.display())))?;
     Ok(Hole::new(components, dir, required))
-}
-
-/// The sandbox of the root at `root` with `holes`, as this process's user.
-fn enter_for(root: &Path, holes: Vec<Hole>) -> std::io::Result<Enter> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(root)?;
-    let vfs = nix::sys::statvfs::statvfs(root)?;
-    let euid = nix::unistd::geteuid();
-    let id_maps = (!euid.is_root()).then(|| {
-        let egid = nix::unistd::getegid();
-        IdMaps {
-            uid_map: CString::new(format!("{euid} {euid} 1\n")).unwrap_or_default(),
-            gid_map: CString::new(format!("{egid} {egid} 1\n")).unwrap_or_default(),
-        }
-    });
-    Ok(Enter {
-        id_maps,
-        root: CString::new(root.as_os_str().as_bytes())?,
-        root_id: (meta.dev() as libc::dev_t, meta.ino() as libc::ino_t),
-        holes,
-        keep_flags: kept_flags(vfs.flags()),
-        drop_sys_admin: euid.is_root(),
-    })
-}
-
-/// The mount flags of the root's mount that a read-only remount of it
-/// must keep (in a user namespace the kernel refuses to change them).
-fn kept_flags(flags: nix::sys::statvfs::FsFlags) -> libc::c_ulong {
-    use nix::sys::statvfs::FsFlags;
-    [
-        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
-        (FsFlags::ST_NODEV, libc::MS_NODEV),
-        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
-    ]
-    .into_iter()
-    .filter(|(st, _)| flags.contains(*st))
-    .fold(0, |all, (_, ms)| all | ms)
 }

@@ -12,7 +12,7 @@
 //! will not fix, are told apart from passing ones ([`NotStarted`]): the job
 //! ends `setup_failed`, not `failed`, and starts no cooldown.
 //!
-//! The process itself is started by `process.rs`, without copying the
+//! The process itself is started by `child.rs`, without copying the
 //! monitor; before its `exec` it confines itself ([`Confinement`]): it
 //! joins the job's cgroup if there is one and sets the profile's rlimits.
 
@@ -21,13 +21,12 @@ use std::fs::File;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::process;
-pub use super::process::{CPU_HARD_GRACE_SECS, Confinement, Started};
 use super::sandbox::Prepared;
+use crate::child;
+pub use crate::child::{CPU_HARD_GRACE_SECS, Confinement, Started};
+use crate::placeholders::{Job, vars};
 
-use crate::config::{Profile, PromptVia, Route, Vars};
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
+use crate::config::{PromptVia, Vars};
 
 /// Variables passed through from the monitor's environment to every job.
 const ENV_ALLOWLIST: &[&str] = &[
@@ -80,7 +79,7 @@ impl NotStarted {
         const ENOEXEC: i32 = libc::ENOEXEC;
         if let Some(sandbox) = e
             .get_ref()
-            .and_then(|e| e.downcast_ref::<process::SandboxError>())
+            .and_then(|e| e.downcast_ref::<child::SandboxError>())
         {
             return NotStarted::Setup(format!(
                 "cannot start {} in its sandbox: {sandbox}; fix what it names, or set sandbox = false in the job's profile",
@@ -125,15 +124,6 @@ impl Stage {
     }
 }
 
-/// What a job runs with: its profile, the route it came through, its record.
-#[derive(Debug, Clone, Copy)]
-pub struct Job<'a> {
-    pub layout: &'a Layout,
-    pub profile: &'a Profile,
-    pub route: Option<&'a Route>,
-    pub rec: &'a JobRecord,
-}
-
 /// A job's process, decided but not yet started.
 #[derive(Debug)]
 pub struct Plan {
@@ -160,34 +150,6 @@ impl Plan {
     pub fn stdin(&self) -> Option<&Path> {
         self.stdin.as_deref()
     }
-}
-
-/// The placeholder values of a job (the route's captures included) and
-/// its workdir: the route's `workdir` if it sets one, else the profile's.
-pub fn vars(job: &Job<'_>) -> (Vars, PathBuf) {
-    let (layout, rec) = (job.layout, job.rec);
-    let id = &rec.job_id;
-    let mut vars: Vars = rec.captures.clone();
-    vars.extend(crate::config::vars([
-        ("job_id", id.to_string()),
-        ("run_dir", layout.run_dir(id).display().to_string()),
-        (
-            "prompt_file",
-            prompt_input(layout, id).display().to_string(),
-        ),
-        ("project", rec.project.clone()),
-        ("name", rec.name.clone()),
-        ("attempt", rec.attempt.to_string()),
-        ("root", layout.root().display().to_string()),
-        ("job_workdir", layout.job_workdir(id).display().to_string()),
-    ]));
-    let template = job
-        .route
-        .and_then(|r| r.workdir.as_ref())
-        .unwrap_or(&job.profile.workdir);
-    let workdir = layout.workdir(&template.render(&vars));
-    vars.insert("workdir".into(), workdir.display().to_string());
-    (vars, workdir)
 }
 
 /// Build the plan of `stage` for `job`, or say why it cannot run. `None`
@@ -263,17 +225,6 @@ pub fn plan(job: &Job<'_>, stage: Stage) -> Result<Option<Plan>, NotStarted> {
         env,
         stdin,
     }))
-}
-
-/// The file holding what the command is given as its prompt: the body
-/// (`body.md`, written by the claim only for a prompt with front matter),
-/// else the prompt as claimed.
-fn prompt_input(layout: &Layout, id: &JobId) -> PathBuf {
-    let body = layout.prompt_body(id);
-    match std::fs::symlink_metadata(&body) {
-        Ok(meta) if meta.is_file() => body,
-        _ => layout.prompt_copy(id),
-    }
 }
 
 /// The job's whole environment: the allowlist and the profile's
@@ -394,7 +345,7 @@ pub fn spawn(
         None => File::open("/dev/null")
             .map_err(|e| NotStarted::Other(format!("opening /dev/null: {e}")))?,
     };
-    let started = process::start(process::Command {
+    let started = child::start(child::Command {
         program: &plan.program,
         argv: &plan.argv,
         env: &plan.env,

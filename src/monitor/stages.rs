@@ -39,6 +39,7 @@ use crate::events::Op;
 use crate::failure::JobError;
 use crate::git::{BranchState, GitWork};
 use crate::job::JobState;
+use crate::placeholders;
 use crate::terminal::Ending;
 
 /// Longest `result_ref` kept, in bytes.
@@ -264,7 +265,7 @@ impl Monitor<'_> {
         if let Err(reason) = self.resolve_git() {
             return Err(self.start_failed(stage, NotStarted::Setup(reason)));
         }
-        let job = spawn::Job {
+        let job = placeholders::Job {
             layout: &self.layout,
             profile: &self.profile,
             route: self.config.route_of(&self.rec),
@@ -298,13 +299,13 @@ impl Monitor<'_> {
         if self.rec.git.is_some() {
             return Ok(());
         }
-        let job = spawn::Job {
+        let job = placeholders::Job {
             layout: &self.layout,
             profile: &self.profile,
             route: self.config.route_of(&self.rec),
             rec: &self.rec,
         };
-        let (vars, _) = spawn::vars(&job);
+        let (vars, _) = placeholders::vars(&job);
         let work = templates
             .resolve(&vars)
             .map_err(|e| format!("profiles.{}.{e}", self.profile.name))?;

@@ -13,11 +13,11 @@ use serde_json::json;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
 use super::abort_watch::AbortWatch;
-use super::init::InitLink;
 use super::output::{self, SharedSink};
 use super::stages::StageEnd;
 use super::{EarlyEnd, INDEX_AFTER, Monitor, spawn};
 use crate::abort;
+use crate::child::init::InitLink;
 use crate::events::Op;
 use crate::procfs;
 

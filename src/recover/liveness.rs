@@ -11,7 +11,8 @@ use nix::unistd::Pid;
 
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
-use crate::procfs::{self, MonitorOf, Proc};
+use crate::procfs::{self, Proc};
+use crate::proof::{self, MonitorOf};
 
 /// How long a killed orphaned process group may take to exit (freeing a
 /// lot of memory takes a while) before its attempt is given up on.
@@ -91,14 +92,14 @@ fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -
 }
 
 /// The live monitors of a root, found in one pass over `/proc` (see
-/// [`procfs::monitor_candidates`]): what startup recovery judges every job
+/// [`proof::monitor_candidates`]): what startup recovery judges every job
 /// by, at a cost that does not grow with the jobs on disk.
 #[derive(Debug, Default)]
-pub struct LiveMonitors(HashMap<String, procfs::Candidate>);
+pub struct LiveMonitors(HashMap<String, proof::Candidate>);
 
 impl LiveMonitors {
     pub fn scan(layout: &Layout) -> Self {
-        let found = procfs::monitor_candidates(layout.root());
+        let found = proof::monitor_candidates(layout.root());
         LiveMonitors(found.into_iter().map(|c| (c.job_id.clone(), c)).collect())
     }
 
@@ -117,7 +118,7 @@ impl LiveMonitors {
 }
 
 fn prove(pid: i32, of: &MonitorOf<'_>) -> Option<Proc> {
-    procfs::prove_monitor(pid, of)
+    proof::prove_monitor(pid, of)
         .map_err(|why| tracing::debug!(job = of.job_id, "{why}"))
         .ok()
 }

@@ -32,6 +32,15 @@ use serde_json::{Value, json};
 use crate::ledger::{Artifact, PathRelation};
 use crate::terminal::Handed;
 
+/// Exit status of a monitor that found its job already supervised by
+/// another monitor (it changed nothing). EX_TEMPFAIL.
+pub const EXIT_ALREADY_SUPERVISED: i32 = 75;
+
+/// Exit status of a monitor that could not start its job because the
+/// root's storage refuses writes (full, read-only): the job is still
+/// `queued` and nothing of it ran. EX_IOERR.
+pub const EXIT_NO_STORAGE: i32 = 74;
+
 /// Longest line read for a job's id.
 pub const LINE_MAX: u64 = 1024;
 

@@ -1,4 +1,7 @@
-//! Starting a job's process without copying the monitor.
+//! Starting a job's process without copying the monitor, in a sandbox
+//! when asked: the clone, the namespaces (`child/enter.rs`) and the
+//! sandbox's init (`child/init.rs`). What a job may touch (the policy) is
+//! the monitor's; this module only carries it out.
 //!
 //! A `fork` copies the monitor's page tables and then faults in a private
 //! copy of every page either side writes before the child's `exec`: with
@@ -46,8 +49,11 @@ use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
 use nix::sys::wait::waitpid;
 use nix::unistd::{Pid, pipe2};
 
-use super::enter::{self, Enter, Entered};
-use crate::config::Limits;
+mod enter;
+pub mod init;
+
+use enter::Entered;
+pub use enter::{Enter, Hole, IdMaps, State, available, enter_for, state, step_name};
 
 /// How long past its CPU time limit a process that handles SIGXCPU may go
 /// on before the kernel sends SIGKILL (the hard limit).
@@ -61,7 +67,14 @@ const CHILD_STACK: usize = 64 * 1024;
 /// What the child applies to itself before it runs the program.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Confinement {
-    pub limits: Limits,
+    /// RLIMIT_DATA of the process, bytes.
+    pub data: Option<u64>,
+    /// RLIMIT_CPU, whole seconds (the hard limit [`CPU_HARD_GRACE_SECS`] later).
+    pub cpu_secs: Option<u64>,
+    /// RLIMIT_NOFILE.
+    pub nofile: Option<u64>,
+    /// RLIMIT_NPROC.
+    pub nproc: Option<u64>,
     /// The job's cgroup's `cgroup.procs`, open for writing.
     pub cgroup_procs: Option<RawFd>,
 }
@@ -75,13 +88,12 @@ impl Confinement {
     /// `(resource, soft, hard)` of each rlimit to set, computed before the
     /// child starts (it must not allocate).
     fn rlimits(&self) -> [Option<(Resource, u64, u64)>; 4] {
-        let l = &self.limits;
-        let cpu = l.cpu_time.map(|d| d.as_secs());
         [
-            l.memory.map(|m| (libc::RLIMIT_DATA, m, m)),
-            cpu.map(|s| (libc::RLIMIT_CPU, s, s + CPU_HARD_GRACE_SECS)),
-            l.open_files.map(|n| (libc::RLIMIT_NOFILE, n, n)),
-            l.processes.map(|n| (libc::RLIMIT_NPROC, n, n)),
+            self.data.map(|m| (libc::RLIMIT_DATA, m, m)),
+            self.cpu_secs
+                .map(|s| (libc::RLIMIT_CPU, s, s + CPU_HARD_GRACE_SECS)),
+            self.nofile.map(|n| (libc::RLIMIT_NOFILE, n, n)),
+            self.nproc.map(|n| (libc::RLIMIT_NPROC, n, n)),
         ]
     }
 }
@@ -123,7 +135,7 @@ pub struct Started {
     pub proc_mounted: bool,
     /// Sandboxed: the monitor's link to the init (`pid`), which runs the
     /// command.
-    pub init: Option<super::init::InitLink>,
+    pub init: Option<init::InitLink>,
 }
 
 /// Why the child gave up before `exec`: the step (one of `STEP_*`) and
@@ -153,7 +165,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         .collect::<io::Result<Vec<_>>>()?;
     if let Some(sb) = &cmd.sandbox {
         // The init's arguments, then the job's program and argv.
-        let mut init = super::init::argv(sb.init_fds);
+        let mut init = init::argv(sb.init_fds);
         init.push(program);
         init.append(&mut argv);
         argv = init;

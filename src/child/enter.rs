@@ -1,6 +1,6 @@
 //! Entering a job's sandbox: what the child does in its new namespaces
-//! before it executes the sandbox's init (see `sandbox.rs` for what the
-//! sandbox is and `process.rs` for the child's other steps).
+//! before it executes the sandbox's init (see the monitor's `sandbox.rs` for what the
+//! sandbox is and `child.rs` for the child's other steps).
 //!
 //! The child is created by `clone` with new mount and pid namespaces, and
 //! a new user namespace when the monitor is not root (an unprivileged user
@@ -29,13 +29,16 @@
 //! `clone`, nothing allocated.
 
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The highest capability number this code names: `CAP_SYS_ADMIN`.
 const CAP_SYS_ADMIN: libc::c_int = 21;
 
 /// Steps that can fail, as the monitor reports them (`STEP_*` of
-/// `process.rs` count from [`FIRST_STEP`]).
+/// `child.rs` count from [`FIRST_STEP`]).
 const FIRST_STEP: i32 = 10;
 const STEP_ID_MAP: i32 = FIRST_STEP;
 const STEP_PRIVATE: i32 = FIRST_STEP + 1;
@@ -336,6 +339,97 @@ fn fd_path(fd: libc::c_int, buf: &mut [u8; FD_PATH_LEN]) -> *const libc::c_char 
     }
     buf[PREFIX.len() + len] = 0;
     buf.as_ptr().cast()
+}
+
+/// Whether a job's commands run sandboxed, as its `limits` event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// In namespaces of their own.
+    On,
+    /// The profile says `sandbox = false`.
+    Off,
+    /// The machine refuses (why).
+    Unavailable(String),
+}
+
+impl State {
+    /// As the `limits` event and `status` name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            State::On => "namespaces",
+            State::Off => "off",
+            State::Unavailable(_) => "unavailable",
+        }
+    }
+
+    /// Why there is no sandbox, where the machine refused one.
+    pub fn why_not(&self) -> Option<&str> {
+        match self {
+            State::Unavailable(why) => Some(why),
+            State::On | State::Off => None,
+        }
+    }
+}
+
+/// The sandbox a job with `wanted` gets on this machine under the root `root`.
+pub fn state(root: &Path, wanted: bool) -> State {
+    if !wanted {
+        return State::Off;
+    }
+    match available(root) {
+        Ok(()) => State::On,
+        Err(why) => State::Unavailable(why.clone()),
+    }
+}
+
+/// Whether this machine lets a child enter a sandbox of the root `root`:
+/// tried once per process.
+pub fn available(root: &Path) -> &'static Result<(), String> {
+    static FOUND: OnceLock<Result<(), String>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let enter = enter_for(root, Vec::new()).map_err(|e| e.to_string())?;
+        super::probe(&enter).map_err(|e| e.to_string())
+    })
+}
+
+/// The sandbox of the root at `root` with `holes`, as this process's user.
+pub fn enter_for(root: &Path, holes: Vec<Hole>) -> std::io::Result<Enter> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(root)?;
+    let vfs = nix::sys::statvfs::statvfs(root)?;
+    let euid = nix::unistd::geteuid();
+    let id_maps = (!euid.is_root()).then(|| {
+        let egid = nix::unistd::getegid();
+        IdMaps {
+            uid_map: CString::new(format!("{euid} {euid} 1\n")).unwrap_or_default(),
+            gid_map: CString::new(format!("{egid} {egid} 1\n")).unwrap_or_default(),
+        }
+    });
+    Ok(Enter {
+        id_maps,
+        root: CString::new(root.as_os_str().as_bytes())?,
+        root_id: (meta.dev() as libc::dev_t, meta.ino() as libc::ino_t),
+        holes,
+        keep_flags: kept_flags(vfs.flags()),
+        drop_sys_admin: euid.is_root(),
+    })
+}
+
+/// The mount flags of the root's mount that a read-only remount of it
+/// must keep (in a user namespace the kernel refuses to change them).
+fn kept_flags(flags: nix::sys::statvfs::FsFlags) -> libc::c_ulong {
+    use nix::sys::statvfs::FsFlags;
+    [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+    ]
+    .into_iter()
+    .filter(|(st, _)| flags.contains(*st))
+    .fold(0, |all, (_, ms)| all | ms)
 }
 
 #[cfg(test)]
