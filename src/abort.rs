@@ -7,11 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
-use crate::error::IoError;
-use crate::fsio;
 use crate::job::{JobId, JobState};
 use crate::layout::Layout;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 
 /// Longest reason kept from a marker.
 pub(crate) const MAX_REASON: usize = 200;

@@ -27,16 +27,16 @@ use nix::fcntl::Flock;
 use serde_json::json;
 
 use crate::claim::{Claimed, Claimer, Prior};
-use crate::clock::Timestamp;
-use crate::error::IoError;
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::fsio;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, PromptName};
 use crate::retry;
 use crate::terminal::{Ending, Finisher};
 use crate::{abort, abort::Requested};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 
 /// How long a canceller, or a starting daemon, waits for the other's turn.
 pub const TURN_PATIENCE: Duration = Duration::from_secs(10);
@@ -67,7 +67,7 @@ pub fn take_turn(layout: &Layout, patience: Duration) -> Result<Option<Turn>, Io
 
 /// Does a daemon hold the root's lock? `None` when that cannot be told.
 pub fn daemon_running(layout: &Layout) -> Option<bool> {
-    crate::procfs::flock_holder(&layout.daemon_lock())
+    jobwarden_sys::procfs::flock_holder(&layout.daemon_lock())
         .ok()
         .map(|holder| holder.is_some())
 }
@@ -118,8 +118,8 @@ pub fn cancel_waiting_by_hand(
     reason: Option<&str>,
     by: Option<&str>,
 ) -> anyhow::Result<WaitingCancelled> {
-    crate::fault::pause("abort-before-claim");
-    let host = crate::host::hostname();
+    jobwarden_sys::fault::pause("abort-before-claim");
+    let host = jobwarden_sys::host::hostname();
     let Some(turn) = take_turn(layout, TURN_PATIENCE)? else {
         anyhow::bail!(
             "{prompt}: {} stayed locked for {} (a daemon starting, or another abort); nothing was cancelled, try again",

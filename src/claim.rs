@@ -36,7 +36,7 @@
 //! with its reason, under a generated id, its file moved to
 //! `archive/rejected/`: nothing is followed, nothing is lost.
 
-use crate::clock::Timestamp;
+use jobwarden_sys::clock::Timestamp;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -46,16 +46,16 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::config::Selection;
-use crate::error::IoError;
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
 use crate::front_matter::{self, FrontMatter};
-use crate::fsio::{self, Renamed};
 use crate::job::hex;
 use crate::job::{JobId, JobRecord, JobState, Overrides};
 use crate::layout::{InboxEntry, Layout, PromptName};
 use crate::ledger::Ledger;
 use crate::terminal::{Ending, Finisher};
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// What happened to a candidate.
 #[derive(Debug)]

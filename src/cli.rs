@@ -59,7 +59,7 @@ pub struct GlobalArgs {
         value_name = "FORMAT",
         env = "JOBWARDEN_LOG_FORMAT"
     )]
-    pub log_format: crate::logging::LogFormat,
+    pub log_format: jobwarden_sys::logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]

@@ -244,7 +244,7 @@ pub struct Profile {
 }
 
 /// A profile's `git` table, its values templates resolved per job into
-/// `job.json`'s `git` ([`crate::git::GitWork`]).
+/// `job.json`'s `git` ([`jobwarden_sys::git::GitWork`]).
 #[derive(Debug, Clone)]
 pub struct GitTemplates {
     pub repo: Template,
@@ -264,8 +264,8 @@ impl GitTemplates {
     }
 
     /// The table resolved for one job, checked as git will see it.
-    pub fn resolve(&self, vars: &Vars) -> Result<crate::git::GitWork, String> {
-        let work = crate::git::GitWork {
+    pub fn resolve(&self, vars: &Vars) -> Result<jobwarden_sys::git::GitWork, String> {
+        let work = jobwarden_sys::git::GitWork {
             repo: self.repo.render(vars),
             branch: self.branch.render(vars),
             target: self.target.render(vars),

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
-use crate::error::IoError;
-use crate::fsio;
 use crate::layout::{self, Layout};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 
 /// What a pause holds back.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

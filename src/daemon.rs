@@ -39,7 +39,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::DelayQueue;
 
-use crate::clock::Timestamp;
+use crate::abort;
 use crate::config::{Config, ShutdownPolicy};
 use crate::failure::DaemonError;
 use crate::inbox::{Found, InboxWatcher, Signal};
@@ -47,7 +47,8 @@ use crate::job::JobId;
 use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
 use crate::recover;
-use crate::{abort, storage};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::storage;
 
 use state_file::{DaemonFile, Phase};
 
@@ -65,21 +66,23 @@ pub async fn run(
     monitors::raise_fd_limit();
     let _lock = lock::acquire(&layout)?;
     // Before any monitor is started: they inherit the daemon's cgroup.
-    let leaf = crate::cgroup::take_supervisor_leaf();
+    let leaf = jobwarden_sys::cgroup::take_supervisor_leaf();
     start::check_same_filesystem(&layout, config.shared_inbox.is_some())?;
     start::check_not_shared_unsaid(&layout, config.shared_inbox.is_some())?;
     state_file::set_aside_if_corrupt(&layout);
     let mut daemon = Daemon::new(config, layout);
-    daemon.monitors.cgroup_controllers = !matches!(leaf, crate::cgroup::Leaf::Moved(_));
+    daemon.monitors.cgroup_controllers = !matches!(leaf, jobwarden_sys::cgroup::Leaf::Moved(_));
     match &leaf {
-        crate::cgroup::Leaf::Placed(at) => {
+        jobwarden_sys::cgroup::Leaf::Placed(at) => {
             tracing::info!(cgroup = %at.display(), "each job gets a cgroup of its own beside the daemon's")
         }
-        crate::cgroup::Leaf::Moved(at) => tracing::info!(
+        jobwarden_sys::cgroup::Leaf::Moved(at) => tracing::info!(
             cgroup = %at.display(),
             "moved into the delegated cgroup's supervisor leaf: each job gets a cgroup of its own beside it, without controllers (DelegateSubgroup=supervisor, systemd 254, gives memory and pids limits too)"
         ),
-        crate::cgroup::Leaf::None(why) => tracing::debug!("jobs get no cgroup of their own: {why}"),
+        jobwarden_sys::cgroup::Leaf::None(why) => {
+            tracing::debug!("jobs get no cgroup of their own: {why}")
+        }
     }
     daemon.notifier = notifier;
     daemon.control.listen(reloads);
@@ -144,7 +147,7 @@ enum Slot {
     Child,
     /// Supervised by a monitor this daemon did not start (found at start,
     /// or a duplicate start refused): this proven process, checked each tick.
-    Adopted(crate::procfs::Proc),
+    Adopted(jobwarden_sys::procfs::Proc),
 }
 
 struct Daemon {
@@ -235,7 +238,7 @@ struct Daemon {
     /// The full pass over `runs/` made after the first claims.
     startup: startup_check::StartupCheck,
     /// Steps of the wall clock, looked for at each tick.
-    clock: crate::clock::StepWatch,
+    clock: jobwarden_sys::clock::StepWatch,
     /// What this daemon has seen of the other hosts sharing its inbox.
     shared: crate::shared_inbox::Sweep,
     /// This host's lease could not be renewed (reported once).
@@ -249,7 +252,7 @@ impl Daemon {
         let host = config
             .shared_inbox
             .as_ref()
-            .map_or_else(crate::host::hostname, |s| s.host.clone());
+            .map_or_else(jobwarden_sys::host::hostname, |s| s.host.clone());
         let hooks = crate::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
         Daemon {
             control: control::Control::new(&config),
@@ -295,7 +298,7 @@ impl Daemon {
             reattached: HashMap::new(),
             clearing_jobs: HashSet::new(),
             startup: startup_check::StartupCheck::default(),
-            clock: crate::clock::StepWatch::new(),
+            clock: jobwarden_sys::clock::StepWatch::new(),
             shared: Default::default(),
             lease_failing: false,
             lease_renewed: None,
@@ -381,7 +384,7 @@ impl Daemon {
         if let Some(ledger) = &self.ledger {
             ledger.release_memory();
         }
-        crate::procfs::release_free_memory();
+        jobwarden_sys::procfs::release_free_memory();
         tracing::debug!("a backlog drained; its memory was given back");
     }
 
@@ -469,7 +472,7 @@ impl Daemon {
 
     fn write_state(&mut self, phase: Phase) {
         let (watch, watch_reason) = self.watch_state();
-        let sandbox = crate::child::state(self.layout.root(), true);
+        let sandbox = jobwarden_sys::child::state(self.layout.root(), true);
         let file = DaemonFile {
             pid: std::process::id(),
             started_at: self.started_at,
@@ -493,7 +496,7 @@ impl Daemon {
             startup_check: self.startup.state(),
             metrics: crate::metrics::DaemonMetrics {
                 claim_latency: self.claim_latency.clone(),
-                log_lines_dropped: crate::logging::log_lines_dropped(),
+                log_lines_dropped: jobwarden_sys::logging::log_lines_dropped(),
                 notifications_dropped: self.hooks.dropped(),
                 cooldowns: self.deferred.len() as u64,
             },

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::clock::Timestamp;
-use crate::error::IoError;
-use crate::fsio;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 
 /// Declares [`Op`] with each variant's name in the file, and the list of all.
 macro_rules! ops {

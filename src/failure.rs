@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use crate::error::IoError;
 use crate::job::{InvalidTransition, RecordError};
-use crate::storage::{self, Condition};
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::storage::{self, Condition};
 
 /// What stops the daemon (or refuses to start it).
 #[derive(Debug, thiserror::Error)]

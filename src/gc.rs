@@ -22,11 +22,11 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
 use crate::recover::{self, Monitor};
+use jobwarden_sys::fsio;
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -439,7 +439,7 @@ mod tests {
             std::fs::create_dir_all(archived.parent().expect("parent")).expect("archive dir");
             fsio::write_atomic(layout.root(), &archived, b"prompt").expect("archived prompt");
             rec.archive_path = Some(layout.relative(&archived).to_string_lossy().into_owned());
-            rec.finished_at = Some(crate::clock::Timestamp::now());
+            rec.finished_at = Some(jobwarden_sys::clock::Timestamp::now());
         }
         rec.state = state;
         rec.save(layout).expect("save");

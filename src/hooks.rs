@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::clock::Timestamp;
 use crate::config::Vars;
 use crate::config::notify::{Delivery, Hook};
 use crate::events::{EventLog, Op};
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
+use jobwarden_sys::clock::Timestamp;
 
 /// Deliveries under way or waiting for a retry, at most; a notice beyond
 /// is dropped (counted, and said in the log).
@@ -121,7 +121,7 @@ fn body(event: &str, job: Option<Value>, summary: Option<Value>) -> Value {
     json!({
         "event": event,
         "at": Timestamp::now(),
-        "host": crate::host::hostname(),
+        "host": jobwarden_sys::host::hostname(),
         "job": job,
         "summary": summary,
     })
@@ -290,7 +290,7 @@ async fn run_command(argv: &[String], input: &[u8], timeout: Duration) -> Result
         .map_err(|e| format!("cannot start {shown}: {e}"))?;
     // Killed whole at the timeout, and if the delivery is dropped (a
     // daemon shutting down).
-    let group = crate::procfs::GroupGuard::new(child.id());
+    let group = jobwarden_sys::procfs::GroupGuard::new(child.id());
     let mut stdin = child.stdin.take();
     let run = async {
         if let Some(stdin) = stdin.as_mut() {

@@ -25,9 +25,9 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::failure::DaemonError;
-use crate::fsio;
 use crate::job::JobId;
 use crate::layout::{Layout, PROMPT_SUFFIX};
+use jobwarden_sys::fsio;
 
 mod queued_aborts;
 
@@ -336,15 +336,16 @@ pub fn put_back(
     layout: &Layout,
     prompt: &crate::layout::PromptName,
     running: &std::path::Path,
-) -> Result<Option<std::path::PathBuf>, crate::error::IoError> {
+) -> Result<Option<std::path::PathBuf>, jobwarden_sys::error::IoError> {
     let back = layout.waiting_prompt(prompt);
-    match crate::fsio::rename_noreplace(layout.root(), running, &back)? {
-        crate::fsio::Renamed::Done => Ok(Some(back)),
-        crate::fsio::Renamed::SourceGone => Ok(None),
-        crate::fsio::Renamed::TargetExists => {
-            let aside = layout.recovered_prompt(prompt, crate::clock::Timestamp::now().epoch_ms());
-            let moved = crate::fsio::rename_noreplace(layout.root(), running, &aside)?;
-            Ok((moved == crate::fsio::Renamed::Done).then_some(aside))
+    match jobwarden_sys::fsio::rename_noreplace(layout.root(), running, &back)? {
+        jobwarden_sys::fsio::Renamed::Done => Ok(Some(back)),
+        jobwarden_sys::fsio::Renamed::SourceGone => Ok(None),
+        jobwarden_sys::fsio::Renamed::TargetExists => {
+            let aside =
+                layout.recovered_prompt(prompt, jobwarden_sys::clock::Timestamp::now().epoch_ms());
+            let moved = jobwarden_sys::fsio::rename_noreplace(layout.root(), running, &aside)?;
+            Ok((moved == jobwarden_sys::fsio::Renamed::Done).then_some(aside))
         }
     }
 }

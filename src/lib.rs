@@ -8,7 +8,7 @@
 //! # Layout
 //!
 //! - `main.rs` — calls [`commands::main`] (parse, start logging, run, map to an exit code),
-//!   or, started as a sandboxed job's init, [`child::init`].
+//!   or, started as a sandboxed job's init, `jobwarden_sys::child::init`.
 //! - `bin/jobwarden-bench/` — the benchmark harness (`jobwarden-bench`), which runs the real
 //!   daemon (this binary, or itself in its place) against the performance promises.
 //! - [`cli`] — clap types only.
@@ -46,14 +46,6 @@
 //!   a shared inbox's claim records and leases, the claim and retry locks);
 //!   `layout/control.rs`: names under `control/` (pause markers); `layout/sandbox.rs`: what of
 //!   the root a sandboxed job may write.
-//! - [`fsio`] — persistent writes: atomic replace, rename-without-replace, locks;
-//!   `fsio/beneath.rs`: every open under the root (no symlink followed, no FIFO waited on, capped reads);
-//!   `fsio/batch.rs`: group commit, the fsyncs of many writes made once per file or folder;
-//!   `fsio/across.rs`: a rename that crosses filesystems (a shared inbox), made as a copy.
-//! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
-//! - [`logging`] — the stderr log: text or JSON, journald-friendly; `logging/queue.rs`:
-//!   the one way to stderr (bounded queue, writer thread, drops counted, never blocks).
-//! - [`error`] — I/O errors with path context.
 //! - [`failure`] — the two error tiers (daemon, job), gathering the errors of the layers below.
 //! - [`job_id`] — a job's id (UUIDv7; what the CLI's prefixes match).
 //! - [`state`] — a job's states and the one table of their transitions.
@@ -129,8 +121,6 @@
 //! - [`shared_inbox`] — one inbox shared by the daemons of several hosts: the claim record
 //!   beside a claimed prompt, each host's lease, and the sweep that requeues a dead host's
 //!   claims.
-//! - [`git`] — a job's published work (`job.json` `git`) and what git says of it: merged
-//!   (by which commit), deleted; git's commands run with a deadline.
 //! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
 //!   (a command or a webhook), retried with backoff, recorded in the job's events.
 //! - [`metrics`] — the Prometheus text exposition (`jobwarden metrics`, the page's `/metrics`).
@@ -140,7 +130,6 @@
 //!   events: the job list, a log as it grows).
 //! - [`published`] — the reconcile of published work: merged branches make their jobs
 //!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
-//! - [`diagnostics`] — compiler and linter diagnostics read from a job's output.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
 //! - [`abort`] — the ABORT marker contract (write and read).
 //! - [`control`] — pause markers under `control/` (write, read, lift); an operator's input
@@ -149,60 +138,36 @@
 //!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
 //!   cooldown, an earlier job of the same prompt), as the daemon decides it.
-//! - [`fault`] — fault-injection points for the test suite (debug builds only).
-//! - [`host`] — this machine's name.
-//! - [`inotify`] — an inotify instance registered with the runtime (the ABORT watches').
-//! - [`procfs`] — process facts from `/proc` (start times, lock holders, descendants, CPU time).
 //! - [`proof`] — the proofs that a process is a root's monitor (`proof.rs`) or daemon
 //!   (`proof/daemon.rs`).
-//! - [`child`] — a child started without copying its parent: `clone(CLONE_VM | CLONE_VFORK)`,
-//!   process group, parent-death signal, cgroup and rlimits before `exec`; `child/enter.rs`
-//!   (a sandbox entered in the child: namespaces, the root read-only but for its holes,
-//!   `/proc`; whether this machine allows one), `child/init.rs` (`jobwarden-init`, the first
-//!   process of a sandboxed job's pid namespace: runs the command, passes signals on, reaps,
-//!   reports its exit).
 //! - [`handover`] — what a daemon and its monitors say on the monitor's pipes: the next job's
 //!   id in, `running <id>` and `ended <id>` out; a monitor's exit statuses.
 //! - [`placeholders`] — a job's placeholder values and its workdir, resolved the one way.
-//! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated (limits, OOM count, `cgroup.kill`).
 //! - `props.rs` (tests only) — property tests for every parser of outside input.
-//! - [`storage`] — is the root accepting writes (full, read-only), and the daemon's view of it.
 
 pub mod abort;
 pub mod cancel;
-pub mod cgroup;
-pub mod child;
 pub mod claim;
 pub mod cli;
-pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod control;
 pub mod daemon;
-pub mod diagnostics;
-pub mod error;
 pub mod events;
 pub mod failure;
-pub mod fault;
 pub mod front_matter;
-pub mod fsio;
 pub mod gc;
-pub mod git;
 pub mod handover;
 pub mod hooks;
-pub mod host;
 pub mod inbox;
-pub mod inotify;
 pub mod job;
 pub mod job_id;
 pub mod layout;
 pub mod ledger;
-pub mod logging;
 pub mod lookup;
 pub mod metrics;
 pub mod monitor;
 pub mod placeholders;
-pub mod procfs;
 pub mod proof;
 #[cfg(test)]
 mod props;
@@ -212,7 +177,6 @@ pub mod retry;
 pub mod shared_inbox;
 pub mod slurm;
 pub mod state;
-pub mod storage;
 pub mod submit;
 pub mod terminal;
 pub mod waiting;

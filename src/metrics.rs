@@ -11,10 +11,10 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
 use crate::job::JobState;
 use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_sys::clock::Timestamp;
 
 /// The claim latency histogram's bounds (ms): from the prompt's drop (its
 /// file's mtime) to its claim.
@@ -89,7 +89,7 @@ pub fn render(layout: &Layout, ledger: Option<&Ledger>, daemon_running: bool) ->
         "1 when a daemon holds the root's lock, else 0.",
         &[(vec![], u64::from(daemon_running) as f64)],
     );
-    let daemon = crate::fsio::read_capped(layout.root(), &layout.daemon_json(), 1 << 20)
+    let daemon = jobwarden_sys::fsio::read_capped(layout.root(), &layout.daemon_json(), 1 << 20)
         .ok()
         .and_then(|(bytes, _)| serde_json::from_slice::<DaemonView>(&bytes).ok())
         .filter(|_| daemon_running);

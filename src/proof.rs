@@ -19,7 +19,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::procfs::{
+use jobwarden_sys::procfs::{
     ExeId, Proc, all_pids, cmdline, exe_id, flock_holders, holds_flock_by, runs_this_program, stat,
 };
 
@@ -200,7 +200,7 @@ fn same_path(a: &Path, b: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::procfs::start_time;
+    use jobwarden_sys::procfs::start_time;
 
     #[test]
     fn a_monitor_command_line_names_its_root_and_job() {

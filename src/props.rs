@@ -379,7 +379,7 @@ proptest! {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let layout = crate::layout::Layout::new(dir.path());
         let id = JobId::generate();
-        crate::fsio::create_dirs(dir.path(), &layout.run_dir(&id)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        jobwarden_sys::fsio::create_dirs(dir.path(), &layout.run_dir(&id)).map_err(|e| TestCaseError::fail(e.to_string()))?;
         crate::abort::write_marker(&layout, &id, Some(&reason)).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let clean: String = reason.trim().chars().filter(|c| !c.is_control()).take(crate::abort::MAX_REASON).collect();
         let want = if clean.is_empty() {
@@ -617,7 +617,7 @@ proptest! {
     #[test]
     fn when_never_panics_and_never_goes_past_now_for_durations(text in when_like()) {
         let now = 1_900_000_000_000;
-        if let (Ok(ms), Ok(_)) = (crate::clock::parse_when(&text, now), humantime::parse_duration(text.trim())) {
+        if let (Ok(ms), Ok(_)) = (jobwarden_sys::clock::parse_when(&text, now), humantime::parse_duration(text.trim())) {
             prop_assert!(ms <= now);
         }
     }
@@ -628,13 +628,13 @@ proptest! {
         offset_min in -(23 * 60 + 59)..=(23 * 60 + 59i64),
     ) {
         let text = rfc3339_at(epoch_s, offset_min);
-        prop_assert_eq!(crate::clock::parse_when(&text, 0), Ok(epoch_s * 1000), "{}", text);
+        prop_assert_eq!(jobwarden_sys::clock::parse_when(&text, 0), Ok(epoch_s * 1000), "{}", text);
     }
 
     #[test]
     fn when_reads_a_duration_back_from_now(secs in 0u64..1_000_000_000) {
         let now = 2_000_000_000_000;
-        prop_assert_eq!(crate::clock::parse_when(&format!("{secs}s"), now), Ok(now - secs * 1000));
+        prop_assert_eq!(jobwarden_sys::clock::parse_when(&format!("{secs}s"), now), Ok(now - secs * 1000));
     }
 }
 
@@ -642,10 +642,10 @@ proptest! {
     #![proptest_config(cases(64))]
     #[test]
     fn diagnostics_any_text_parses_without_panic_and_within_bounds(text in "\\PC{0,400}") {
-        let found = crate::diagnostics::parse(&text);
-        prop_assert!(found.len() <= crate::diagnostics::MAX_DIAGNOSTICS);
+        let found = jobwarden_sys::diagnostics::parse(&text);
+        prop_assert!(found.len() <= jobwarden_sys::diagnostics::MAX_DIAGNOSTICS);
         for d in found {
-            prop_assert!(d.message.len() <= crate::diagnostics::MAX_MESSAGE);
+            prop_assert!(d.message.len() <= jobwarden_sys::diagnostics::MAX_MESSAGE);
             prop_assert!(d.severity == "error" || d.severity == "warning");
         }
     }
@@ -661,7 +661,7 @@ proptest! {
         let msg = msg.trim().to_owned();
         prop_assume!(!msg.is_empty());
         let text = format!("error[{code}]: {msg}\n  --> {file}:{line}:{col}\n");
-        let found = crate::diagnostics::parse(&text);
+        let found = jobwarden_sys::diagnostics::parse(&text);
         prop_assert_eq!(found.len(), 1);
         prop_assert_eq!(found[0].code.as_deref(), Some(code.as_str()));
         prop_assert_eq!(found[0].file.as_deref(), Some(file.as_str()));

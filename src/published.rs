@@ -22,13 +22,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::events::{EventLog, Op};
-use crate::git::{self, BranchState, GitWork, Merge};
 use crate::job::{JobId, JobRecord, JobState, Reconciled};
 use crate::layout::Layout;
 use crate::ledger::{Ledger, Settled, Watched};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::git::{self, BranchState, GitWork, Merge};
 
 /// At most this many branches are asked about in one pass (oldest
 /// first); the rest wait for the next.
@@ -206,7 +206,7 @@ fn settle(
     // Retention's turn: a gc pass judging this job's folder and prompt
     // while they move would remove what it no longer finds, or leave what
     // moved. A pass under way: settled at the next reconcile.
-    let _turn = match crate::fsio::try_lock(layout.root(), &layout.gc_lock()) {
+    let _turn = match jobwarden_sys::fsio::try_lock(layout.root(), &layout.gc_lock()) {
         Ok(Some(turn)) => turn,
         Ok(None) => {
             tracing::debug!(

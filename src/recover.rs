@@ -77,17 +77,17 @@ pub use liveness::{
 };
 pub use pass::Pass;
 
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::fsio;
 use crate::inbox;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{Layout, RUNNING_SUFFIX};
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
-use crate::procfs::Proc;
 use crate::terminal::{Ending, Finisher};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::fsio;
+use jobwarden_sys::procfs::Proc;
 
 /// What the daemon must take over.
 #[derive(Debug, Default)]
@@ -350,7 +350,7 @@ fn restore_prompt_copy(layout: &Layout, rec: &JobRecord) {
         return;
     }
     let restored = std::fs::read(&held)
-        .map_err(|e| crate::error::IoError::new("reading", &held, e))
+        .map_err(|e| jobwarden_sys::error::IoError::new("reading", &held, e))
         .and_then(|bytes| {
             fsio::create_new_synced(layout.root(), &copy, &bytes)?;
             restore_body(layout, rec, &bytes)
@@ -369,7 +369,7 @@ fn restore_body(
     layout: &Layout,
     rec: &JobRecord,
     bytes: &[u8],
-) -> Result<(), crate::error::IoError> {
+) -> Result<(), jobwarden_sys::error::IoError> {
     let body = layout.prompt_body(&rec.job_id);
     let parsed = std::str::from_utf8(bytes)
         .ok()
@@ -396,7 +396,7 @@ pub fn being_finished(layout: &Layout, rec: &JobRecord) -> bool {
     let claimed = std::fs::symlink_metadata(layout.running_prompt(&rec.prompt_name())).is_ok();
     claimed
         && matches!(
-            crate::procfs::flock_holder(&layout.daemon_lock()),
+            jobwarden_sys::procfs::flock_holder(&layout.daemon_lock()),
             Ok(Some(_))
         )
 }

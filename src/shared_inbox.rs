@@ -34,12 +34,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
 use crate::config::{Config, SharedInbox};
-use crate::error::IoError;
-use crate::fsio::{self, Renamed};
 use crate::job::{JobId, JobRecord};
 use crate::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// [`crate::inbox::put_back`], a failure logged.
 fn put_back(layout: &Layout, prompt: &PromptName, running: &Path) -> Option<PathBuf> {

@@ -24,8 +24,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
 use crate::job::JobId;
+use jobwarden_sys::clock::Timestamp;
 
 mod client;
 pub use crate::job::{SlurmRecord, SlurmState};
@@ -113,7 +113,8 @@ pub struct QueueFile {
 impl QueueFile {
     /// Read `path` (under `root`); `None` when missing or unreadable.
     pub fn read(root: &Path, path: &Path) -> Option<QueueFile> {
-        let (bytes, over) = crate::fsio::read_capped(root, path, client::MAX_OUTPUT as u64).ok()?;
+        let (bytes, over) =
+            jobwarden_sys::fsio::read_capped(root, path, client::MAX_OUTPUT as u64).ok()?;
         if over {
             return None;
         }
@@ -143,7 +144,7 @@ pub struct Exited {
 pub fn read_record<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     use std::io::Read;
     let dir = path.parent()?;
-    let file = crate::fsio::open_file(dir, path).ok()?;
+    let file = jobwarden_sys::fsio::open_file(dir, path).ok()?;
     let mut bytes = Vec::new();
     file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
     serde_json::from_slice(&bytes).ok()

@@ -11,10 +11,10 @@ use anyhow::{anyhow, bail};
 
 use crate::config::{Config, format_size};
 use crate::front_matter::{self, Parsed};
-use crate::fsio::{self, Renamed};
 use crate::job::JobId;
 use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// A prompt ready to drop.
 pub struct Submission {

@@ -409,9 +409,9 @@ fn rel(layout: &Layout, path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fsio;
     use crate::job::JobId;
     use crate::layout::PromptName;
+    use jobwarden_sys::fsio;
     use sha2::{Digest, Sha256};
 
     #[test]

@@ -13,14 +13,14 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::clock::Timestamp;
 use crate::config::Config;
-use crate::fsio;
 use crate::inbox::{self, Found};
 use crate::job::JobId;
 use crate::layout::{self, InboxEntry, Layout, PromptName};
 use crate::ledger::{LastRun, Ledger, LedgerError};
 use crate::retry::{self, Deferral};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::fsio;
 
 /// The state name of a prompt waiting to be claimed.
 pub const WAITING: &str = "waiting";

@@ -68,7 +68,7 @@ fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode>
     }
     if marked.is_empty() {
         if args.all {
-            crate::logging::line("jobwarden: nothing aborted: every job had already ended");
+            jobwarden_sys::logging::line("jobwarden: nothing aborted: every job had already ended");
         }
         return Ok(ExitCode::from(EXIT_NO));
     }
@@ -101,7 +101,7 @@ fn mark_all(
                 text
             }
             Marking::Missing(text) => {
-                crate::logging::line(format_args!("jobwarden: {text}"));
+                jobwarden_sys::logging::line(format_args!("jobwarden: {text}"));
                 continue;
             }
             Marking::Skipped => continue,
@@ -137,7 +137,7 @@ fn act(
                 // Return only once its command can no longer start.
                 let patience = cx.config.abort_grace + cancel::END_PATIENCE;
                 if cancel::wait_for_end(cx.layout, id, patience).is_none() {
-                    crate::logging::line(format_args!(
+                    jobwarden_sys::logging::line(format_args!(
                         "jobwarden: {id} has not ended yet; it ends once a daemon or its monitor sees its marker"
                     ));
                 }
@@ -172,12 +172,12 @@ fn resolve_all(
                     2
                 };
                 worst = worst.max(code);
-                crate::logging::line(format_args!("jobwarden: {e:#}"));
+                jobwarden_sys::logging::line(format_args!("jobwarden: {e:#}"));
             }
         }
     }
     if worst > 0 {
-        crate::logging::line("jobwarden: no job was aborted (no marker written)");
+        jobwarden_sys::logging::line("jobwarden: no job was aborted (no marker written)");
         return Ok(Err(ExitCode::from(worst)));
     }
     Ok(Ok(ids))
@@ -289,7 +289,7 @@ fn wait_for(layout: &Layout, pending: Vec<JobId>, out: &mut impl Write) -> anyho
         for id in check {
             let update = tracker.refresh(&id);
             if let Some(why) = update.lost {
-                crate::logging::line(format_args!(
+                jobwarden_sys::logging::line(format_args!(
                     "jobwarden: {id}: {why}; no longer waiting for it"
                 ));
             }
@@ -330,9 +330,12 @@ fn warn_if_nobody_ends_queued(layout: &Layout, ids: &[JobId]) {
     let queued = ids
         .iter()
         .any(|id| JobRecord::load_job(layout, id).is_ok_and(|r| r.state == JobState::Queued));
-    let daemon_gone = matches!(crate::procfs::flock_holder(&layout.daemon_lock()), Ok(None));
+    let daemon_gone = matches!(
+        jobwarden_sys::procfs::flock_holder(&layout.daemon_lock()),
+        Ok(None)
+    );
     if queued && daemon_gone {
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: no daemon is running: queued jobs end when it starts (`jobwarden daemon`)"
         ));
     }

@@ -23,11 +23,11 @@ use serde_json::json;
 use super::output::{fmt_ago, print_json, prompt_label, timestamp};
 use super::{EXIT_NO, No};
 use crate::cli::{AckArgs, GlobalArgs};
-use crate::clock::Timestamp;
 use crate::events::Op;
 use crate::job::JobId;
 use crate::layout::Layout;
 use crate::ledger::{Attention, Ledger, Standing, short_id};
+use jobwarden_sys::clock::Timestamp;
 
 /// What `ack` did, as `--json` prints it.
 #[derive(Debug, Default, Serialize)]
@@ -173,7 +173,7 @@ fn acknowledge_each(
 
 fn say(report: &Report, json: bool) -> anyhow::Result<()> {
     for n in &report.not_needed {
-        crate::logging::line(format_args!("jobwarden: {}", n.why));
+        jobwarden_sys::logging::line(format_args!("jobwarden: {}", n.why));
     }
     if json {
         return print_json(report);

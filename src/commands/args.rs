@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 
-use crate::clock::{self, Timestamp};
+use jobwarden_sys::clock::{self, Timestamp};
 
 /// `--since` and `--until` as epoch ms: from `since` (included) to `until`
 /// (excluded). Each is read by [`clock::parse_when`]: a duration ago, a

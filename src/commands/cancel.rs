@@ -53,7 +53,7 @@ impl<'a> Context<'a> {
             .get_or_insert_with(|| match Ledger::open(&layout.ledger()) {
                 Ok(l) => Some(l),
                 Err(e) => {
-                    crate::logging::line(format_args!(
+                    jobwarden_sys::logging::line(format_args!(
                         "jobwarden: warning: {e}; the end is recorded in the job's record and reaches the ledger at the daemon's next start"
                     ));
                     None
@@ -172,7 +172,7 @@ pub(super) fn queued_alone(cx: &mut Context<'_>, id: &JobId) -> anyhow::Result<O
     let Some(_turn) = cancel::take_turn(cx.layout, cancel::TURN_PATIENCE)? else {
         return Ok(None);
     };
-    let host = crate::host::hostname();
+    let host = jobwarden_sys::host::hostname();
     let reason = cx.reason;
     let Some((rec, _)) = cx.canceller(&host).cancel_queued_alone(id, reason)? else {
         return Ok(None);

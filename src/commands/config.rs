@@ -93,10 +93,10 @@ fn print_valid(config: &Config, layout: &Layout, findings: &Findings) -> anyhow:
     )?;
     out.flush().context("writing to stdout")?;
     for w in &findings.warnings {
-        crate::logging::line(format_args!("warning: {}", w.message));
+        jobwarden_sys::logging::line(format_args!("warning: {}", w.message));
     }
     for n in &findings.notes {
-        crate::logging::line(format_args!("note: {}", n.message));
+        jobwarden_sys::logging::line(format_args!("note: {}", n.message));
     }
     Ok(())
 }

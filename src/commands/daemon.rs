@@ -23,7 +23,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     stop_on_panic();
-    crate::procfs::share_heaps();
+    jobwarden_sys::procfs::share_heaps();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -48,7 +48,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
 /// restarts it; it never lives on with a dead task. Running jobs continue
 /// under their monitors and are re-adopted by the next start.
 fn stop_on_panic() {
-    crate::logging::exit_on_panic(
+    jobwarden_sys::logging::exit_on_panic(
         "a daemon task",
         "stopping so that the service manager restarts the daemon; running jobs continue under their monitors",
     );

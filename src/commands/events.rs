@@ -22,10 +22,10 @@ use super::output::{
 };
 use super::{EXIT_NO, No};
 use crate::cli::{EventsArgs, GlobalArgs};
-use crate::clock::Timestamp;
 use crate::events::{self, ReadEvents};
 use crate::job::JobId;
 use crate::lookup::Target;
+use jobwarden_sys::clock::Timestamp;
 
 /// Width the human output fits into.
 const WIDTH: usize = 80;
@@ -80,9 +80,9 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
         (true, true) => print_json(&SummaryJson::new(&id, counts, Summary::of(&shown)))?,
     }
     if !args.json {
-        crate::logging::line(counts.footer());
+        jobwarden_sys::logging::line(counts.footer());
         if let Some(note) = note {
-            crate::logging::line(format_args!("jobwarden: {note}"));
+            jobwarden_sys::logging::line(format_args!("jobwarden: {note}"));
         }
     }
     Ok(if shown.is_empty() && !disabled {
@@ -99,7 +99,7 @@ fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result
     match events::read_counted(root, path) {
         Ok(read) => {
             if read.cut {
-                crate::logging::line(format_args!(
+                jobwarden_sys::logging::line(format_args!(
                     "warning: {} is larger than {}; only its start is shown",
                     path.display(),
                     super::output::fmt_bytes(events::MAX_READ_BYTES)
@@ -108,8 +108,8 @@ fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result
             Ok(read)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ReadEvents::default()),
-        Err(e) if crate::fsio::is_refusal(&e) => {
-            crate::logging::line(format_args!("warning: {e}"));
+        Err(e) if jobwarden_sys::fsio::is_refusal(&e) => {
+            jobwarden_sys::logging::line(format_args!("warning: {e}"));
             Ok(ReadEvents::default())
         }
         Err(e) => Err(e.into()),

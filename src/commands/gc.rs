@@ -55,7 +55,7 @@ fn print_human(r: &GcReport) -> std::io::Result<()> {
         r.runs_kept, r.runs_active, r.runs_skipped
     )?;
     if r.errors > 0 {
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: gc: {} item(s) failed (see the log above)",
             r.errors
         ));

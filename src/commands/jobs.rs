@@ -11,12 +11,12 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, JobFilter, Ledger, short_id};
 use crate::waiting::{self, DEFERRED, WAITING, Waiting};
+use jobwarden_sys::clock::Timestamp;
 
 use super::args::Window;
 use super::output::{

@@ -13,8 +13,8 @@
 //! final state goes to stderr so that stdout stays the log alone, and the
 //! exit code is the job's outcome's (`exit.rs`: 0 only if it succeeded).
 
-use crate::error::IoError;
-use crate::fsio;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -69,7 +69,7 @@ fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
         // Not a regular file: nothing to print. `-f` still follows the
         // job to its end; without it the refusal is the answer.
         Err(e) if args.follow && fsio::is_refusal(&e) => {
-            crate::logging::line(format_args!("warning: {e}"));
+            jobwarden_sys::logging::line(format_args!("warning: {e}"));
             None
         }
         other => other?,
@@ -108,17 +108,17 @@ fn terminal_safe(out: std::io::StdoutLock<'static>) -> Box<dyn Write> {
 fn say_empty(layout: &Layout, id: &JobId, no_file: bool) {
     match JobRecord::load_job(layout, id) {
         Ok(rec) if rec.state.is_terminal() && rec.started_at.is_none() => {
-            crate::logging::line(format_args!("job {id} never ran ({})", final_state(&rec)))
+            jobwarden_sys::logging::line(format_args!("job {id} never ran ({})", final_state(&rec)))
         }
         Ok(rec) if rec.state.is_terminal() => {
-            crate::logging::line(format_args!("job {id} printed nothing ({})", rec.state))
+            jobwarden_sys::logging::line(format_args!("job {id} printed nothing ({})", rec.state))
         }
-        Ok(rec) => crate::logging::line(format_args!(
+        Ok(rec) => jobwarden_sys::logging::line(format_args!(
             "job {id} has no output yet ({}); -f waits for it",
             rec.state
         )),
         Err(_) if no_file => {
-            crate::logging::line(format_args!("job {id} has no log and no readable record"))
+            jobwarden_sys::logging::line(format_args!("job {id} has no log and no readable record"))
         }
         Err(_) => {}
     }
@@ -173,7 +173,7 @@ fn copy_new(file: &mut File, pos: u64, out: &mut impl Write, path: &Path) -> any
         .with_context(|| format!("inspecting {}", path.display()))?
         .len();
     let pos = if len < pos {
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: {} shrank; printing it again",
             path.display()
         ));
@@ -208,7 +208,7 @@ fn follow(
                 Ok(opened) => *log = opened,
                 Err(e) => {
                     // Said once; the job is still followed to its end.
-                    crate::logging::line(format_args!("warning: {e}"));
+                    jobwarden_sys::logging::line(format_args!("warning: {e}"));
                     refused = true;
                 }
             }
@@ -227,7 +227,7 @@ fn follow(
             if let Some(file) = log.as_mut() {
                 copy_new(file, pos, out, &path)?;
             }
-            crate::logging::line(format_args!("job {id} {}", final_state(&rec)));
+            jobwarden_sys::logging::line(format_args!("job {id} {}", final_state(&rec)));
             return Ok(Exit::of_state(rec.state).unwrap_or(Exit::Error).into());
         }
         wake.wait(None);
@@ -241,7 +241,7 @@ mod tests {
     fn tail_of(content: &[u8], n: u32) -> Vec<u8> {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("job.log");
-        crate::fsio::write_atomic(dir.path(), &path, content).expect("write");
+        jobwarden_sys::fsio::write_atomic(dir.path(), &path, content).expect("write");
         let mut f = File::open(&path).expect("open");
         let start = tail_start(&mut f, n, &path).expect("tail");
         content[start as usize..].to_vec()

@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &MetricsArgs) -> anyhow::Result<ExitCode> 
             let path = std::path::absolute(path)
                 .with_context(|| format!("resolving {}", path.display()))?;
             let dir = path.parent().unwrap_or(std::path::Path::new("/"));
-            crate::fsio::write_atomic(dir, &path, text.as_bytes())
+            jobwarden_sys::fsio::write_atomic(dir, &path, text.as_bytes())
                 .with_context(|| format!("writing the metrics to {}", path.display()))?;
         }
     }

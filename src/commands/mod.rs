@@ -5,7 +5,7 @@
 //! only. Stdout is written with `writeln!` and `?`, so that a reader that
 //! closed it (`| head`) ends the command quietly
 //! ([`output::quiet_on_closed_pipe`]); messages for stderr go through
-//! [`crate::logging::line`]. `println!` and `eprintln!` panic on a closed
+//! [`jobwarden_sys::logging::line`]. `println!` and `eprintln!` panic on a closed
 //! pipe: `clippy.toml` rules them out.
 
 mod abort;
@@ -55,7 +55,7 @@ pub const EXIT_NO: u8 = exit::Exit::No.code();
 
 /// A clean "no" (exit 1): its message goes to stderr like an error's,
 /// but it is an answer, not a failure.
-pub use crate::error::No;
+pub use jobwarden_sys::error::No;
 
 /// The whole `jobwarden` program: make sure fds 0 to 2 are open, parse
 /// the command line, start logging, run, and map the result to an exit
@@ -65,20 +65,20 @@ pub fn main() -> ExitCode {
     // Before anything opens a file: see `stdio.rs`.
     let std_fds = stdio::open_closed_std_fds();
     let cli = Cli::parse();
-    crate::logging::init(cli.global.log_format);
+    jobwarden_sys::logging::init(cli.global.log_format);
     if let Err(e) = std_fds {
-        crate::logging::line(format_args!("jobwarden: {e}"));
-        crate::logging::flush();
+        jobwarden_sys::logging::line(format_args!("jobwarden: {e}"));
+        jobwarden_sys::logging::flush();
         return exit::Exit::Error.into();
     }
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            crate::logging::line(format_args!("jobwarden: {}", describe(&e)));
+            jobwarden_sys::logging::line(format_args!("jobwarden: {}", describe(&e)));
             exit::Exit::Error.into()
         }
     };
-    crate::logging::flush();
+    jobwarden_sys::logging::flush();
     code
 }
 
@@ -105,7 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // ends any command quietly, not as an error.
     match output::quiet_on_closed_pipe(dispatch(cli)) {
         Err(e) if e.downcast_ref::<No>().is_some() => {
-            crate::logging::line(format_args!("jobwarden: {e}"));
+            jobwarden_sys::logging::line(format_args!("jobwarden: {e}"));
             Ok(ExitCode::from(EXIT_NO))
         }
         other => other,
@@ -261,7 +261,7 @@ fn say_config_problems(problems: &[String]) {
             1 => String::new(),
             n => format!(" (and {} more)", n - 1),
         };
-        crate::logging::line(format!(
+        jobwarden_sys::logging::line(format!(
             "jobwarden: warning: {first}{more}; going on with the built-in defaults \
              for what the config would say (`jobwarden config check` lists every error)"
         ));

@@ -29,7 +29,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
     // hook's direct write): it exits, and the daemon, seeing its monitor
     // gone before the job ended, kills what is left of the job and ends it
     // `interrupted`, requeued as `max_interrupts` says.
-    crate::logging::exit_on_panic(
+    jobwarden_sys::logging::exit_on_panic(
         "the job's monitor",
         "exiting; the daemon kills what is left of the job and ends it interrupted",
     );
@@ -48,11 +48,11 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    crate::cgroup::warm();
+    jobwarden_sys::cgroup::warm();
     // The pages freed by start-up (argument parsing, the config's text and
     // tables): a monitor lives as long as its job, and every running job
     // has one.
-    crate::procfs::release_free_memory();
+    jobwarden_sys::procfs::release_free_memory();
     let mut job = match &args.job {
         Some(job) => job.clone(),
         // A spare: ready before its job exists, it waits for the id. The
@@ -75,7 +75,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
         ))?;
         let handed = match outcome {
             Outcome::Finished(_, handed) => {
-                crate::fault::pause("monitor-exit");
+                jobwarden_sys::fault::pause("monitor-exit");
                 handed
             }
             Outcome::AlreadySupervised => {
@@ -105,7 +105,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
             }
             break ExitCode::SUCCESS;
         }
-        crate::procfs::release_free_memory();
+        jobwarden_sys::procfs::release_free_memory();
         match next_job(&mut stdin)? {
             Some(next) => job = next,
             None => break ExitCode::SUCCESS,

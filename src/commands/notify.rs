@@ -37,7 +37,7 @@ fn test(global: &GlobalArgs, args: &NotifyTestArgs) -> anyhow::Result<ExitCode> 
         } else {
             format!("its hooks: {}", names.join(", "))
         };
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: no [[notify]] hook named {:?}; {known}",
             args.name
         ));
@@ -68,7 +68,7 @@ fn test(global: &GlobalArgs, args: &NotifyTestArgs) -> anyhow::Result<ExitCode> 
         .context("writing to stdout")?;
     }
     if let Some(e) = &tested.error {
-        crate::logging::line(format_args!("jobwarden: notify {}: {e}", hook.name));
+        jobwarden_sys::logging::line(format_args!("jobwarden: notify {}: {e}", hook.name));
         return Ok(Exit::Failed.into());
     }
     Ok(ExitCode::SUCCESS)

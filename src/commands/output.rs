@@ -18,9 +18,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
 use crate::job::{JobRecord, JobState};
+use jobwarden_sys::clock::Timestamp;
 
 /// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
@@ -128,7 +128,7 @@ pub fn fmt_duration(ms: u64) -> String {
     }
 }
 
-pub use crate::clock::fmt_ago;
+pub use jobwarden_sys::clock::fmt_ago;
 
 /// How long ago, never rounded to "just now": `4.6s ago` under a minute,
 /// else as [`fmt_ago`]. For an age that is the point (a stale heartbeat).

@@ -12,13 +12,13 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, PauseArgs, PauseScopeArgs, ResumeArgs};
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::control::{self, Pause, Paused, Scope};
 use crate::events::Op;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::JobFilter;
+use jobwarden_sys::clock::Timestamp;
 
 use super::output::{fmt_ago, print_json, print_line};
 use super::queue_view::daemon_alive;
@@ -256,7 +256,7 @@ fn detail(pause: &Pause) -> String {
 }
 
 fn note_no_daemon(layout: &Layout, what: &str) {
-    crate::logging::line(format_args!(
+    jobwarden_sys::logging::line(format_args!(
         "jobwarden: no daemon is running on {}; {what}",
         layout.root().display()
     ));

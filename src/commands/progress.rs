@@ -53,9 +53,9 @@ impl Progress {
     /// line's place; the caller draws a new one ([`Progress::status`]).
     pub fn say(&mut self, text: impl Display) {
         if std::mem::take(&mut self.shown) {
-            crate::logging::partial(format_args!("{ERASE_LINE}{text}\n"));
+            jobwarden_sys::logging::partial(format_args!("{ERASE_LINE}{text}\n"));
         } else {
-            crate::logging::line(text);
+            jobwarden_sys::logging::line(text);
         }
     }
 
@@ -88,14 +88,14 @@ impl Progress {
         }
         let elapsed = fmt_duration(self.started.elapsed().as_millis() as u64);
         let line = fit(&format!("[{elapsed}] {text}"), width().saturating_sub(1));
-        crate::logging::partial(format_args!("{ERASE_LINE}{line}"));
+        jobwarden_sys::logging::partial(format_args!("{ERASE_LINE}{line}"));
         self.shown = true;
     }
 
     /// Erase the live line (before the command's last words, or its exit).
     pub fn clear(&mut self) {
         if std::mem::take(&mut self.shown) {
-            crate::logging::partial(ERASE_LINE);
+            jobwarden_sys::logging::partial(ERASE_LINE);
         }
     }
 }

@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use crate::clock::Timestamp;
 use crate::control::{self, Pause, Pauses};
 use crate::daemon::state_file::{self, DaemonSeen};
 use crate::layout::Layout;
+use jobwarden_sys::clock::Timestamp;
 
 use super::output::fmt_ago;
 
@@ -64,9 +64,9 @@ impl QueueView {
 /// `/proc/locks`, without touching it); where that cannot be read, the pid
 /// in `daemon.json` runs.
 pub fn daemon_alive(layout: &Layout, seen: Option<&DaemonSeen>) -> bool {
-    match crate::procfs::flock_holder(&layout.daemon_lock()) {
+    match jobwarden_sys::procfs::flock_holder(&layout.daemon_lock()) {
         Ok(holder) => holder.is_some(),
-        Err(_) => seen.is_some_and(|s| crate::procfs::is_running(s.pid as i32)),
+        Err(_) => seen.is_some_and(|s| jobwarden_sys::procfs::is_running(s.pid as i32)),
     }
 }
 

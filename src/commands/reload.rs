@@ -22,11 +22,11 @@ use nix::unistd::Pid;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, ReloadArgs};
-use crate::clock::Timestamp;
 use crate::daemon::control::{self, ConfigState, ReloadResult, Verdict};
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::layout::Layout;
-use crate::procfs::Proc;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::procfs::Proc;
 
 use super::No;
 use super::output::{alarm, fmt_ago, print_json, print_line};
@@ -194,12 +194,12 @@ fn print_human(r: &ReloadResult) -> anyhow::Result<()> {
         .as_deref()
         .map_or("built-in defaults".to_owned(), |p| p.display().to_string());
     if r.result == Verdict::Refused {
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: reload #{} refused ({from}); the previous config stays in force:",
             r.generation
         ));
         for e in &r.errors {
-            crate::logging::line(format_args!("  {e}"));
+            jobwarden_sys::logging::line(format_args!("  {e}"));
         }
         return Ok(());
     }

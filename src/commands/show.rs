@@ -22,12 +22,12 @@ use facts::Facts;
 use super::history::list::ExecutionJson;
 use super::output::print_json;
 use crate::cli::{GlobalArgs, ShowArgs};
-use crate::clock::Timestamp;
-use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Execution;
 use crate::lookup::Target;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::fsio;
 
 /// Lines of the log shown.
 const LOG_LINES: usize = 10;
@@ -196,7 +196,7 @@ fn log_tail(root: &Path, path: &Path) -> Vec<String> {
     let bytes = match fsio::read_tail(root, path, LOG_TAIL_BYTES) {
         Ok((bytes, _)) => bytes,
         Err(e) if fsio::is_refusal(&e) => {
-            crate::logging::line(format_args!("warning: {e}"));
+            jobwarden_sys::logging::line(format_args!("warning: {e}"));
             return Vec::new();
         }
         Err(_) => return Vec::new(),

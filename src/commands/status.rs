@@ -20,13 +20,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
-use crate::storage::{self, Condition};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::storage::{self, Condition};
 
 use super::exit::Exit;
 use super::jobs::JobJson;
@@ -246,14 +246,14 @@ impl Status {
             Ok(seen) => (seen, None),
             Err(e) => (None, Some(e)),
         };
-        let holder = crate::procfs::flock_holder(&layout.daemon_lock());
+        let holder = jobwarden_sys::procfs::flock_holder(&layout.daemon_lock());
         let (holder, impostor) = crate::daemon::lock::proven_holder(layout, holder);
         let problem = impostor.or(problem);
         let alive = match &holder {
             Ok(holder) => holder.is_some(),
             // No /proc/locks: trust a fresh heartbeat from a live pid.
             Err(_) => seen.as_ref().is_some_and(|s| {
-                crate::procfs::is_running(s.pid as i32)
+                jobwarden_sys::procfs::is_running(s.pid as i32)
                     && !stale(s.heartbeat_at, config.heartbeat_interval)
             }),
         };

@@ -28,12 +28,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{GlobalArgs, SubmitArgs};
-use crate::clock::Timestamp;
 use crate::config::{Config, format_size};
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::Ledger;
 use crate::ledger::history::Filter;
+use jobwarden_sys::clock::Timestamp;
 
 use super::exit::Exit;
 use super::output::print_json;
@@ -196,8 +196,8 @@ fn print_id(id: &JobId) -> anyhow::Result<()> {
 
 /// Say on stderr when no daemon runs on the root: the prompt waits.
 fn warn_if_no_daemon(layout: &Layout) {
-    if let Ok(None) = crate::procfs::flock_holder(&layout.daemon_lock()) {
-        crate::logging::line(format_args!(
+    if let Ok(None) = jobwarden_sys::procfs::flock_holder(&layout.daemon_lock()) {
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: no daemon is running on {}; the prompt waits in the inbox until one starts (jobwarden daemon)",
             layout.root().display()
         ));
@@ -231,19 +231,20 @@ fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::
     let reason = rec.state_reason.as_deref().unwrap_or("no reason recorded");
     match rec.state {
         JobState::Rejected if rec.job_id != submitted.job_id => {
-            crate::logging::line(format_args!(
+            jobwarden_sys::logging::line(format_args!(
                 "job {}: rejected by the daemon: {reason}; the id {} printed above was not used",
                 rec.job_id, submitted.job_id
             ));
         }
-        JobState::Rejected => crate::logging::line(format_args!(
+        JobState::Rejected => jobwarden_sys::logging::line(format_args!(
             "job {}: rejected by the daemon: {reason}",
             rec.job_id
         )),
-        _ if rec.state_reason.is_some() => {
-            crate::logging::line(format_args!("job {}: {} ({reason})", rec.job_id, rec.state))
-        }
-        _ => crate::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
+        _ if rec.state_reason.is_some() => jobwarden_sys::logging::line(format_args!(
+            "job {}: {} ({reason})",
+            rec.job_id, rec.state
+        )),
+        _ => jobwarden_sys::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
     }
     if json {
         submitted.end = Some(End {

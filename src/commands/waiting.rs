@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use super::No;
 use super::output::{fmt_ago, fmt_duration, print_json, timestamp};
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::layout::{Layout, PromptName};
 use crate::ledger::{Ledger, short_id};
 use crate::waiting::{self, Waiting};
+use jobwarden_sys::clock::Timestamp;
 
 /// A prompt in the inbox in `jobs --json` rows (`waiting`) and in
 /// `show --json` (docs/cli-json.md).

@@ -174,7 +174,7 @@ fn git(v: &mut Validator, key: &str, raw: &RawGit) -> Option<GitTemplates> {
     for (name, t) in [("branch", &branch), ("target", &target)] {
         if let Some(t) = t.as_ref().filter(|t| t.names().next().is_none()) {
             let k = format!("{key}.{name}");
-            if let Err(e) = crate::git::check_ref(&k, &t.render(&Default::default())) {
+            if let Err(e) = jobwarden_sys::git::check_ref(&k, &t.render(&Default::default())) {
                 v.fault(&k, e);
             }
         }
@@ -198,7 +198,7 @@ fn git(v: &mut Validator, key: &str, raw: &RawGit) -> Option<GitTemplates> {
         "a remote's name, like \"origin\"",
     );
     if let Some(remote) = &fetch
-        && let Err(e) = crate::git::check_ref(&fetch_key, remote)
+        && let Err(e) = jobwarden_sys::git::check_ref(&fetch_key, remote)
     {
         v.fault(&fetch_key, e);
     }

@@ -80,7 +80,7 @@ pub fn read_file(path: &Path) -> Result<String, ConfigError> {
 fn not_regular(path: &Path, meta: &std::fs::Metadata) -> ConfigError {
     let msg = format!(
         "is {}, not a regular file; refused (a config is read from a regular file only); put the config file there",
-        crate::fsio::kind_of(meta)
+        jobwarden_sys::fsio::kind_of(meta)
     );
     ConfigError::whole(path.display().to_string(), msg)
 }

@@ -65,7 +65,7 @@ pub(super) fn build(
 
 /// The machine's host name, as a safe name (anything else replaced by `-`).
 fn this_host() -> String {
-    let name: String = crate::host::hostname()
+    let name: String = jobwarden_sys::host::hostname()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {

@@ -3,11 +3,12 @@
 //! the prompt back), retry requests, and what a claim ended in.
 
 use crate::claim::{Claimed, Claimer, Prior};
-use crate::clock::Timestamp;
 use crate::failure::JobError;
 use crate::inbox::{self, Found, Signal};
 use crate::layout::{self, PromptName};
-use crate::{retry, storage};
+use crate::retry;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::storage;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -46,7 +47,7 @@ impl Daemon {
     /// `.running.md` without a record goes back to the inbox, a run folder
     /// without `job.json` is a leftover).
     pub(super) fn claiming(&mut self, claims: impl FnOnce(&mut Self)) {
-        let batch = crate::fsio::batch();
+        let batch = jobwarden_sys::fsio::batch();
         let held = std::mem::replace(&mut self.holding_starts, true);
         claims(self);
         self.holding_starts = held;
@@ -119,7 +120,8 @@ impl Daemon {
         let age = SystemTime::now()
             .duration_since(found.mtime)
             .unwrap_or_default();
-        let written = || crate::fsio::has_no_writer(self.layout.root(), &found.path) == Some(true);
+        let written =
+            || jobwarden_sys::fsio::has_no_writer(self.layout.root(), &found.path) == Some(true);
         if age >= self.config.settle || written() {
             self.consider(&found.path);
         } else if self.settling_paths.insert(found.path.clone()) {

@@ -26,9 +26,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
 use super::state_file::Phase;
-use crate::clock::Timestamp;
 use crate::config::{self, Choices, Config, ConfigSource, Env};
 use crate::job::JobRecord;
+use jobwarden_sys::clock::Timestamp;
 
 /// What a reload needs from the daemon's start: how its config was chosen
 /// (to resolve it again the same way) and the requests that ask for one.

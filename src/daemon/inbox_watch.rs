@@ -15,8 +15,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
 use crate::config::WatchMode;
-use crate::fsio;
 use crate::inbox::{InboxWatcher, Signal};
+use jobwarden_sys::fsio;
 
 /// How the inbox is being watched, as `daemon.json` says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

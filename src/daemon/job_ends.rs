@@ -12,8 +12,8 @@ use crate::job::{JobId, JobRecord};
 use crate::layout::PromptName;
 use crate::ledger::backfill;
 use crate::recover;
-use crate::storage;
 use crate::terminal::Handed;
+use jobwarden_sys::storage;
 
 /// How many monitors a Slurm job may lose before it is interrupted.
 const MAX_REATTACH: u32 = 5;
@@ -33,7 +33,7 @@ impl Daemon {
                 self.on_monitor_report(next);
                 return;
             }
-            let batch = crate::fsio::batch();
+            let batch = jobwarden_sys::fsio::batch();
             let mut handed = Some(next);
             while let Some(end) = handed.take() {
                 self.on_monitor_report(end);

@@ -15,13 +15,13 @@ use std::io::{Seek, Write};
 
 use nix::fcntl::Flock;
 
-use crate::clock::Timestamp;
-use crate::error::{IoContext, IoError};
 use crate::failure::DaemonError;
-use crate::fsio;
 use crate::layout::Layout;
-use crate::procfs::{self, Proc};
 use crate::proof;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::{IoContext, IoError};
+use jobwarden_sys::fsio;
+use jobwarden_sys::procfs::{self, Proc};
 
 /// The held lock; released when dropped (or when the process dies).
 pub struct DaemonLock {

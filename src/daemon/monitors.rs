@@ -42,13 +42,13 @@ use super::notify;
 
 /// The descriptor limit the daemon started with, before it raised its own
 /// (set by [`raise_fd_limit`]); monitors, and so jobs, get this one.
-static FD_LIMIT_AT_START: std::sync::OnceLock<Option<crate::procfs::FdLimit>> =
+static FD_LIMIT_AT_START: std::sync::OnceLock<Option<jobwarden_sys::procfs::FdLimit>> =
     std::sync::OnceLock::new();
 
-/// Raise the daemon's descriptor limit (see [`crate::procfs::raise_fd_limit`]),
+/// Raise the daemon's descriptor limit (see [`jobwarden_sys::procfs::raise_fd_limit`]),
 /// once, remembering the one its monitors are given.
 pub(super) fn raise_fd_limit() {
-    FD_LIMIT_AT_START.get_or_init(crate::procfs::raise_fd_limit);
+    FD_LIMIT_AT_START.get_or_init(jobwarden_sys::procfs::raise_fd_limit);
 }
 
 /// How long after the last idle monitor was handed a job the next one is
@@ -327,7 +327,7 @@ fn monitor_command(layout: &Layout, cgroup_controllers: bool) -> Command {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("jobwarden")
         .arg("--log-format")
-        .arg(crate::logging::format().as_str())
+        .arg(jobwarden_sys::logging::format().as_str())
         .arg("--root")
         .arg(layout.root())
         .arg("monitor")
@@ -339,9 +339,9 @@ fn monitor_command(layout: &Layout, cgroup_controllers: bool) -> Command {
         cmd.env_remove(var);
     }
     if cgroup_controllers {
-        cmd.env_remove(crate::cgroup::NO_CONTROLLERS_ENV);
+        cmd.env_remove(jobwarden_sys::cgroup::NO_CONTROLLERS_ENV);
     } else {
-        cmd.env(crate::cgroup::NO_CONTROLLERS_ENV, "1");
+        cmd.env(jobwarden_sys::cgroup::NO_CONTROLLERS_ENV, "1");
     }
     let limit = FD_LIMIT_AT_START.get().copied().flatten();
     // SAFETY: setsid and setrlimit are async-signal-safe and touch no
@@ -349,7 +349,7 @@ fn monitor_command(layout: &Layout, cgroup_controllers: bool) -> Command {
     unsafe {
         cmd.pre_exec(move || {
             if let Some(limit) = limit {
-                crate::procfs::restore_fd_limit(limit)?;
+                jobwarden_sys::procfs::restore_fd_limit(limit)?;
             }
             nix::unistd::setsid()
                 .map(drop)

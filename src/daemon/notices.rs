@@ -64,7 +64,7 @@ impl Daemon {
             return;
         };
         let extra = json!({
-            "cooldown_until": crate::clock::Timestamp::from_epoch_ms(d.until_ms),
+            "cooldown_until": jobwarden_sys::clock::Timestamp::from_epoch_ms(d.until_ms),
             "cooldown_ms": d.cooldown.as_millis() as u64,
             "cooldown_profile": d.profile,
         });

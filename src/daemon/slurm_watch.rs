@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::clock::Timestamp;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::slurm::{self, QueueFile};
+use jobwarden_sys::clock::Timestamp;
 
 #[derive(Default)]
 pub(super) struct SlurmWatch {
@@ -69,7 +69,8 @@ impl SlurmWatch {
             match serde_json::to_vec(&file) {
                 Ok(bytes) => {
                     let path = layout.slurm_queue();
-                    if let Err(e) = crate::fsio::write_atomic_unsynced(layout.root(), &path, &bytes)
+                    if let Err(e) =
+                        jobwarden_sys::fsio::write_atomic_unsynced(layout.root(), &path, &bytes)
                     {
                         tracing::warn!("{e}");
                     }

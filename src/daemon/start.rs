@@ -2,12 +2,12 @@
 //! reconciled before the first claim (see `recover.rs`).
 
 use super::{Daemon, Slot};
-use crate::error::IoContext;
 use crate::failure::DaemonError;
 use crate::layout::Layout;
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
-use crate::{fsio, storage};
+use jobwarden_sys::error::IoContext;
+use jobwarden_sys::{fsio, storage};
 use std::path::Path;
 
 impl Daemon {
@@ -86,7 +86,7 @@ pub(super) fn prepare_root(layout: &Layout) -> Result<(), DaemonError> {
 /// only through handles that refuse a link (a running daemon already
 /// claims nothing and reads no pause through one), so an impostor there
 /// is reported and the daemon starts; anything else refused stops it.
-fn make_folder(layout: &Layout, dir: &Path) -> Result<(), crate::error::IoError> {
+fn make_folder(layout: &Layout, dir: &Path) -> Result<(), jobwarden_sys::error::IoError> {
     match fsio::create_dirs(layout.root(), dir) {
         Err(e) if fsio::is_refusal(&e) && layout.read_through_handles(dir) => {
             tracing::warn!(

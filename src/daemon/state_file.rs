@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
-use crate::fsio;
 use crate::layout::Layout;
-use crate::{ledger, storage};
+use crate::ledger;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::fsio;
+use jobwarden_sys::storage;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use super::state_file::Phase;
 use super::{Daemon, Slot, inbox_watch};
 use crate::abort;
-use crate::clock::Timestamp;
 use crate::job::JobId;
 use crate::ledger::Ledger;
+use jobwarden_sys::clock::Timestamp;
 
 impl Daemon {
     /// Say, and keep in the ledger, a step of the wall clock: times in
@@ -35,7 +35,7 @@ impl Daemon {
     /// The heartbeat tick: `daemon.json`, the ABORT fallback for queued
     /// jobs, and the liveness of adopted monitors.
     pub(super) fn on_tick(&mut self) {
-        crate::fault::point("daemon-tick");
+        jobwarden_sys::fault::point("daemon-tick");
         self.watch_clock();
         self.poll_quick_check();
         self.monitors.retire_long_idle();

@@ -20,9 +20,9 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Signal;
-use crate::inotify::{InotifyFd, async_inotify};
 use crate::job::JobId;
 use crate::layout::ABORT_FILE;
+use jobwarden_sys::inotify::{InotifyFd, async_inotify};
 
 /// What is watched: by watch (for events), by job (for removal).
 #[derive(Default)]

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::JobRecord;
-use crate::fsio;
 use crate::layout::Layout;
+use jobwarden_sys::fsio;
 
 /// Where an ended job's prompt already is, when its claimed file is gone:
 /// `dest` itself, or any of its archive names, holding the bytes it

@@ -6,11 +6,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{JobId, JobState};
-use crate::clock::Timestamp;
-use crate::error::IoError;
 use crate::events::{EventLog, Op};
-use crate::fsio;
 use crate::layout::{self, Layout, PromptName};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio;
 
 /// What reading or writing a job's record can fail with: the file's I/O,
 /// a transition the state table refuses, or a record that does not read.
@@ -69,7 +69,7 @@ pub struct JobRecord {
     /// The executable the monitor runs (device and inode of its file), so
     /// that a monitor of a binary since upgraded is still recognised.
     #[serde(default)]
-    pub monitor_exe: Option<crate::procfs::ExeId>,
+    pub monitor_exe: Option<jobwarden_sys::procfs::ExeId>,
     pub pid: Option<i32>,
     pub pgid: Option<i32>,
     pub exit_code: Option<i32>,
@@ -110,7 +110,7 @@ pub struct JobRecord {
     /// Where the job's published work lives in git (its profile's `git`,
     /// resolved when it started); null when its profile has none.
     #[serde(default)]
-    pub git: Option<crate::git::GitWork>,
+    pub git: Option<jobwarden_sys::git::GitWork>,
     /// When its prompt was dropped (the file's mtime when it was claimed):
     /// with `created_at`, how long the claim took.
     #[serde(default)]
@@ -267,7 +267,7 @@ impl JobRecord {
             git.check()?;
         }
         if let Some(c) = &self.merge_commit
-            && !crate::git::is_commit_id(c)
+            && !jobwarden_sys::git::is_commit_id(c)
         {
             return Err(format!("merge_commit {c:?} is not a commit id"));
         }
@@ -496,7 +496,7 @@ mod tests {
     fn a_record_naming_git_refs_git_would_misread_is_bad() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layout, mut rec) = sample(dir.path());
-        rec.git = Some(crate::git::GitWork {
+        rec.git = Some(jobwarden_sys::git::GitWork {
             repo: "/srv/r".into(),
             branch: "--upload-pack=touch /tmp/x".into(),
             target: "main".into(),

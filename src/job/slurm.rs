@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
+use jobwarden_sys::clock::Timestamp;
 
 /// Slurm's word for where a job is (`squeue %T`, `scontrol JobState=`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

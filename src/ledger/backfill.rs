@@ -132,9 +132,9 @@ pub fn ensure_row_with(
 /// The job log's tail, standing in for the per-stream tails.
 fn log_tail(layout: &Layout, rec: &JobRecord) -> Option<Artifact> {
     let path = layout.job_log(&rec.job_id);
-    let (buf, len) = match crate::fsio::read_tail(layout.root(), &path, LOG_TAIL) {
+    let (buf, len) = match jobwarden_sys::fsio::read_tail(layout.root(), &path, LOG_TAIL) {
         Ok(read) => read,
-        Err(e) if crate::fsio::is_refusal(&e) => {
+        Err(e) if jobwarden_sys::fsio::is_refusal(&e) => {
             tracing::warn!(job = %rec.job_id, "{e}; its log tail is left out of the ledger");
             return None;
         }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::clock::Timestamp;
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
+use jobwarden_sys::clock::Timestamp;
 
 /// Nothing claimed or running for this long ends a batch.
 pub const IDLE_ENDS_A_BATCH_MS: u64 = 30_000;

@@ -1,5 +1,5 @@
 //! Each execution's compiler and linter diagnostics (`execution_diagnostics`,
-//! read from its output by [`crate::diagnostics`] when the row is written),
+//! read from its output by [`jobwarden_sys::diagnostics`] when the row is written),
 //! and the questions `history diagnostics` asks of them: which executions
 //! produced a code and which later run of the same prompt got rid of it,
 //! and which files carry the most.
@@ -63,8 +63,8 @@ pub(super) fn store(
         .iter()
         .filter(|a| a.kind != "log_tail" || artifacts.len() == 1)
     {
-        for d in crate::diagnostics::parse_tail(&a.text) {
-            if seen.len() >= crate::diagnostics::MAX_DIAGNOSTICS {
+        for d in jobwarden_sys::diagnostics::parse_tail(&a.text) {
+            if seen.len() >= jobwarden_sys::diagnostics::MAX_DIAGNOSTICS {
                 break;
             }
             if !seen.contains(&d) {

@@ -5,8 +5,8 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::{Ledger, LedgerError, Outcome};
-use crate::clock::Timestamp;
 use crate::job::JobRecord;
+use jobwarden_sys::clock::Timestamp;
 
 /// Who wrote a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::{ErrorCode, ffi};
 
 use super::LedgerError;
-use crate::fsio;
 use crate::layout::sqlite_sidecars;
+use jobwarden_sys::fsio;
 
 /// A ledger file checked for SQLite: the name to give it, and the file
 /// found there (device, inode), if any.

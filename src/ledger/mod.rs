@@ -143,9 +143,9 @@ impl Ledger {
             .map_err(|e| guard::explain(path, err(e)))?;
         guard::verify(path, &checked)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
-        if crate::fault::asked("ledger-full") {
+        if jobwarden_sys::fault::asked("ledger-full") {
             // A ledger that refuses writes while files are still written.
-            conn.commit_hook(Some(|| crate::fault::armed("ledger-full")))
+            conn.commit_hook(Some(|| jobwarden_sys::fault::armed("ledger-full")))
                 .map_err(err)?;
         }
         // Judge the file before writing anything to it: a damaged one is

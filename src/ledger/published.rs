@@ -7,7 +7,7 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::{Ledger, LedgerError};
-use crate::git::GitWork;
+use jobwarden_sys::git::GitWork;
 
 /// How a published branch was settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +52,8 @@ pub struct PublishedRow {
     pub branch: String,
     pub target: String,
     pub settled: Option<String>,
-    pub settled_at: Option<crate::clock::Timestamp>,
-    pub merged_at: Option<crate::clock::Timestamp>,
+    pub settled_at: Option<jobwarden_sys::clock::Timestamp>,
+    pub merged_at: Option<jobwarden_sys::clock::Timestamp>,
     pub merge_commit: Option<String>,
 }
 
@@ -168,7 +168,9 @@ impl Ledger {
                 |r| {
                     let ms = |i: usize| {
                         r.get::<_, Option<i64>>(i).map(|v| {
-                            v.map(|v| crate::clock::Timestamp::from_epoch_ms(v.max(0) as u64))
+                            v.map(|v| {
+                                jobwarden_sys::clock::Timestamp::from_epoch_ms(v.max(0) as u64)
+                            })
                         })
                     };
                     Ok(PublishedRow {
@@ -190,10 +192,10 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Timestamp;
     use crate::job::{JobId, JobRecord, JobState, Reconciled};
     use crate::layout::PromptName;
     use crate::ledger::{Execution, Outcome, Source};
+    use jobwarden_sys::clock::Timestamp;
 
     fn record(state: JobState, reconciled: Option<&str>) -> JobRecord {
         let prompt = PromptName {

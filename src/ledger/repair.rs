@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Ledger, LedgerError, backfill};
-use crate::clock::Timestamp;
-use crate::fsio::{self, Renamed};
 use crate::layout::{Layout, sqlite_sidecars};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// What a repair did.
 #[derive(Debug, Serialize)]
@@ -34,7 +34,7 @@ pub enum RepairError {
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("moving the damaged ledger aside: {0}")]
-    Io(#[from] crate::error::IoError),
+    Io(#[from] jobwarden_sys::error::IoError),
     #[error("moving the damaged ledger aside: {from} could not be moved to {to} ({why})")]
     NotMoved {
         from: PathBuf,

@@ -207,7 +207,7 @@ fn record(id: &str, project: &str, name: &str, state: JobState, created: u64) ->
         "host",
     );
     rec.state = state;
-    rec.created_at = crate::clock::Timestamp::from(
+    rec.created_at = jobwarden_sys::clock::Timestamp::from(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(created),
     );
     rec.updated_at = rec.created_at;
@@ -236,7 +236,7 @@ fn the_job_index_keeps_the_newest_snapshot_and_answers_lookups() {
     l.index_job(&b).expect("index b");
     let mut a_done = a.clone();
     a_done.state = JobState::Succeeded;
-    a_done.updated_at = crate::clock::Timestamp::from(
+    a_done.updated_at = jobwarden_sys::clock::Timestamp::from(
         std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_000),
     );
     l.index_job(&a_done).expect("a ends");
@@ -633,7 +633,7 @@ fn foreign_tables_at_our_schema_version_are_damage_and_left_untouched() {
 fn garbage_is_damage_and_a_busy_lock_is_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("ledger.db");
-    crate::fsio::write_atomic(dir.path(), &path, &[0x5a; 10_000]).expect("write");
+    jobwarden_sys::fsio::write_atomic(dir.path(), &path, &[0x5a; 10_000]).expect("write");
     let e = Ledger::open(&path).err().expect("refused");
     assert!(e.is_damaged(), "{e}");
     let busy = LedgerError {
@@ -664,7 +664,7 @@ fn quick_check_finds_a_corrupt_page_that_opening_does_not() {
     let mut bytes = std::fs::read(&path).expect("read");
     let at = (root as usize - 1) * page_size;
     bytes[at..at + page_size].fill(0xa5);
-    crate::fsio::write_atomic(dir.path(), &path, &bytes).expect("corrupt the page");
+    jobwarden_sys::fsio::write_atomic(dir.path(), &path, &bytes).expect("corrupt the page");
     let l = Ledger::open(&path).expect("opens: the schema is intact");
     let e = l.quick_check().expect_err("quick_check finds it");
     assert!(e.is_damaged(), "{e}");
@@ -675,7 +675,7 @@ fn quick_check_finds_a_corrupt_page_that_opening_does_not() {
 fn impossible_times_are_refused_by_the_schema_and_clock_steps_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("open");
-    let now = crate::clock::Timestamp::now().epoch_ms();
+    let now = jobwarden_sys::clock::Timestamp::now().epoch_ms();
     let mut before_2020 = execution("p", "n", Outcome::Success, 0);
     before_2020.finished_at = 1_000;
     let mut far_ahead = execution("p", "n", Outcome::Success, 0);
@@ -714,8 +714,10 @@ fn a_start_the_schema_would_refuse_is_left_out_and_the_row_kept() {
         "h",
     );
     rec.state = JobState::Succeeded;
-    rec.started_at = Some(crate::clock::Timestamp::from_epoch_ms(31_536_000_000));
-    rec.finished_at = Some(crate::clock::Timestamp::now());
+    rec.started_at = Some(jobwarden_sys::clock::Timestamp::from_epoch_ms(
+        31_536_000_000,
+    ));
+    rec.finished_at = Some(jobwarden_sys::clock::Timestamp::now());
     let e = Execution::from_record(&rec, Outcome::Success, Some("archived"), Source::Daemon);
     assert_eq!((e.started_at, e.duration_ms), (None, None));
     assert!(l.record(&e, &[], &[]).expect("kept"));

@@ -18,7 +18,7 @@ use std::time::Duration;
 use nix::sys::inotify::{AddWatchFlags, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 
-use crate::inotify::{InotifyFd, async_inotify};
+use jobwarden_sys::inotify::{InotifyFd, async_inotify};
 
 const POLL_EVERY: Duration = Duration::from_millis(100);
 

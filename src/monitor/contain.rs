@@ -1,6 +1,6 @@
 //! What holds a job's processes, and ending every one of them.
 //!
-//! - **cgroup**: where a cgroup v2 subtree is delegated (see [`crate::cgroup`]),
+//! - **cgroup**: where a cgroup v2 subtree is delegated (see [`jobwarden_sys::cgroup`]),
 //!   the job runs in its own cgroup: `memory.max` and `pids.max` apply to
 //!   it as a whole, the OOM killer's kills are counted, and `cgroup.kill`
 //!   ends everything in it at once, however it forked or regrouped.
@@ -27,10 +27,10 @@ use super::sandbox;
 use super::spawn::{Confinement, Stage};
 use super::stages::StageEnd;
 use super::supervise::reap_orphans;
-use crate::cgroup::{CgroupLimits, JobCgroup};
 use crate::config::format_size;
 use crate::events::Op;
-use crate::procfs;
+use jobwarden_sys::cgroup::{CgroupLimits, JobCgroup};
+use jobwarden_sys::procfs;
 
 /// How long to keep killing what is left of a job (processes forking as
 /// they are killed, or stuck in uninterruptible sleep) before giving up.

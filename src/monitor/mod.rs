@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::clock::Timestamp;
+use crate::abort;
 use crate::config::{Config, Profile};
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
@@ -38,7 +38,8 @@ use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
 use crate::terminal::{Ending, Finisher, Handed};
-use crate::{abort, fsio, procfs, storage};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::{fsio, procfs, storage};
 
 use abort_watch::AbortWatch;
 use contain::Containment;
@@ -296,7 +297,7 @@ impl Monitor<'_> {
     fn save_with_claim(&mut self) -> Result<(), JobError> {
         let id = &self.rec.job_id;
         let root = self.layout.root();
-        let owed = |synced: Result<(), crate::error::IoError>| match synced {
+        let owed = |synced: Result<(), jobwarden_sys::error::IoError>| match synced {
             Err(e) if storage::fault_of(&e.source).is_some() => Err(e),
             Err(e) => {
                 tracing::debug!(job = %id, "not synced with the record: {e}");
@@ -330,7 +331,7 @@ impl Monitor<'_> {
     /// Tell the job index that the job runs: through the daemon, whose
     /// ledger is open, when it reads this monitor's reports; else here.
     fn index_running(&self) {
-        crate::fault::pause("monitor-index");
+        jobwarden_sys::fault::pause("monitor-index");
         let line = handover::running_line(self.rec.job_id.as_str());
         if self.hand_over && handover::report(&mut std::io::stdout().lock(), &line) {
             return;
@@ -500,7 +501,7 @@ impl Monitor<'_> {
     }
 
     fn heartbeat(&mut self, sink: &SharedSink) {
-        crate::fault::point("monitor-heartbeat");
+        jobwarden_sys::fault::point("monitor-heartbeat");
         self.renew_lease();
         if let Err(e) = crate::shared_inbox::restore(&self.layout, &self.rec, false) {
             tracing::warn!(job = %self.rec.job_id, "writing its claim record again: {e}");

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-use crate::clock::Timestamp;
 use crate::config::format_size;
+use jobwarden_sys::clock::Timestamp;
 
 const CHUNK: usize = 16 * 1024;
 
@@ -158,7 +158,7 @@ impl LogSink {
     pub fn reopen_if_replaced(&mut self, root: &Path, path: &Path) {
         // Opened (or created) through the root's handle, never following a
         // symlink: the identity compared is that of what a reader would open.
-        let file = match crate::fsio::open_append(root, path) {
+        let file = match jobwarden_sys::fsio::open_append(root, path) {
             Ok(file) => file,
             Err(e) => {
                 if !std::mem::replace(&mut self.reopen_failing, true) {

@@ -22,9 +22,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use super::Monitor;
-use crate::clock::Timestamp;
-use crate::error::IoError;
-use crate::fsio::{self, Renamed};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::IoError;
+use jobwarden_sys::fsio::{self, Renamed};
 
 impl Monitor<'_> {
     /// Put back the run folder, the workdir, the lock, the events file and

@@ -32,12 +32,12 @@ use nix::fcntl::OFlag;
 use nix::unistd::pipe2;
 
 use super::spawn::NotStarted;
-use crate::child::init::InitLink;
-use crate::child::{Enter, Hole, Sandboxed, enter_for};
-pub use crate::child::{State, available, state};
-use crate::fsio;
 use crate::job::JobId;
 use crate::layout::Layout;
+use jobwarden_sys::child::init::InitLink;
+use jobwarden_sys::child::{Enter, Hole, Sandboxed, enter_for};
+pub use jobwarden_sys::child::{State, available, state};
+use jobwarden_sys::fsio;
 
 /// One command's sandbox, prepared before its spawn.
 pub struct Prepared {

@@ -29,14 +29,15 @@ use super::output::{self, LogSink, SharedSink, Stream};
 use super::spawn::{NotStarted, Plan, Stage};
 use super::stages::Stop;
 use super::{EarlyEnd, Monitor, Outcome};
-use crate::clock::Timestamp;
+use crate::abort;
 use crate::config::SlurmOptions;
 use crate::events::Op;
 use crate::failure::JobError;
 use crate::job::JobState;
 use crate::layout::Layout;
 use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
-use crate::{abort, fsio, procfs};
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::{fsio, procfs};
 
 mod ending;
 
@@ -165,7 +166,8 @@ impl Monitor<'_> {
         dir: &std::path::Path,
         plan: &Plan,
     ) -> Result<Option<PathBuf>, String> {
-        let say = |e: crate::error::IoError| format!("preparing the Slurm batch folder: {e}");
+        let say =
+            |e: jobwarden_sys::error::IoError| format!("preparing the Slurm batch folder: {e}");
         fsio::create_dirs(root, dir).map_err(say)?;
         fsio::write_atomic(root, &Layout::slurm_script(dir), slurm::WRAPPER.as_bytes())
             .map_err(say)?;

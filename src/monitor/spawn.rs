@@ -22,9 +22,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::sandbox::Prepared;
-use crate::child;
-pub use crate::child::{CPU_HARD_GRACE_SECS, Confinement, Started};
 use crate::placeholders::{Job, vars};
+use jobwarden_sys::child;
+pub use jobwarden_sys::child::{CPU_HARD_GRACE_SECS, Confinement, Started};
 
 use crate::config::{PromptVia, Vars};
 

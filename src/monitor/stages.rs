@@ -34,13 +34,13 @@ use super::spawn::{self, NotStarted, Plan, Stage, Started};
 use super::supervise::exit_fields;
 use super::{EarlyEnd, Monitor};
 use crate::abort;
-use crate::clock::Timestamp;
 use crate::events::Op;
 use crate::failure::JobError;
-use crate::git::{BranchState, GitWork};
 use crate::job::JobState;
 use crate::placeholders;
 use crate::terminal::Ending;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::git::{BranchState, GitWork};
 
 /// Longest `result_ref` kept, in bytes.
 const RESULT_REF_MAX: usize = 1024;
@@ -144,7 +144,7 @@ impl Monitor<'_> {
         // Within the publish's own time, and an ABORT still honoured.
         let limit = self
             .stage_timeout(Stage::Publish)
-            .min(crate::git::GIT_TIMEOUT);
+            .min(jobwarden_sys::git::GIT_TIMEOUT);
         let checked = tokio::select! {
             r = tokio::time::timeout(limit, publish_check(&git, limit)) => Some(r),
             _ = abort_watch.fired() => None,
@@ -529,11 +529,11 @@ impl Monitor<'_> {
 /// What git says of `git`'s branch once its publish ended, each command
 /// within `limit`.
 async fn publish_check(git: &GitWork, limit: Duration) -> Result<Option<BranchState>, String> {
-    let asked = [crate::git::Asked {
+    let asked = [jobwarden_sys::git::Asked {
         branch: &git.branch,
         tip: None,
     }];
-    crate::git::survey(&git.repo, git.fetch.as_deref(), &git.target, &asked, limit)
+    jobwarden_sys::git::survey(&git.repo, git.fetch.as_deref(), &git.target, &asked, limit)
         .await
         .map(|mut states| states.remove(&git.branch))
         .map_err(|e| e.to_string())

@@ -17,9 +17,9 @@ use super::output::{self, SharedSink};
 use super::stages::StageEnd;
 use super::{EarlyEnd, INDEX_AFTER, Monitor, spawn};
 use crate::abort;
-use crate::child::init::InitLink;
 use crate::events::Op;
-use crate::procfs;
+use jobwarden_sys::child::init::InitLink;
+use jobwarden_sys::procfs;
 
 /// How long to wait for the output pipes to close once the group is dead.
 /// Only a process that left the job's group can hold them longer.

@@ -17,7 +17,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::procfs::{Proc, all_pids, cmdline, holds_flock_by, runs_this_program, stat};
+use jobwarden_sys::procfs::{Proc, all_pids, cmdline, holds_flock_by, runs_this_program, stat};
 
 /// Prove that `pid` is the daemon of `root` (see the module's
 /// documentation). The error says which check failed.

@@ -1,5 +1,5 @@
 //! Is a job's monitor alive, and what is left of a dead monitor's job:
-//! decided by processes proven to be ours ([`crate::procfs`]), never by a
+//! decided by processes proven to be ours ([`jobwarden_sys::procfs`]), never by a
 //! pid or a lock file alone. Anything under a run folder may have been
 //! written, removed or replaced by the job itself.
 
@@ -11,8 +11,8 @@ use nix::unistd::Pid;
 
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
-use crate::procfs::{self, Proc};
 use crate::proof::{self, MonitorOf};
+use jobwarden_sys::procfs::{self, Proc};
 
 /// How long a killed orphaned process group may take to exit (freeing a
 /// lot of memory takes a while) before its attempt is given up on.

@@ -12,13 +12,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::failure::JobError;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
-use crate::procfs::Proc;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::procfs::Proc;
 
 use super::{Recovered, adopt, interrupt, requeue_orphans, restore_prompt_copy, witnessed_end};
 
@@ -169,7 +169,7 @@ pub fn set_aside_if_bad(
         Ok(rec) => Some(rec),
         Err(JobError::BadRecord { path, reason }) => {
             let aside = layout.corrupt_record(id, Timestamp::now().epoch_ms());
-            match crate::fsio::rename_noreplace(layout.root(), &path, &aside) {
+            match jobwarden_sys::fsio::rename_noreplace(layout.root(), &path, &aside) {
                 Ok(_) => {
                     tracing::error!(job = %id, "corrupt record ({reason}) moved aside to {}", aside.display())
                 }

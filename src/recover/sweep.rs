@@ -87,7 +87,7 @@ pub fn check(
     send: &mut dyn FnMut(Found) -> bool,
     gone: &dyn Fn() -> bool,
 ) {
-    crate::fault::pause("startup-check");
+    jobwarden_sys::fault::pause("startup-check");
     let mut sweep = Sweep {
         layout,
         host,

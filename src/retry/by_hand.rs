@@ -26,12 +26,12 @@ use serde_json::json;
 
 use super::request::{self, PutBack};
 use crate::config::Config;
-use crate::error::No;
 use crate::events::Op;
-use crate::fsio;
 use crate::job::{JobId, JobRecord};
 use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_sys::error::No;
+use jobwarden_sys::fsio;
 
 /// What a retry did.
 #[derive(Debug)]
@@ -128,7 +128,7 @@ pub fn retry(
     if let Err(e) = request::mark_retried(layout, id, rec.attempt) {
         // The request beside the prompt still refuses a second retry
         // until the prompt is claimed.
-        crate::logging::line(format_args!("jobwarden: warning: {e}"));
+        jobwarden_sys::logging::line(format_args!("jobwarden: warning: {e}"));
     }
     note(json!({"now": now, "attempt": rec.attempt + 1}));
     let attempt = rec.attempt + 1;
@@ -156,7 +156,7 @@ fn hasten(
     };
     if layout.run_dir(&made.retry_of).is_dir() {
         if let Err(e) = request::mark_retried(layout, &made.retry_of, made.attempt) {
-            crate::logging::line(format_args!("jobwarden: warning: {e}"));
+            jobwarden_sys::logging::line(format_args!("jobwarden: warning: {e}"));
         }
     }
     Ok(Retried::Hastened {

@@ -32,12 +32,12 @@ use nix::fcntl::Flock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Timestamp;
-use crate::error::{IoContext, IoError};
-use crate::fsio::{self, Renamed};
 use crate::job::JobId;
 use crate::layout::{Layout, PromptName};
 use crate::ledger::LastRun;
+use jobwarden_sys::clock::Timestamp;
+use jobwarden_sys::error::{IoContext, IoError};
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// Longest request file read.
 const MAX_REQUEST_BYTES: u64 = 4096;
@@ -356,7 +356,8 @@ mod tests {
         put_back(&layout, &prompt, b"x", &JobId::generate(), 1, false).expect("put back");
         let waiting = layout.waiting_prompt(&prompt);
         std::fs::remove_file(&waiting).expect("rm");
-        crate::fsio::create_new_synced(layout.root(), &waiting, b"a new drop").expect("drop");
+        jobwarden_sys::fsio::create_new_synced(layout.root(), &waiting, b"a new drop")
+            .expect("drop");
         assert!(honoured(&layout, &prompt, &waiting, None).is_none());
         assert!(layout.retry_request(&prompt).exists(), "not ours to remove");
     }
@@ -376,7 +377,7 @@ mod tests {
         let (_d, layout, prompt) = setup();
         let waiting = layout.waiting_prompt(&prompt);
         std::fs::create_dir_all(waiting.parent().expect("dir")).expect("dir");
-        crate::fsio::create_new_synced(layout.root(), &waiting, b"requeued").expect("drop");
+        jobwarden_sys::fsio::create_new_synced(layout.root(), &waiting, b"requeued").expect("drop");
         let job = JobId::generate();
         let made = hasten(&layout, &prompt, (job.clone(), 3)).expect("hasten");
         let request = honoured(&layout, &prompt, &waiting, Some(&last_run(1))).expect("honoured");
@@ -397,7 +398,8 @@ mod tests {
         let (_d, layout, prompt) = setup();
         let waiting = layout.waiting_prompt(&prompt);
         std::fs::create_dir_all(waiting.parent().expect("dir")).expect("dir");
-        crate::fsio::create_new_synced(layout.root(), &waiting, b"already here").expect("drop");
+        jobwarden_sys::fsio::create_new_synced(layout.root(), &waiting, b"already here")
+            .expect("drop");
         let r = put_back(&layout, &prompt, b"x", &JobId::generate(), 1, false).expect("put back");
         assert_eq!(r, PutBack::NameTaken);
         assert_eq!(std::fs::read(&waiting).expect("read"), b"already here");

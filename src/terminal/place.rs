@@ -12,10 +12,10 @@ use super::{rel, route};
 use crate::config::Config;
 use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::fsio::{self, Renamed};
 use crate::job::JobRecord;
 use crate::job::{already_placed, holds_claimed_bytes};
 use crate::layout::Layout;
+use jobwarden_sys::fsio::{self, Renamed};
 
 /// Move an ended job's claimed prompt `held` to `dest`, where its record
 /// says it goes, never replacing a file. Every step may be run again after
@@ -171,7 +171,7 @@ fn refused(
     rec: &mut JobRecord,
     events: &mut EventLog,
     held: &Path,
-    e: &crate::error::IoError,
+    e: &jobwarden_sys::error::IoError,
 ) -> Result<(), JobError> {
     let why = format!(
         "{e}; the prompt stays at {} until the folder is fixed",

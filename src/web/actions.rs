@@ -140,7 +140,7 @@ pub async fn ack(
     let Some(mut ledger) = super::pages::ledger(&web) else {
         return refuse(StatusCode::NOT_FOUND, "nothing has run yet");
     };
-    let now = crate::clock::Timestamp::now().epoch_ms();
+    let now = jobwarden_sys::clock::Timestamp::now().epoch_ms();
     match ledger.acknowledge(id.as_str(), now, Some(BY)) {
         Ok(_) => {
             if let Ok(rec) = JobRecord::load_job(&web.layout, &id) {
@@ -185,7 +185,7 @@ pub async fn retry(
             &headers,
             &format!("/jobs/{}", super::html::url(id.as_str())),
         ),
-        Ok(Err(e)) if e.downcast_ref::<crate::error::No>().is_some() => {
+        Ok(Err(e)) if e.downcast_ref::<jobwarden_sys::error::No>().is_some() => {
             refuse(StatusCode::CONFLICT, &format!("{e:#}"))
         }
         Ok(Err(e)) => refuse(StatusCode::BAD_REQUEST, &format!("{e:#}")),

@@ -35,7 +35,7 @@ pub fn metrics_token(layout: &Layout, create: bool) -> anyhow::Result<String> {
 }
 
 fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Result<String> {
-    match crate::fsio::read_capped(layout.root(), path, 4096) {
+    match jobwarden_sys::fsio::read_capped(layout.root(), path, 4096) {
         Ok((bytes, _)) => {
             let text = String::from_utf8_lossy(&bytes).trim().to_owned();
             if text.len() < 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -55,7 +55,11 @@ fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Resu
                 .and_then(|mut f| f.read_exact(&mut bytes))
                 .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
             let text = crate::job::hex(&bytes);
-            crate::fsio::create_new_private(layout.root(), path, format!("{text}\n").as_bytes())?;
+            jobwarden_sys::fsio::create_new_private(
+                layout.root(),
+                path,
+                format!("{text}\n").as_bytes(),
+            )?;
             // Another start may have made one first: its is the one.
             secret(layout, path, false)
         }

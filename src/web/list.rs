@@ -12,10 +12,10 @@ use serde::Deserialize;
 use super::Web;
 use super::html::{button, esc, page, state, url};
 use super::pages::{ago, daemon_running, ledger};
-use crate::clock::Timestamp;
 use crate::job::JobState;
 use crate::ledger::{IndexedJob, JobFilter};
 use crate::waiting::{self, DEFERRED, WAITING};
+use jobwarden_sys::clock::Timestamp;
 
 /// `/jobs?state=&project=&profile=&q=`.
 #[derive(Debug, Default, Deserialize)]

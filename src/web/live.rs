@@ -80,7 +80,7 @@ pub async fn log(
 /// The log's bytes from `at` (at most 256 KiB), and its length.
 fn read_from(web: &Web, path: &std::path::Path, at: u64) -> (Vec<u8>, u64) {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = crate::fsio::open_file(web.layout.root(), path) else {
+    let Ok(mut f) = jobwarden_sys::fsio::open_file(web.layout.root(), path) else {
         return (Vec::new(), at);
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

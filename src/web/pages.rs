@@ -12,9 +12,9 @@ use serde::Deserialize;
 
 use super::Web;
 use super::html::{button, esc, page, state, url};
-use crate::clock::Timestamp;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::ledger::{JobFilter, Ledger};
+use jobwarden_sys::clock::Timestamp;
 
 /// The ledger, if the root has one (never created by the page).
 pub(super) fn ledger(web: &Web) -> Option<Ledger> {
@@ -31,7 +31,7 @@ pub(super) fn daemon_running(web: &Web) -> bool {
 }
 
 pub(super) fn ago(ms: u64) -> String {
-    crate::clock::fmt_ago(ms, Timestamp::now().epoch_ms())
+    jobwarden_sys::clock::fmt_ago(ms, Timestamp::now().epoch_ms())
 }
 
 pub async fn overview(State(web): State<Arc<Web>>) -> Html<String> {
@@ -157,9 +157,10 @@ pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Respons
         }
         Err(e) => body.push_str(&format!("<p class=\"muted\">{}</p>", esc(&e.to_string()))),
     }
-    let log = crate::fsio::read_capped(web.layout.root(), &web.layout.job_log(&id), 256 << 10)
-        .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default();
+    let log =
+        jobwarden_sys::fsio::read_capped(web.layout.root(), &web.layout.job_log(&id), 256 << 10)
+            .map(|(bytes, _)| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default();
     let live = rec.as_ref().is_ok_and(|r| !r.state.is_terminal());
     body.push_str(&format!("<h2>Log</h2><pre id=\"log\">{}</pre>", esc(&log)));
     if live {

@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use anyhow::Context;
-use jobwarden::clock::Timestamp;
 use jobwarden::job::{JobId, JobRecord, JobState};
 use jobwarden::layout::{Layout, PromptName};
 use jobwarden::ledger::{Execution, IndexedJob, Ledger, Outcome, Source};
+use jobwarden_sys::clock::Timestamp;
 
 /// `n` succeeded jobs with their run folders, records, archived prompts,
 /// ledger rows and index rows, as the daemon leaves them.
@@ -18,7 +18,7 @@ pub fn finished_jobs_on_disk(root: &Path, n: usize) -> anyhow::Result<()> {
     let layout = Layout::new(root.to_path_buf());
     let mut ledger = Ledger::open(&layout.ledger())?;
     let mut index = Vec::with_capacity(n);
-    let host = jobwarden::host::hostname();
+    let host = jobwarden_sys::host::hostname();
     for i in 0..n {
         let id = JobId::generate();
         let prompt = PromptName {
@@ -141,7 +141,7 @@ fn history_template() -> JobRecord {
     };
     // This host's: a daemon's start-up check reads another host's records
     // without asking the ledger about them, which would flatter the figure.
-    let host = jobwarden::host::hostname();
+    let host = jobwarden_sys::host::hostname();
     let mut rec = JobRecord::new_queued(JobId::generate(), &prompt, String::new(), &host);
     rec.state = JobState::Succeeded;
     rec.exit_code = Some(0);

@@ -56,7 +56,7 @@ const DEFAULT_HISTORY: usize = 100_000;
 
 fn main() -> ExitCode {
     // A sandboxed job's init, started through /proc/self/exe.
-    if let Some(code) = jobwarden::child::init::run_if_asked() {
+    if let Some(code) = jobwarden_sys::child::init::run_if_asked() {
         return code;
     }
     let args: Vec<String> = std::env::args().collect();

@@ -12,11 +12,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{GlobalArgs, HistoryCheckArgs};
-use crate::clock::Timestamp;
 use crate::job::JobId;
 use crate::layout::{self, PromptName};
 use crate::ledger::Cooldowns;
 use crate::retry;
+use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryCheckArgs) -> anyhow::Result<ExitCode> {
     layout::validate_history_project(&args.project)

@@ -1,7 +1,7 @@
 //! `jobwarden history diagnostics [--code CODE | --files | --job JOB]
 //! [--since WHEN] [--limit N] [--json]`: the compiler and linter
 //! diagnostics the ledger keeps of each execution (see
-//! `crate::diagnostics`). `--code`: the executions whose output held it,
+//! `jobwarden_sys::diagnostics`). `--code`: the executions whose output held it,
 //! newest first, each with the first later run of the same prompt whose
 //! output no longer did; `--files`: the files named most; `--job`: one
 //! execution's, in the order printed; none of these: the codes and files

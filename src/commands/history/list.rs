@@ -12,7 +12,6 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, HistoryListArgs};
-use crate::clock::Timestamp;
 pub(super) use crate::commands::args::Window;
 pub(super) use crate::commands::output::{
     Cell, Column, Table, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
@@ -20,6 +19,7 @@ pub(super) use crate::commands::output::{
 };
 use crate::ledger::history::Filter;
 use crate::ledger::{Execution, Outcome, Source};
+use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
     let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;

@@ -6,10 +6,10 @@
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, HistoryRecordArgs};
-use crate::clock::Timestamp;
 use crate::job::JobId;
 use crate::layout;
 use crate::ledger::{Execution, Outcome, Source};
+use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<ExitCode> {
     let outcome: Outcome = args.outcome.parse().map_err(anyhow::Error::msg)?;
@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<Exit
         &args.name,
         outcome,
         Timestamp::now().epoch_ms(),
-        &crate::host::hostname(),
+        &jobwarden_sys::host::hostname(),
         Source::External,
     );
     exec.attempt = args.attempt;

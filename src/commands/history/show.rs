@@ -13,11 +13,11 @@ use serde::Serialize;
 
 use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label, timestamp};
 use crate::cli::{GlobalArgs, HistoryShowArgs};
-use crate::clock::Timestamp;
 use crate::commands::EXIT_NO;
 use crate::commands::output::neutralise_str;
 use crate::ledger::history::{StoredArtifact, StoredPath};
 use crate::ledger::{Execution, Outcome, PublishedRow};
+use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
     let (_, layout, ledger) = super::open(global)?;
@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
         &layout, &ledger, &args.job,
     ))?;
     let Some(execution) = ledger.execution(id.as_str())? else {
-        crate::logging::line(format_args!(
+        jobwarden_sys::logging::line(format_args!(
             "jobwarden: no execution {id} in the ledger {}",
             layout.ledger().display()
         ));

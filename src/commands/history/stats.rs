@@ -12,9 +12,9 @@ use serde::Serialize;
 
 use super::list::{Window, fmt_duration, print_json, timestamp};
 use crate::cli::{GlobalArgs, HistoryStatsArgs};
-use crate::clock::Timestamp;
 use crate::ledger::Outcome;
 use crate::ledger::history::{Filter, Stats, Summary};
+use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryStatsArgs) -> anyhow::Result<ExitCode> {
     let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;

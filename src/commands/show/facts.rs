@@ -6,10 +6,10 @@
 
 use serde::Serialize;
 
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::job::{JobRecord, JobState};
 use crate::ledger::Execution;
+use jobwarden_sys::clock::Timestamp;
 
 use super::super::output::{fmt_duration, timestamp};
 

@@ -8,9 +8,9 @@ use super::super::output::{
     fmt_ago, fmt_bytes, fmt_duration, neutralise_str, prompt_label, timestamp,
 };
 use super::{Paths, Shown};
-use crate::clock::Timestamp;
 use crate::job::JobRecord;
 use crate::ledger::Execution;
+use jobwarden_sys::clock::Timestamp;
 
 use super::facts::Facts;
 

@@ -31,11 +31,11 @@ use super::output::{fmt_duration, print_json};
 use super::progress::{Progress, counts_text};
 use super::watch::{Watch, Woken};
 use crate::cli::{GlobalArgs, WaitArgs};
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::job::{JobId, JobRecord, JobState};
 use crate::layout::{self, Layout};
 use crate::ledger::Ledger;
+use jobwarden_sys::clock::Timestamp;
 use scope::{Prompts, Scope};
 use tracker::Tracker;
 
@@ -409,7 +409,7 @@ impl<'a> Waiter<'a> {
         if !queued && self.prompts.settled() {
             return;
         }
-        if let Ok(None) = crate::procfs::flock_holder(&self.layout.daemon_lock()) {
+        if let Ok(None) = jobwarden_sys::procfs::flock_holder(&self.layout.daemon_lock()) {
             self.progress.say(format_args!(
                 "jobwarden: no daemon is running on {}: queued jobs and waiting prompts start when one does (jobwarden daemon)",
                 self.layout.root().display()

@@ -205,7 +205,7 @@ impl Scope {
 fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, usize) {
     let mut waiting = Vec::new();
     let mut claimed = 0;
-    let entries = match crate::fsio::read_dir(layout.root(), dir) {
+    let entries = match jobwarden_sys::fsio::read_dir(layout.root(), dir) {
         Ok(entries) => entries,
         Err(e) => {
             if e.kind() != std::io::ErrorKind::NotFound {

@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use super::super::output::SharedSink;
 use super::super::spawn::Stage;
 use super::super::{EarlyEnd, Monitor};
-use crate::clock::Timestamp;
 use crate::events::Op;
 use crate::job::JobState;
 use crate::slurm::{self, QueueEntry};
+use jobwarden_sys::clock::Timestamp;
 
 /// How long Slurm is asked for its word on a job whose command recorded
 /// its end.

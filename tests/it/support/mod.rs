@@ -1218,7 +1218,7 @@ pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
         &format!("job {id}'s monitor to let go of it"),
         deadline,
         || {
-            jobwarden::procfs::flock_holders(&lock)
+            jobwarden_sys::procfs::flock_holders(&lock)
                 .ok()
                 .filter(Vec::is_empty)
                 .map(drop)
