@@ -114,8 +114,8 @@ fn fill_jobs(path: &std::path::Path) {
 /// Four running jobs and one finished one with real run folders, indexed
 /// as the daemon indexes them. Returns the finished one's id.
 fn real_jobs(root: &std::path::Path) -> String {
-    use jobwarden::job::{JobId, JobRecord, JobState};
-    use jobwarden::layout::{Layout, PromptName};
+    use jobwarden_model::job::{JobId, JobRecord, JobState};
+    use jobwarden_model::layout::{Layout, PromptName};
     let layout = Layout::new(root.to_path_buf());
     let mut ledger = Ledger::open(&layout.ledger()).expect("open");
     let mut last = String::new();

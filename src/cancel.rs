@@ -27,13 +27,13 @@ use nix::fcntl::Flock;
 use serde_json::json;
 
 use crate::claim::{Claimed, Claimer, Prior};
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{Layout, PromptName};
 use crate::retry;
 use crate::terminal::{Ending, Finisher};
-use crate::{abort, abort::Requested};
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{Layout, PromptName};
+use jobwarden_model::{abort, abort::Requested};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::IoError;
 use jobwarden_sys::fsio;
@@ -111,7 +111,7 @@ const FIND_POLL: Duration = Duration::from_millis(20);
 /// gets the row; without one the daemon's next start backfills it.
 pub fn cancel_waiting_by_hand(
     layout: &Layout,
-    config: &crate::config::Config,
+    config: &jobwarden_model::config::Config,
     mut ledger: Option<&mut crate::ledger::Ledger>,
     prompt: &PromptName,
     before: Option<&str>,

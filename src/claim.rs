@@ -44,16 +44,16 @@ use std::path::Path;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::config::Config;
-use crate::config::Selection;
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::front_matter::{self, FrontMatter};
-use crate::job::hex;
-use crate::job::{JobId, JobRecord, JobState, Overrides};
-use crate::layout::{InboxEntry, Layout, PromptName};
 use crate::ledger::Ledger;
 use crate::terminal::{Ending, Finisher};
+use jobwarden_model::config::Config;
+use jobwarden_model::config::Selection;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::front_matter::{self, FrontMatter};
+use jobwarden_model::job::hex;
+use jobwarden_model::job::{JobId, JobRecord, JobState, Overrides};
+use jobwarden_model::layout::{InboxEntry, Layout, PromptName};
 use jobwarden_sys::error::IoError;
 use jobwarden_sys::fsio::{self, Renamed};
 
@@ -256,8 +256,10 @@ impl Claimer<'_> {
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         if let Some(cancel) = stop {
             match cancel.by {
-                Some(by) => crate::abort::write_marker_by(self.layout, &id, cancel.reason, by)?,
-                None => crate::abort::write_marker(self.layout, &id, cancel.reason)?,
+                Some(by) => {
+                    jobwarden_model::abort::write_marker_by(self.layout, &id, cancel.reason, by)?
+                }
+                None => jobwarden_model::abort::write_marker(self.layout, &id, cancel.reason)?,
             };
         }
         rec.save(self.layout)?;
@@ -588,6 +590,6 @@ fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, Option<Tim
 fn too_large(len: u64, max: u64) -> String {
     format!(
         "the prompt is {len} bytes, over max_prompt_bytes ({}); shorten it or raise max_prompt_bytes",
-        crate::config::format_size(max)
+        jobwarden_model::config::format_size(max)
     )
 }

@@ -358,7 +358,7 @@ pub struct EventsArgs {
         value_name = "OP",
         value_delimiter = ',',
         value_parser = clap::builder::PossibleValuesParser::new(
-            crate::events::Op::ALL.iter().map(|op| op.as_str())
+            jobwarden_model::events::Op::ALL.iter().map(|op| op.as_str())
         )
     )]
     pub op: Vec<String>,

@@ -39,14 +39,14 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::DelayQueue;
 
-use crate::abort;
-use crate::config::{Config, ShutdownPolicy};
 use crate::failure::DaemonError;
 use crate::inbox::{Found, InboxWatcher, Signal};
-use crate::job::JobId;
-use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
 use crate::recover;
+use jobwarden_model::abort;
+use jobwarden_model::config::{Config, ShutdownPolicy};
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::storage;
 

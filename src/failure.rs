@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::job::{InvalidTransition, RecordError};
+use jobwarden_model::job::{InvalidTransition, RecordError};
 use jobwarden_sys::error::IoError;
 use jobwarden_sys::storage::{self, Condition};
 

@@ -21,11 +21,11 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::Ledger;
 use crate::recover::{self, Monitor};
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::fsio;
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
@@ -324,9 +324,9 @@ fn log_summary(r: &GcReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ConfigSource, parse};
-    use crate::job::JobState;
-    use crate::layout::PromptName;
+    use jobwarden_model::config::{ConfigSource, parse};
+    use jobwarden_model::job::JobState;
+    use jobwarden_model::layout::PromptName;
 
     const NOW_S: u64 = 1_800_000_000;
 

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::config::Vars;
-use crate::config::notify::{Delivery, Hook};
-use crate::events::{EventLog, Op};
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
+use jobwarden_model::config::Vars;
+use jobwarden_model::config::notify::{Delivery, Hook};
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 /// Deliveries under way or waiting for a retry, at most; a notice beyond
@@ -72,7 +72,7 @@ impl Notice {
         if let (Some(obj), Value::Object(more)) = (job.as_object_mut(), extra) {
             obj.extend(more);
         }
-        let vars = crate::config::vars([
+        let vars = jobwarden_model::config::vars([
             ("event", event.to_owned()),
             ("job_id", rec.job_id.to_string()),
             ("project", rec.project.clone()),
@@ -102,7 +102,7 @@ impl Notice {
     }
 
     fn about_no_job(event: &str, summary: Option<Value>, layout: &Layout) -> Notice {
-        let mut vars: Vars = crate::config::notify::NOTIFY_VARS
+        let mut vars: Vars = jobwarden_model::config::notify::NOTIFY_VARS
             .iter()
             .map(|v| ((*v).to_owned(), String::new()))
             .collect();

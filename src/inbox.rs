@@ -25,8 +25,8 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::failure::DaemonError;
-use crate::job::JobId;
-use crate::layout::{Layout, PROMPT_SUFFIX};
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{Layout, PROMPT_SUFFIX};
 use jobwarden_sys::fsio;
 
 mod queued_aborts;
@@ -150,7 +150,7 @@ impl InboxWatcher {
         if let Some(aborts) = &self.aborts {
             aborts.watch(id, &self.layout.run_dir(id));
         }
-        if crate::abort::requested(&self.layout, id) {
+        if jobwarden_model::abort::requested(&self.layout, id) {
             // The receiver lives as long as the daemon's loop.
             let _ = self.tx.send(Signal::Abort(id.clone()));
         }
@@ -215,7 +215,7 @@ fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
         // A claim's own rename (`x.prompt.md` → `x.running.md`): nothing to
         // claim. A burst of thousands of claims would otherwise queue as
         // many signals while the daemon makes them.
-        _ if crate::layout::is_claimed_name(path) => Vec::new(),
+        _ if jobwarden_model::layout::is_claimed_name(path) => Vec::new(),
         _ => vec![Signal::Complete(path.clone())],
     }
 }
@@ -334,7 +334,7 @@ fn scan_matching(root: &Path, dir: &Path, matches: impl Fn(&[u8]) -> bool) -> Ve
 /// it went; `None` if it was gone already.
 pub fn put_back(
     layout: &Layout,
-    prompt: &crate::layout::PromptName,
+    prompt: &jobwarden_model::layout::PromptName,
     running: &std::path::Path,
 ) -> Result<Option<std::path::PathBuf>, jobwarden_sys::error::IoError> {
     let back = layout.waiting_prompt(prompt);

@@ -29,32 +29,9 @@
 //!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`;
 //!   `commands/notify.rs`: `notify test`; `commands/metrics.rs`: `metrics`;
 //!   `commands/web.rs`: `web`.
-//! - [`config`] — root and config-file resolution; TOML → validated [`config::Config`],
-//!   every problem of a file named at once: `config/raw.rs` (the shape as written: unknown
-//!   keys and wrong types collected), `config/validate.rs` (the checks of each value),
-//!   `config/profile.rs` (profiles and inheritance from `default`), `config/route.rs`
-//!   (routes), `config/template.rs` (placeholders), `config/limits.rs` (a profile's
-//!   resource limits), `config/preflight.rs` (`config check`'s warnings: programs not on
-//!   PATH, missing workdirs), `config/diff.rs` (what changed between two configs, key by
-//!   key), `config/show.rs` (`config show`: the effective config as TOML), `config/resolve.rs`
-//!   (which file and which root; the file read without waiting, only a regular one),
-//!   `config/rate_limit.rs` (the built-in rate-limit patterns), `config/handover.rs` (the
-//!   config framed on a monitor's stdin), `config/notify.rs` (`[[notify]]` hooks),
-//!   `config/slurm.rs` (a profile's executor: local, or Slurm with its `sbatch` options).
-//! - [`layout`] — the only module that knows names under the root; name validation;
-//!   `layout/inbox.rs`: names in the inbox (prompts waiting, incoming and claimed, retry requests,
-//!   a shared inbox's claim records and leases, the claim and retry locks);
-//!   `layout/control.rs`: names under `control/` (pause markers); `layout/sandbox.rs`: what of
-//!   the root a sandboxed job may write.
 //! - [`failure`] — the two error tiers (daemon, job), gathering the errors of the layers below.
-//! - [`job_id`] — a job's id (UUIDv7; what the CLI's prefixes match).
-//! - [`state`] — a job's states and the one table of their transitions.
-//! - [`job`] — the `job.json` record (`job/record.rs`), its Slurm part (`job/slurm.rs`),
-//!   where its prompt is (`job/placed.rs`: the bytes it claimed, found by digest).
-//! - [`events`] — `events.jsonl`: per-job sequence-numbered events, fail-soft; the one list of ops.
 //! - [`inbox`] — notify → channel bridge and inbox scans; a claimed prompt put back; `inbox/queued_aborts.rs`
 //!   (queued jobs' run folders watched for their ABORT on an inotify instance of its own).
-//! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/start.rs` (the root made and checked, what is on disk reconciled before the
@@ -131,9 +108,6 @@
 //! - [`published`] — the reconcile of published work: merged branches make their jobs
 //!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
-//! - [`abort`] — the ABORT marker contract (write and read).
-//! - [`control`] — pause markers under `control/` (write, read, lift); an operator's input
-//!   noted in a job's events.
 //! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
 //!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
@@ -142,41 +116,27 @@
 //!   (`proof/daemon.rs`).
 //! - [`handover`] — what a daemon and its monitors say on the monitor's pipes: the next job's
 //!   id in, `running <id>` and `ended <id>` out; a monitor's exit statuses.
-//! - [`placeholders`] — a job's placeholder values and its workdir, resolved the one way.
-//! - `props.rs` (tests only) — property tests for every parser of outside input.
 
-pub mod abort;
 pub mod cancel;
 pub mod claim;
 pub mod cli;
 pub mod commands;
-pub mod config;
-pub mod control;
 pub mod daemon;
-pub mod events;
 pub mod failure;
-pub mod front_matter;
 pub mod gc;
 pub mod handover;
 pub mod hooks;
 pub mod inbox;
-pub mod job;
-pub mod job_id;
-pub mod layout;
 pub mod ledger;
 pub mod lookup;
 pub mod metrics;
 pub mod monitor;
-pub mod placeholders;
 pub mod proof;
-#[cfg(test)]
-mod props;
 pub mod published;
 pub mod recover;
 pub mod retry;
 pub mod shared_inbox;
 pub mod slurm;
-pub mod state;
 pub mod submit;
 pub mod terminal;
 pub mod waiting;

@@ -32,9 +32,9 @@
 //! prompt in any folder (waiting there, or with jobs), if only one folder
 //! has a prompt of that name.
 
-use crate::job::{JobId, JobRecord};
-use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 
 /// The shortest id (or short id) prefix accepted.
 pub const MIN_PREFIX: usize = 4;
@@ -168,11 +168,11 @@ pub fn resolve_execution(
 /// Why job `id` has no execution row: it has not ended, or its row was
 /// not written (which `history repair` backfills).
 fn no_row_yet(layout: &Layout, ledger: &Ledger, id: &JobId) -> Result<String, LookupError> {
-    let state = match crate::job::JobRecord::load_job(layout, id) {
+    let state = match jobwarden_model::job::JobRecord::load_job(layout, id) {
         Ok(rec) => Some(rec.state),
         Err(_) => ledger
             .indexed_job(id.as_str())?
-            .and_then(|j| j.state.parse::<crate::job::JobState>().ok()),
+            .and_then(|j| j.state.parse::<jobwarden_model::job::JobState>().ok()),
     };
     Ok(match state {
         Some(s) if s.is_terminal() => format!(
@@ -358,7 +358,7 @@ fn being_claimed(
 fn made(layout: &Layout, j: IndexedJob) -> IndexedJob {
     let unended = j
         .state
-        .parse::<crate::job::JobState>()
+        .parse::<jobwarden_model::job::JobState>()
         .is_ok_and(|s| !s.is_terminal());
     let Some(id) = JobId::parse(&j.id).ok().filter(|_| unended) else {
         return j;
@@ -380,7 +380,7 @@ fn is_live(layout: &Layout, j: &IndexedJob) -> bool {
         .map_or_else(
             || {
                 j.state
-                    .parse::<crate::job::JobState>()
+                    .parse::<jobwarden_model::job::JobState>()
                     .is_ok_and(|s| !s.is_terminal())
             },
             |rec| !rec.state.is_terminal(),
@@ -517,7 +517,7 @@ fn scan_run_dirs(layout: &Layout, arg: &str) -> Vec<IndexedJob> {
 
 /// What the record says of a job the index does not know.
 fn unindexed(layout: &Layout, id: &JobId) -> IndexedJob {
-    match crate::job::JobRecord::load_job(layout, id) {
+    match jobwarden_model::job::JobRecord::load_job(layout, id) {
         Ok(rec) => IndexedJob::from_record(&rec),
         Err(_) => IndexedJob {
             id: id.to_string(),

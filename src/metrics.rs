@@ -11,9 +11,9 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::JobState;
-use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_model::job::JobState;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 /// The claim latency histogram's bounds (ms): from the prompt's drop (its

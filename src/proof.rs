@@ -167,7 +167,7 @@ fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
 /// that removes or replaces the file makes it ` (deleted)`, never another
 /// job's, so a monitor whose lock file was taken away is still known.
 fn spare_job(pid: i32, root: &Path) -> Option<String> {
-    let layout = crate::layout::Layout::new(root.to_path_buf());
+    let layout = jobwarden_model::layout::Layout::new(root.to_path_buf());
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     for fd in fds.flatten() {
         let Ok(target) = std::fs::read_link(fd.path()) else {

@@ -22,11 +22,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 
-use crate::config::Config;
-use crate::events::{EventLog, Op};
-use crate::job::{JobId, JobRecord, JobState, Reconciled};
-use crate::layout::Layout;
 use crate::ledger::{Ledger, Settled, Watched};
+use jobwarden_model::config::Config;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord, JobState, Reconciled};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::git::{self, BranchState, GitWork, Merge};
 
@@ -371,7 +371,7 @@ fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut Pas
         let Some(git) = rec.git.as_ref().filter(|g| g.worktree_missing()) else {
             continue;
         };
-        if !live.contains(&rec.state) || crate::abort::requested(layout, &id) {
+        if !live.contains(&rec.state) || jobwarden_model::abort::requested(layout, &id) {
             continue;
         }
         // Read again right before: a job that moved on (to publishing, to
@@ -381,7 +381,12 @@ fn worktrees(layout: &Layout, config: &Config, ledger: &Ledger, report: &mut Pas
         }
         let worktree = git.worktree.as_deref().unwrap_or_default();
         let reason = format!("worktree_missing: {worktree} is gone");
-        match crate::abort::write_marker_by(layout, &id, Some(&reason), "jobwarden reconcile") {
+        match jobwarden_model::abort::write_marker_by(
+            layout,
+            &id,
+            Some(&reason),
+            "jobwarden reconcile",
+        ) {
             Ok(_) => {
                 report.worktrees_missing += 1;
                 tracing::warn!(job = %id, "its worktree {worktree} is gone while it runs; the job is aborted");

@@ -77,14 +77,14 @@ pub use liveness::{
 };
 pub use pass::Pass;
 
-use crate::config::Config;
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
 use crate::inbox;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{Layout, RUNNING_SUFFIX};
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
 use crate::terminal::{Ending, Finisher};
+use jobwarden_model::config::Config;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{Layout, RUNNING_SUFFIX};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::fsio;
 use jobwarden_sys::procfs::Proc;
@@ -373,7 +373,7 @@ fn restore_body(
     let body = layout.prompt_body(&rec.job_id);
     let parsed = std::str::from_utf8(bytes)
         .ok()
-        .and_then(|text| crate::front_matter::parse(text).ok());
+        .and_then(|text| jobwarden_model::front_matter::parse(text).ok());
     match parsed {
         Some(p) if p.has_block() && !body.exists() => {
             fsio::create_new_synced(layout.root(), &body, &bytes[p.body_start..])

@@ -9,9 +9,9 @@ pub mod request;
 
 use std::time::Duration;
 
-use crate::config::{Config, Profile};
-use crate::job::{JobId, JobRecord};
 use crate::ledger::{Cooldowns, LastRun, Ledger, Outcome};
+use jobwarden_model::config::{Config, Profile};
+use jobwarden_model::job::{JobId, JobRecord};
 use request::Request;
 
 /// The profile a record ran (or would run) under.
@@ -163,10 +163,10 @@ pub fn continues(last: Option<&LastRun>, request: Option<&Request>) -> Option<(J
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ConfigSource, parse};
-    use crate::job::JobId;
-    use crate::layout::PromptName;
     use crate::ledger::{Execution, Source};
+    use jobwarden_model::config::{ConfigSource, parse};
+    use jobwarden_model::job::JobId;
+    use jobwarden_model::layout::PromptName;
 
     fn setup() -> (tempfile::TempDir, Config, Ledger) {
         let dir = tempfile::tempdir().expect("tempdir");

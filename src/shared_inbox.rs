@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Config, SharedInbox};
-use crate::job::{JobId, JobRecord};
-use crate::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
+use jobwarden_model::config::{Config, SharedInbox};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::{CLAIM_RECORD_SUFFIX, Layout, PromptName, RUNNING_SUFFIX};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::IoError;
 use jobwarden_sys::fsio::{self, Renamed};
@@ -386,7 +386,7 @@ impl Sweep {
             let Some(host) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
                 continue;
             };
-            if crate::layout::validate_segment(host).is_err() {
+            if jobwarden_model::layout::validate_segment(host).is_err() {
                 continue;
             }
             let bytes = match fsio::read_capped(layout.root(), &layout.host_lease(host), MAX_RECORD)

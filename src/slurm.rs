@@ -24,15 +24,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::JobId;
+use jobwarden_model::job::JobId;
 use jobwarden_sys::clock::Timestamp;
 
 mod client;
-pub use crate::job::{SlurmRecord, SlurmState};
 pub use client::{
     CLIENT_TIMEOUT, ClientError, Submission, cancel, find, parse_scontrol, parse_squeue, poll,
     sbatch_args, show, submit,
 };
+pub use jobwarden_model::job::{SlurmRecord, SlurmState};
 
 /// The batch script every Slurm job runs. Its arguments are the job's
 /// command; `JOBWARDEN_SLURM_DIR` is its batch folder and

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 
-use crate::config::{Config, format_size};
-use crate::front_matter::{self, Parsed};
-use crate::job::JobId;
-use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
+use jobwarden_model::config::{Config, format_size};
+use jobwarden_model::front_matter::{self, Parsed};
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::fsio::{self, Renamed};
 
 /// A prompt ready to drop.

@@ -33,17 +33,17 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::config::Config;
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::job::{JobRecord, JobState};
-use crate::layout::Layout;
 use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 use crate::retry;
+use jobwarden_model::config::Config;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 
 mod place;
 
-use crate::job::{already_placed, holds_claimed_bytes};
+use jobwarden_model::job::{already_placed, holds_claimed_bytes};
 use place::{confirm_placed, place, record_place};
 
 /// How a job ends and what it leaves for the ledger.
@@ -133,7 +133,12 @@ fn index_after_row(
 /// Steps 2–4 of job `id`'s end, recorded in `job.json` alone and handed
 /// over, done by its monitor after all: its daemon did not take the report
 /// (it is gone).
-pub fn complete_handed(layout: &Layout, config: &Config, id: &crate::job::JobId, handed: &Handed) {
+pub fn complete_handed(
+    layout: &Layout,
+    config: &Config,
+    id: &jobwarden_model::job::JobId,
+    handed: &Handed,
+) {
     let mut ledger = match Ledger::open(&layout.ledger()) {
         Ok(ledger) => Some(ledger),
         Err(e) => {
@@ -409,8 +414,8 @@ fn rel(layout: &Layout, path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::JobId;
-    use crate::layout::PromptName;
+    use jobwarden_model::job::JobId;
+    use jobwarden_model::layout::PromptName;
     use jobwarden_sys::fsio;
     use sha2::{Digest, Sha256};
 
@@ -425,7 +430,7 @@ mod tests {
         let id = JobId::parse("job-1").expect("id");
         let mut rec =
             JobRecord::new_queued(id.clone(), &prompt, "inbox/p/n.running.md".into(), "h");
-        rec.prompt_sha256 = Some(crate::job::hex(&Sha256::digest(b"mine\n")));
+        rec.prompt_sha256 = Some(jobwarden_model::job::hex(&Sha256::digest(b"mine\n")));
         let first = layout.archived_prompt(JobState::Succeeded, &prompt, &id);
         fsio::create_dirs(dir.path(), first.parent().expect("folder")).expect("archive folder");
         let failed = layout.archived_prompt_alt(JobState::Failed, &prompt, &id, 2);

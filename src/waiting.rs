@@ -13,12 +13,12 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::config::Config;
 use crate::inbox::{self, Found};
-use crate::job::JobId;
-use crate::layout::{self, InboxEntry, Layout, PromptName};
 use crate::ledger::{LastRun, Ledger, LedgerError};
 use crate::retry::{self, Deferral};
+use jobwarden_model::config::Config;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{self, InboxEntry, Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::fsio;
 

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-use crate::config::Config;
-use crate::layout::Layout;
+use jobwarden_model::config::Config;
+use jobwarden_model::layout::Layout;
 
 pub use auth::{csrf_of, metrics_token, print_url, token};
 

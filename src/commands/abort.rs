@@ -27,12 +27,12 @@ use super::output::{final_state, prompt_label};
 use super::wait::tracker::Tracker;
 use super::watch::{POLL, RECHECK, Watch, Woken};
 use super::{EXIT_NO, No, cancel};
-use crate::abort;
 use crate::cli::{AbortArgs, GlobalArgs};
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::Layout;
 use crate::ledger::Ledger;
 use crate::lookup::Target;
+use jobwarden_model::abort;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 
 /// The states of a job that has not ended.
 const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];

@@ -23,10 +23,10 @@ use serde_json::json;
 use super::output::{fmt_ago, print_json, prompt_label, timestamp};
 use super::{EXIT_NO, No};
 use crate::cli::{AckArgs, GlobalArgs};
-use crate::events::Op;
-use crate::job::JobId;
-use crate::layout::Layout;
 use crate::ledger::{Attention, Ledger, Standing, short_id};
+use jobwarden_model::events::Op;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 /// What `ack` did, as `--json` prints it.

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use super::abort::Marking;
 use super::output::{final_state, prompt_label};
 use crate::cancel::{self, Canceller, WaitingCancelled};
-use crate::config::Config;
-use crate::job::{JobId, JobRecord};
-use crate::layout::{Layout, PromptName};
 use crate::ledger::Ledger;
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::{Layout, PromptName};
 
 /// Beyond `abort_grace`, how long such a job is given to end, and how long
 /// a queued job marked is given to end.

@@ -1,6 +1,6 @@
 //! `jobwarden config check|show`. `check` names every problem of the file
 //! at once (exit 2), and warns, exit 0, about what the valid config names
-//! that this machine lacks ([`crate::config::preflight`]).
+//! that this machine lacks ([`jobwarden_model::config::preflight`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use super::output::print_json;
 use crate::cli::{ConfigCheckArgs, ConfigCommand, GlobalArgs};
-use crate::config::{Config, ConfigError, Env, Findings, Problem};
-use crate::layout::Layout;
+use jobwarden_model::config::{Config, ConfigError, Env, Findings, Problem};
+use jobwarden_model::layout::Layout;
 
 pub fn run(global: &GlobalArgs, cmd: &ConfigCommand) -> anyhow::Result<ExitCode> {
     match cmd {
@@ -37,8 +37,8 @@ struct Report<'a> {
 fn check(global: &GlobalArgs, args: &ConfigCheckArgs) -> anyhow::Result<ExitCode> {
     let env = Env::from_process();
     let chosen = super::choices(global);
-    let loaded = crate::config::load(&chosen, &env).and_then(|config| {
-        let root = crate::config::resolve_root(&chosen, &env, &config)?;
+    let loaded = jobwarden_model::config::load(&chosen, &env).and_then(|config| {
+        let root = jobwarden_model::config::resolve_root(&chosen, &env, &config)?;
         Ok((config, Layout::new(root)))
     });
     let (config, layout) = match loaded {
@@ -47,7 +47,7 @@ fn check(global: &GlobalArgs, args: &ConfigCheckArgs) -> anyhow::Result<ExitCode
         Err(e) => return Err(e.into()),
     };
     let path = std::env::var_os("PATH");
-    let findings = crate::config::preflight(&config, &layout, path.as_deref());
+    let findings = jobwarden_model::config::preflight(&config, &layout, path.as_deref());
     if args.json {
         print_json(&Report {
             valid: true,

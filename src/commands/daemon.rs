@@ -11,8 +11,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
-use crate::config::{ConfigSource, Env};
 use crate::daemon::control::Reloads;
+use jobwarden_model::config::{ConfigSource, Env};
 
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;

@@ -6,7 +6,7 @@
 //! it has none). Other filters combine: `--op`, `--from-seq` and
 //! `--inputs-only` select, then `--last` keeps the newest of what is left.
 //! A job whose events were off answers with none, says so, and exits 0. `--summary` counts what the filters kept, per
-//! op. `--op` takes only the ops of [`crate::events::Op`] (clap refuses
+//! op. `--op` takes only the ops of [`jobwarden_model::events::Op`] (clap refuses
 //! another, listing them). Lines that cannot be read (a torn last line
 //! after a crash) are skipped and counted. Nothing matched: an empty
 //! result and exit 1. JSON shapes in `docs/cli-json.md`.
@@ -22,9 +22,9 @@ use super::output::{
 };
 use super::{EXIT_NO, No};
 use crate::cli::{EventsArgs, GlobalArgs};
-use crate::events::{self, ReadEvents};
-use crate::job::JobId;
 use crate::lookup::Target;
+use jobwarden_model::events::{self, ReadEvents};
+use jobwarden_model::job::JobId;
 use jobwarden_sys::clock::Timestamp;
 
 /// Width the human output fits into.
@@ -121,11 +121,11 @@ const DISABLED_NOTE: &str = "events were off for this job (`events = false` in t
 
 /// Were the job's events off (its record says so, or the config does)?
 fn events_were_off(
-    layout: &crate::layout::Layout,
-    config: &crate::config::Config,
+    layout: &jobwarden_model::layout::Layout,
+    config: &jobwarden_model::config::Config,
     id: &JobId,
 ) -> bool {
-    crate::job::JobRecord::load_job(layout, id).is_ok_and(|rec| !config.events_for(&rec))
+    jobwarden_model::job::JobRecord::load_job(layout, id).is_ok_and(|rec| !config.events_for(&rec))
 }
 
 /// `--seq N` names an event the file has; else a "no" naming those it has.

@@ -15,7 +15,7 @@
 
 use std::process::ExitCode;
 
-use crate::job::JobState;
+use jobwarden_model::job::JobState;
 
 /// What a command's exit status says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,11 +11,11 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
-use crate::config::Config;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{self, Layout};
 use crate::ledger::{IndexedJob, JobFilter, Ledger, short_id};
 use crate::waiting::{self, DEFERRED, WAITING, Waiting};
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{self, Layout};
 use jobwarden_sys::clock::Timestamp;
 
 use super::args::Window;
@@ -88,7 +88,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         let view: Vec<JobJson> = rows.iter().map(|r| r.json(&layout, daemon)).collect();
         print_json(&view)?;
     } else {
-        for p in pause_lines(&crate::control::read(&layout)) {
+        for p in pause_lines(&jobwarden_model::control::read(&layout)) {
             print_line(format_args!("paused: {}", fit(&p, 72)))?;
         }
         if rows.is_empty() {

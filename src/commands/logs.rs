@@ -28,9 +28,9 @@ use super::exit::Exit;
 use super::output::{Neutralising, final_state};
 use super::watch::{POLL, Watch};
 use crate::cli::{GlobalArgs, LogsArgs};
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::lookup::Target;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 
 /// How often a watched follow re-checks without an event.
 const WATCHED_RECHECK: Duration = Duration::from_millis(250);

@@ -45,10 +45,10 @@ mod web;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
-use crate::config::{Config, Env};
-use crate::job::JobId;
-use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_model::config::{Config, Env};
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::Layout;
 
 /// Exit status for a clean "no": not found, nothing matched.
 pub const EXIT_NO: u8 = exit::Exit::No.code();
@@ -213,20 +213,20 @@ fn lookup_answer<T>(found: Result<T, crate::lookup::LookupError>) -> anyhow::Res
 /// The validated config and the layout of the root it selects.
 fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     let env = Env::from_process();
-    let config = crate::config::load(&choices(global), &env)?;
-    let root = crate::config::resolve_root(&choices(global), &env, &config)?;
+    let config = jobwarden_model::config::load(&choices(global), &env)?;
+    let root = jobwarden_model::config::resolve_root(&choices(global), &env, &config)?;
     Ok((config, Layout::new(root)))
 }
 
-/// [`crate::control::note_input`] by the operator running this command.
+/// [`jobwarden_model::control::note_input`] by the operator running this command.
 pub(crate) fn note_input(
     layout: &Layout,
     config: &Config,
-    id: &crate::job::JobId,
-    op: crate::events::Op,
+    id: &jobwarden_model::job::JobId,
+    op: jobwarden_model::events::Op,
     fields: serde_json::Value,
 ) {
-    crate::control::note_input(layout, config, id, op, fields, &operator());
+    jobwarden_model::control::note_input(layout, config, id, op, fields, &operator());
 }
 
 /// Who runs this command: `alice (uid 1000)`.
@@ -283,7 +283,7 @@ struct Loaded {
 }
 
 fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
-    use crate::config::{self, ConfigSource};
+    use jobwarden_model::config::{self, ConfigSource};
     let env = Env::from_process();
     let chosen = choices(global);
     let found = config::config_path(&chosen, &env);
@@ -323,8 +323,8 @@ fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
 }
 
 /// What the command line chose for config resolution (`--config`, `--root`).
-pub(crate) fn choices(global: &crate::cli::GlobalArgs) -> crate::config::Choices {
-    crate::config::Choices {
+pub(crate) fn choices(global: &crate::cli::GlobalArgs) -> jobwarden_model::config::Choices {
+    jobwarden_model::config::Choices {
         config: global.config.clone(),
         root: global.root.clone(),
     }

@@ -19,7 +19,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::commands::EXIT_NO;
-use crate::job::{JobRecord, JobState};
+use jobwarden_model::job::{JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;
 
 /// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.

@@ -12,12 +12,12 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, PauseArgs, PauseScopeArgs, ResumeArgs};
-use crate::config::Config;
-use crate::control::{self, Pause, Paused, Scope};
-use crate::events::Op;
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::JobFilter;
+use jobwarden_model::config::Config;
+use jobwarden_model::control::{self, Pause, Paused, Scope};
+use jobwarden_model::events::Op;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 use super::output::{fmt_ago, print_json, print_line};
@@ -167,7 +167,7 @@ fn note_queued(layout: &Layout, config: &Config, scope: &Scope, op: Op, fields: 
             let held = JobRecord::load_job(layout, &id).is_ok_and(|r| {
                 r.profile
                     .as_deref()
-                    .unwrap_or(crate::config::DEFAULT_PROFILE)
+                    .unwrap_or(jobwarden_model::config::DEFAULT_PROFILE)
                     == profile
             });
             if !held {

@@ -8,7 +8,7 @@ use std::fmt::Display;
 use std::io::IsTerminal;
 use std::time::Instant;
 
-use crate::job::{JobRecord, JobState};
+use jobwarden_model::job::{JobRecord, JobState};
 
 use super::output::{final_state, fit, fmt_duration, prompt_label};
 

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::control::{self, Pause, Pauses};
 use crate::daemon::state_file::{self, DaemonSeen};
-use crate::layout::Layout;
+use jobwarden_model::control::{self, Pause, Pauses};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 use super::output::fmt_ago;

@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::cli::{GlobalArgs, ReloadArgs};
 use crate::daemon::control::{self, ConfigState, ReloadResult, Verdict};
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
-use crate::layout::Layout;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::procfs::Proc;
 

@@ -11,10 +11,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, RouteArgs};
-use crate::config::{PromptVia, Template};
-use crate::job::{JobId, JobRecord};
-use crate::layout::{self, InboxEntry};
-use crate::placeholders;
+use jobwarden_model::config::{PromptVia, Template};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::{self, InboxEntry};
+use jobwarden_model::placeholders;
 
 use super::output::print_json;
 use std::io::Write;

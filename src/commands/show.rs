@@ -22,10 +22,10 @@ use facts::Facts;
 use super::history::list::ExecutionJson;
 use super::output::print_json;
 use crate::cli::{GlobalArgs, ShowArgs};
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::Execution;
 use crate::lookup::Target;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::fsio;
 
@@ -179,10 +179,10 @@ impl Shown {
 /// they are (they follow its end); none when they cannot be read.
 fn notifications(layout: &Layout, id: &JobId) -> Vec<Value> {
     let ops = [
-        crate::events::Op::Notified.as_str(),
-        crate::events::Op::NotifyFailed.as_str(),
+        jobwarden_model::events::Op::Notified.as_str(),
+        jobwarden_model::events::Op::NotifyFailed.as_str(),
     ];
-    crate::events::read_tail(layout.root(), &layout.events(id), NOTIFICATIONS_TAIL_BYTES)
+    jobwarden_model::events::read_tail(layout.root(), &layout.events(id), NOTIFICATIONS_TAIL_BYTES)
         .unwrap_or_default()
         .into_iter()
         .filter(|e| e["op"].as_str().is_some_and(|op| ops.contains(&op)))

@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::config::Config;
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::Layout;
 use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::storage::{self, Condition};
 
@@ -112,7 +112,7 @@ pub struct Status {
     running: Vec<RunningView>,
     queued: Vec<QueuedView>,
     /// The pauses in force (markers under `control/`).
-    paused: crate::control::Pauses,
+    paused: jobwarden_model::control::Pauses,
     deferred: Vec<state_file::Deferred>,
     /// The last finished jobs, newest first.
     recent: Vec<JobJson>,
@@ -490,7 +490,7 @@ fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<stat
         .iter()
         .filter(|d| {
             let (project, name) = d.prompt.rsplit_once('/').unwrap_or(("", &d.prompt));
-            let prompt = crate::layout::PromptName {
+            let prompt = jobwarden_model::layout::PromptName {
                 project: project.to_owned(),
                 name: name.to_owned(),
             };

@@ -28,11 +28,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{GlobalArgs, SubmitArgs};
-use crate::config::{Config, format_size};
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use crate::ledger::Ledger;
 use crate::ledger::history::Filter;
+use jobwarden_model::config::{Config, format_size};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 use jobwarden_sys::clock::Timestamp;
 
 use super::exit::Exit;
@@ -66,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
         layout: &layout,
         prompt: &prompt,
         own: id,
-        sha256: crate::job::hex(&Sha256::digest(text.as_bytes())),
+        sha256: jobwarden_model::job::hex(&Sha256::digest(text.as_bytes())),
         since_ms,
         ledger: None,
         watch: Watch::new(RECHECK, POLL),
@@ -415,7 +415,9 @@ impl Follower<'_> {
     fn record(&self, id: &JobId) -> anyhow::Result<Option<JobRecord>> {
         match JobRecord::load_job(self.layout, id) {
             Ok(rec) => Ok(Some(rec)),
-            Err(crate::job::RecordError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(jobwarden_model::job::RecordError::Io(e))
+                if e.kind() == std::io::ErrorKind::NotFound =>
+            {
                 Ok(None)
             }
             Err(e) => Err(e).with_context(|| format!("following job {id}")),

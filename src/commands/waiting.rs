@@ -11,10 +11,10 @@ use serde::Serialize;
 
 use super::No;
 use super::output::{fmt_ago, fmt_duration, print_json, timestamp};
-use crate::config::Config;
-use crate::layout::{Layout, PromptName};
 use crate::ledger::{Ledger, short_id};
 use crate::waiting::{self, Waiting};
+use jobwarden_model::config::Config;
+use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
 
 /// A prompt in the inbox in `jobs --json` rows (`waiting`) and in

@@ -5,8 +5,8 @@
 use crate::claim::{Claimed, Claimer, Prior};
 use crate::failure::JobError;
 use crate::inbox::{self, Found, Signal};
-use crate::layout::{self, PromptName};
 use crate::retry;
+use jobwarden_model::layout::{self, PromptName};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::storage;
 use std::path::{Path, PathBuf};

@@ -26,8 +26,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
 use super::state_file::Phase;
-use crate::config::{self, Choices, Config, ConfigSource, Env};
-use crate::job::JobRecord;
+use jobwarden_model::config::{self, Choices, Config, ConfigSource, Env};
+use jobwarden_model::job::JobRecord;
 use jobwarden_sys::clock::Timestamp;
 
 /// What a reload needs from the daemon's start: how its config was chosen
@@ -93,7 +93,10 @@ pub struct ReloadResult {
 
 /// `sha256:<hex>` of a config's text.
 pub fn digest(text: &[u8]) -> String {
-    format!("sha256:{}", crate::job::hex(&Sha256::digest(text)))
+    format!(
+        "sha256:{}",
+        jobwarden_model::job::hex(&Sha256::digest(text))
+    )
 }
 
 /// The daemon's side of reloads: where requests come from and what

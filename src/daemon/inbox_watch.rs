@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
-use crate::config::WatchMode;
 use crate::inbox::{InboxWatcher, Signal};
+use jobwarden_model::config::WatchMode;
 use jobwarden_sys::fsio;
 
 /// How the inbox is being watched, as `daemon.json` says it.

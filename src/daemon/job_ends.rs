@@ -8,11 +8,11 @@ use std::process::ExitStatus;
 
 use super::{Daemon, Slot, monitors};
 use crate::failure::{DaemonError, JobError};
-use crate::job::{JobId, JobRecord};
-use crate::layout::PromptName;
 use crate::ledger::backfill;
 use crate::recover;
 use crate::terminal::Handed;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::PromptName;
 use jobwarden_sys::storage;
 
 /// How many monitors a Slurm job may lose before it is interrupted.
@@ -229,7 +229,7 @@ impl Daemon {
             }
             Err(e) => {
                 tracing::error!(job = %id, "after its monitor exited: {e}");
-                return !matches!(&e, crate::job::RecordError::Io(io) if storage::fault_of(&io.source).is_some());
+                return !matches!(&e, jobwarden_model::job::RecordError::Io(io) if storage::fault_of(&io.source).is_some());
             }
         }
         JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
@@ -241,7 +241,7 @@ impl Daemon {
     /// that is interrupted like any other, and its Slurm job named for the
     /// operator to cancel.
     fn follows_in_slurm(&mut self, rec: &JobRecord, how: &str) -> bool {
-        if rec.state != crate::job::JobState::Running || rec.slurm.is_none() {
+        if rec.state != jobwarden_model::job::JobState::Running || rec.slurm.is_none() {
             return false;
         }
         let n = self.reattached.entry(rec.job_id.clone()).or_insert(0);

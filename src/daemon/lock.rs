@@ -16,8 +16,8 @@ use std::io::{Seek, Write};
 use nix::fcntl::Flock;
 
 use crate::failure::DaemonError;
-use crate::layout::Layout;
 use crate::proof;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::{IoContext, IoError};
 use jobwarden_sys::fsio;

@@ -34,9 +34,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::handover::{self, Said};
-use crate::job::JobId;
-use crate::layout::Layout;
 use crate::terminal::Handed;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::Layout;
 
 use super::notify;
 
@@ -166,7 +166,7 @@ impl Pool {
         // monitor that does not receive the whole frame exits without
         // touching any job. It reads at once, so this blocking write of a
         // few KiB never waits long.
-        if let Err(e) = stdin.write_all(&crate::config::encode_handover(config_text)) {
+        if let Err(e) = stdin.write_all(&jobwarden_model::config::encode_handover(config_text)) {
             tracing::warn!("handing the config to a monitor: {e}");
         }
         let key = self.next_key;

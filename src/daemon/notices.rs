@@ -11,9 +11,9 @@ use serde_json::json;
 
 use super::Daemon;
 use crate::hooks::Notice;
-use crate::job::{JobId, JobRecord};
 use crate::ledger::Outcome;
 use crate::retry::Deferral;
+use jobwarden_model::job::{JobId, JobRecord};
 
 /// How long the queue must stay drained before `all_done` is told: a
 /// script dropping prompts one after another is not done between two.

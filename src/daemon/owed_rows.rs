@@ -9,9 +9,9 @@
 //! written (`backfill.rs`), as after a crash.
 
 use super::Daemon;
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::{Ledger, backfill};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 
 impl Daemon {
     /// Job `id`'s ledger row or index row could not be written: owed.

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::config::Config;
 use crate::hooks::Hub;
-use crate::layout::Layout;
 use crate::published::{self, Memory};
+use jobwarden_model::config::Config;
+use jobwarden_model::layout::Layout;
 
 #[derive(Default)]
 pub(super) struct PublishedWatch {

@@ -29,12 +29,12 @@ pub(super) use queue::{Blocker, Queue, QueuedJob};
 
 use super::state_file::{self, Queued};
 use super::{Daemon, Slot};
-use crate::config::{Config, DEFAULT_PROFILE};
-use crate::control::{self, Pauses, Scope};
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::short_id;
-use crate::placeholders;
+use jobwarden_model::config::{Config, DEFAULT_PROFILE};
+use jobwarden_model::control::{self, Pauses, Scope};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
+use jobwarden_model::placeholders;
 
 /// The daemon's scheduling state.
 #[derive(Default)]

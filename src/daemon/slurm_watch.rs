@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::slurm::{self, QueueFile};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 
 #[derive(Default)]

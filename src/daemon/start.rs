@@ -3,9 +3,9 @@
 
 use super::{Daemon, Slot};
 use crate::failure::DaemonError;
-use crate::layout::Layout;
 use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::error::IoContext;
 use jobwarden_sys::{fsio, storage};
 use std::path::Path;

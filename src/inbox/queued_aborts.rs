@@ -20,8 +20,8 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Signal;
-use crate::job::JobId;
-use crate::layout::ABORT_FILE;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::ABORT_FILE;
 use jobwarden_sys::inotify::{InotifyFd, async_inotify};
 
 /// What is watched: by watch (for events), by job (for removal).

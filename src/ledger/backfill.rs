@@ -10,8 +10,8 @@
 use serde::Serialize;
 
 use super::{Artifact, Execution, IndexedJob, Ledger, Outcome, Source};
-use crate::job::JobRecord;
-use crate::layout::Layout;
+use jobwarden_model::job::JobRecord;
+use jobwarden_model::layout::Layout;
 
 /// What a backfill did.
 #[derive(Debug, Default, Serialize)]
@@ -70,7 +70,7 @@ pub fn run(
     // A row missing from our listing may be a job claimed since: it is
     // dropped only if its folder is really gone.
     let gone = |id: &str| {
-        crate::job::JobId::parse(id)
+        jobwarden_model::job::JobId::parse(id)
             .ok()
             .is_none_or(|id| std::fs::symlink_metadata(layout.run_dir(&id)).is_err())
     };

@@ -5,7 +5,7 @@ use rusqlite::params;
 use serde::Serialize;
 
 use super::{Ledger, LedgerError, Outcome};
-use crate::job::JobRecord;
+use jobwarden_model::job::JobRecord;
 use jobwarden_sys::clock::Timestamp;
 
 /// Who wrote a row.
@@ -211,7 +211,7 @@ impl Execution {
             // The ledger knows where a prompt was sent (`archived`,
             // `requeued`); a record's `missing` prompt has none there.
             disposition: disposition
-                .filter(|d| *d != crate::job::DISPOSITION_MISSING)
+                .filter(|d| *d != jobwarden_model::job::DISPOSITION_MISSING)
                 .map(str::to_owned),
             source,
             published: published_work(rec),
@@ -226,7 +226,7 @@ impl Execution {
 /// reconcile), or its branch deleted.
 fn published_work(rec: &JobRecord) -> Option<super::published::Published> {
     use super::published::Settled;
-    use crate::job::JobState;
+    use jobwarden_model::job::JobState;
     if !matches!(rec.state, JobState::Succeeded | JobState::Merged) {
         return None;
     }

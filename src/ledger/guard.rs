@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{ErrorCode, ffi};
 
 use super::LedgerError;
-use crate::layout::sqlite_sidecars;
+use jobwarden_model::layout::sqlite_sidecars;
 use jobwarden_sys::fsio;
 
 /// A ledger file checked for SQLite: the name to give it, and the file

@@ -17,7 +17,7 @@ use rusqlite::{OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
 use super::{Ledger, LedgerError};
-use crate::job::{JobRecord, JobState};
+use jobwarden_model::job::{JobRecord, JobState};
 
 /// A job as the index knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

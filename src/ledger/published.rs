@@ -192,9 +192,9 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobId, JobRecord, JobState, Reconciled};
-    use crate::layout::PromptName;
     use crate::ledger::{Execution, Outcome, Source};
+    use jobwarden_model::job::{JobId, JobRecord, JobState, Reconciled};
+    use jobwarden_model::layout::PromptName;
     use jobwarden_sys::clock::Timestamp;
 
     fn record(state: JobState, reconciled: Option<&str>) -> JobRecord {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::{Ledger, LedgerError, backfill};
-use crate::layout::{Layout, sqlite_sidecars};
+use jobwarden_model::layout::{Layout, sqlite_sidecars};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::fsio::{self, Renamed};
 
@@ -47,7 +47,7 @@ pub enum RepairError {
 /// `being_finished`: see [`backfill::run`].
 pub fn repair(
     layout: &Layout,
-    being_finished: &dyn Fn(&crate::job::JobRecord) -> bool,
+    being_finished: &dyn Fn(&jobwarden_model::job::JobRecord) -> bool,
 ) -> Result<Repaired, RepairError> {
     let damage = diagnose(layout)?;
     let moved_aside = match &damage {

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use serde::Serialize;
 
 use super::{Ledger, LedgerError};
-use crate::job::JobRecord;
+use jobwarden_model::job::JobRecord;
 
 /// An execution's Slurm job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

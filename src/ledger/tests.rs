@@ -1,8 +1,8 @@
 //! The ledger against real SQLite files in temporary folders.
 
 use super::*;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::PromptName;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::PromptName;
 
 fn execution(project: &str, name: &str, outcome: Outcome, finished_at: u64) -> Execution {
     let prompt = PromptName {

@@ -27,8 +27,8 @@ use super::sandbox;
 use super::spawn::{Confinement, Stage};
 use super::stages::StageEnd;
 use super::supervise::reap_orphans;
-use crate::config::format_size;
-use crate::events::Op;
+use jobwarden_model::config::format_size;
+use jobwarden_model::events::Op;
 use jobwarden_sys::cgroup::{CgroupLimits, JobCgroup};
 use jobwarden_sys::procfs;
 

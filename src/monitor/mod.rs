@@ -29,15 +29,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::abort;
-use crate::config::{Config, Profile};
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
 use crate::handover;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::Layout;
 use crate::ledger::{Artifact, Ledger, PathRelation};
 use crate::terminal::{Ending, Finisher, Handed};
+use jobwarden_model::abort;
+use jobwarden_model::config::{Config, Profile};
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::{fsio, procfs, storage};
 

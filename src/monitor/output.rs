@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-use crate::config::format_size;
+use jobwarden_model::config::format_size;
 use jobwarden_sys::clock::Timestamp;
 
 const CHUNK: usize = 16 * 1024;

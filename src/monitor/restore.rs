@@ -5,7 +5,7 @@
 //!
 //! - `runs/`, the run folder and the job's own workdir; one the job
 //!   replaced by a symlink or a file (which every write refuses) is first
-//!   moved aside under [`Layout::displaced`](crate::layout::Layout::displaced),
+//!   moved aside under [`Layout::displaced`](jobwarden_model::layout::Layout::displaced),
 //!   never deleted, and a real folder made in its place;
 //! - `monitor.lock`, locked again: the first lock stays held by its
 //!   descriptor whatever became of the file, and the daemon judges

@@ -32,8 +32,8 @@ use nix::fcntl::OFlag;
 use nix::unistd::pipe2;
 
 use super::spawn::NotStarted;
-use crate::job::JobId;
-use crate::layout::Layout;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::child::init::InitLink;
 use jobwarden_sys::child::{Enter, Hole, Sandboxed, enter_for};
 pub use jobwarden_sys::child::{State, available, state};

@@ -29,13 +29,13 @@ use super::output::{self, LogSink, SharedSink, Stream};
 use super::spawn::{NotStarted, Plan, Stage};
 use super::stages::Stop;
 use super::{EarlyEnd, Monitor, Outcome};
-use crate::abort;
-use crate::config::SlurmOptions;
-use crate::events::Op;
 use crate::failure::JobError;
-use crate::job::JobState;
-use crate::layout::Layout;
 use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
+use jobwarden_model::abort;
+use jobwarden_model::config::SlurmOptions;
+use jobwarden_model::events::Op;
+use jobwarden_model::job::JobState;
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::{fsio, procfs};
 

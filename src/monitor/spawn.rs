@@ -22,11 +22,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::sandbox::Prepared;
-use crate::placeholders::{Job, vars};
+use jobwarden_model::placeholders::{Job, vars};
 use jobwarden_sys::child;
 pub use jobwarden_sys::child::{CPU_HARD_GRACE_SECS, Confinement, Started};
 
-use crate::config::{PromptVia, Vars};
+use jobwarden_model::config::{PromptVia, Vars};
 
 /// Variables passed through from the monitor's environment to every job.
 const ENV_ALLOWLIST: &[&str] = &[

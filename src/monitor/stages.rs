@@ -33,12 +33,12 @@ use super::sandbox;
 use super::spawn::{self, NotStarted, Plan, Stage, Started};
 use super::supervise::exit_fields;
 use super::{EarlyEnd, Monitor};
-use crate::abort;
-use crate::events::Op;
 use crate::failure::JobError;
-use crate::job::JobState;
-use crate::placeholders;
 use crate::terminal::Ending;
+use jobwarden_model::abort;
+use jobwarden_model::events::Op;
+use jobwarden_model::job::JobState;
+use jobwarden_model::placeholders;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::git::{BranchState, GitWork};
 

@@ -16,8 +16,8 @@ use super::abort_watch::AbortWatch;
 use super::output::{self, SharedSink};
 use super::stages::StageEnd;
 use super::{EarlyEnd, INDEX_AFTER, Monitor, spawn};
-use crate::abort;
-use crate::events::Op;
+use jobwarden_model::abort;
+use jobwarden_model::events::Op;
 use jobwarden_sys::child::init::InitLink;
 use jobwarden_sys::procfs;
 

@@ -115,7 +115,7 @@ fn shown(argv: &[Vec<u8>]) -> String {
 /// on it (the root's real path).
 fn lock_path(root: &Path) -> PathBuf {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
-    crate::layout::Layout::new(root).daemon_lock()
+    jobwarden_model::layout::Layout::new(root).daemon_lock()
 }
 
 /// Does `pid` hold an `flock` through a descriptor it opened at `root`'s

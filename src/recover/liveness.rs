@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::proof::{self, MonitorOf};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::procfs::{self, Proc};
 
 /// How long a killed orphaned process group may take to exit (freeing a

@@ -12,11 +12,11 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use crate::config::Config;
 use crate::failure::JobError;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::procfs::Proc;
 

@@ -22,9 +22,9 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::{IndexedJob, Ledger, LedgerError};
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 
 /// What the check sends to the daemon's loop, in this order.
 #[derive(Debug)]
@@ -81,7 +81,7 @@ const PAGE: usize = 512;
 /// for it). `ledger` is the check's own connection, if the ledger opens.
 pub fn check(
     layout: &Layout,
-    config: &crate::config::Config,
+    config: &jobwarden_model::config::Config,
     host: &str,
     mut ledger: Option<Ledger>,
     send: &mut dyn FnMut(Found) -> bool,
@@ -149,7 +149,9 @@ impl Sweep<'_> {
         self.found.report.checked += 1;
         let rec = match JobRecord::load_job(self.layout, &id) {
             Ok(rec) => rec,
-            Err(crate::job::RecordError::BadRecord { .. }) => return self.found.corrupt.push(id),
+            Err(jobwarden_model::job::RecordError::BadRecord { .. }) => {
+                return self.found.corrupt.push(id);
+            }
             // No record: a claim cut short (its claimed prompt, if any, is
             // an orphan), or a folder removed since the listing.
             Err(e) => {

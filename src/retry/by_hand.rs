@@ -25,11 +25,11 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use super::request::{self, PutBack};
-use crate::config::Config;
-use crate::events::Op;
-use crate::job::{JobId, JobRecord};
-use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_model::config::Config;
+use jobwarden_model::events::Op;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::error::No;
 use jobwarden_sys::fsio;
 
@@ -109,7 +109,7 @@ pub fn retry(
         check_not_retried(layout, &rec, &label)?;
     }
     let note = |fields: serde_json::Value| {
-        crate::control::note_input(layout, config, id, Op::RetryRequested, fields, by);
+        jobwarden_model::control::note_input(layout, config, id, Op::RetryRequested, fields, by);
     };
     if now && std::fs::symlink_metadata(layout.waiting_prompt(&prompt)).is_ok() {
         let hastened = hasten(layout, ledger, &rec, &label)?;
@@ -247,7 +247,7 @@ fn archived_prompt(layout: &Layout, rec: &JobRecord, max: u64) -> anyhow::Result
     }
     .or_else(|| {
         let guess = layout.archived_prompt(rec.state, &rec.prompt_name(), id);
-        crate::job::already_placed(layout, rec, &guess)
+        jobwarden_model::job::already_placed(layout, rec, &guess)
     });
     let path = match (found, rec.archive_path.as_deref()) {
         (Some(path), _) => path,
@@ -272,7 +272,7 @@ fn archived_prompt(layout: &Layout, rec: &JobRecord, max: u64) -> anyhow::Result
         bail!(
             "the archived prompt {} is over max_prompt_bytes ({}); the daemon would reject it",
             path.display(),
-            crate::config::format_size(max)
+            jobwarden_model::config::format_size(max)
         );
     }
     Ok(bytes)

@@ -32,9 +32,9 @@ use nix::fcntl::Flock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::JobId;
-use crate::layout::{Layout, PromptName};
 use crate::ledger::LastRun;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::{IoContext, IoError};
 use jobwarden_sys::fsio::{self, Renamed};

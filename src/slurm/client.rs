@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::{QueueEntry, SlurmState, job_name};
-use crate::config::SlurmOptions;
-use crate::job::JobId;
-use crate::layout::Layout;
+use jobwarden_model::config::SlurmOptions;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::Layout;
 
 /// How long a Slurm client may take before it is given up on (a
 /// controller that does not answer makes them retry for a while).

@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::{rel, route};
-use crate::config::Config;
-use crate::events::{EventLog, Op};
 use crate::failure::JobError;
-use crate::job::JobRecord;
-use crate::job::{already_placed, holds_claimed_bytes};
-use crate::layout::Layout;
+use jobwarden_model::config::Config;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::JobRecord;
+use jobwarden_model::job::{already_placed, holds_claimed_bytes};
+use jobwarden_model::layout::Layout;
 use jobwarden_sys::fsio::{self, Renamed};
 
 /// Move an ended job's claimed prompt `held` to `dest`, where its record
@@ -127,7 +127,7 @@ fn missing(
     events: &mut EventLog,
     held: &Path,
 ) -> Result<(), JobError> {
-    rec.disposition = Some(crate::job::DISPOSITION_MISSING.to_owned());
+    rec.disposition = Some(jobwarden_model::job::DISPOSITION_MISSING.to_owned());
     let why = "the prompt file was missing when the job ended (removed or moved away while the job ran); nothing was archived";
     not_moved(layout, rec, events, held, why)
 }

@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::Web;
-use crate::control::Scope;
-use crate::events::{EventLog, Op};
-use crate::job::{JobId, JobRecord};
+use jobwarden_model::control::Scope;
+use jobwarden_model::events::{EventLog, Op};
+use jobwarden_model::job::{JobId, JobRecord};
 
 /// The fields every form sends (a body that is no form is an empty one,
 /// and refused for its missing CSRF token like any other).
@@ -118,7 +118,7 @@ pub async fn abort(
             &format!("the job already ended {}", rec.state),
         );
     }
-    match crate::abort::write_marker_by(&web.layout, &id, Some("from the web page"), BY) {
+    match jobwarden_model::abort::write_marker_by(&web.layout, &id, Some("from the web page"), BY) {
         Ok(_) => back(
             &headers,
             &format!("/jobs/{}", super::html::url(id.as_str())),
@@ -219,7 +219,10 @@ pub async fn cancel_waiting(State(web): State<Arc<Web>>, body: axum::body::Bytes
     }
 }
 
-fn cancel_waiting_now(web: &Web, prompt: &crate::layout::PromptName) -> Result<JobId, Refusal> {
+fn cancel_waiting_now(
+    web: &Web,
+    prompt: &jobwarden_model::layout::PromptName,
+) -> Result<JobId, Refusal> {
     use crate::cancel::WaitingCancelled;
     let not_waiting = || {
         Refusal(
@@ -254,7 +257,7 @@ fn cancel_waiting_now(web: &Web, prompt: &crate::layout::PromptName) -> Result<J
                 // It ran and ended before the marker could stop it.
                 return Ok(id);
             }
-            crate::abort::write_marker_by(&web.layout, &id, reason, BY)
+            jobwarden_model::abort::write_marker_by(&web.layout, &id, reason, BY)
                 .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
             Ok(id)
         }
@@ -298,12 +301,12 @@ pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Res
     }
 }
 
-fn check_prompt(project: &str, name: &str) -> Result<crate::layout::PromptName, String> {
-    crate::layout::validate_project(project).map_err(|e| {
+fn check_prompt(project: &str, name: &str) -> Result<jobwarden_model::layout::PromptName, String> {
+    jobwarden_model::layout::validate_project(project).map_err(|e| {
         format!("project {project:?}: {e}; give a folder under the inbox, such as acme/api")
     })?;
-    crate::layout::validate_segment(name).map_err(|e| format!("name {name:?} {e}"))?;
-    Ok(crate::layout::PromptName {
+    jobwarden_model::layout::validate_segment(name).map_err(|e| format!("name {name:?} {e}"))?;
+    Ok(jobwarden_model::layout::PromptName {
         project: project.to_owned(),
         name: name.to_owned(),
     })
@@ -325,7 +328,7 @@ pub async fn pause(
     body: axum::body::Bytes,
 ) -> Response {
     change_pause(&web, &headers, &body, |layout, scope| {
-        crate::control::pause(layout, scope, Some("from the web page")).map(drop)
+        jobwarden_model::control::pause(layout, scope, Some("from the web page")).map(drop)
     })
 }
 
@@ -335,7 +338,7 @@ pub async fn resume(
     body: axum::body::Bytes,
 ) -> Response {
     change_pause(&web, &headers, &body, |layout, scope| {
-        crate::control::resume(layout, scope).map(drop)
+        jobwarden_model::control::resume(layout, scope).map(drop)
     })
 }
 
@@ -345,7 +348,10 @@ fn change_pause(
     web: &Web,
     headers: &HeaderMap,
     body: &[u8],
-    change: impl FnOnce(&crate::layout::Layout, &Scope) -> Result<(), crate::control::ControlError>,
+    change: impl FnOnce(
+        &jobwarden_model::layout::Layout,
+        &Scope,
+    ) -> Result<(), jobwarden_model::control::ControlError>,
 ) -> Response {
     let posted = match posted(web, body) {
         Ok(posted) => posted,

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use sha2::{Digest, Sha256};
 
 use super::Web;
-use crate::layout::Layout;
+use jobwarden_model::layout::Layout;
 
 const COOKIE: &str = "jobwarden_token";
 
@@ -54,7 +54,7 @@ fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Resu
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut f| f.read_exact(&mut bytes))
                 .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
-            let text = crate::job::hex(&bytes);
+            let text = jobwarden_model::job::hex(&bytes);
             jobwarden_sys::fsio::create_new_private(
                 layout.root(),
                 path,
@@ -73,7 +73,7 @@ pub fn print_url(layout: &Layout, listen: std::net::SocketAddr) -> anyhow::Resul
 
 /// The CSRF token of forms, from the access token.
 pub fn csrf_of(token: &str) -> String {
-    crate::job::hex(&Sha256::digest(
+    jobwarden_model::job::hex(&Sha256::digest(
         format!("jobwarden csrf {token}").as_bytes(),
     ))
 }

@@ -12,9 +12,9 @@ use serde::Deserialize;
 use super::Web;
 use super::html::{button, esc, page, state, url};
 use super::pages::{ago, daemon_running, ledger};
-use crate::job::JobState;
 use crate::ledger::{IndexedJob, JobFilter};
 use crate::waiting::{self, DEFERRED, WAITING};
+use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
 
 /// `/jobs?state=&project=&profile=&q=`.

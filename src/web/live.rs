@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::Web;
 use super::list::{JobsQuery, job_rows};
-use crate::job::JobId;
+use jobwarden_model::job::JobId;
 
 /// How often a stream looks again.
 const EVERY: Duration = Duration::from_millis(500);

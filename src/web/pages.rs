@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::Web;
 use super::html::{button, esc, page, state, url};
-use crate::job::{JobId, JobRecord, JobState};
 use crate::ledger::{JobFilter, Ledger};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;
 
 /// The ledger, if the root has one (never created by the page).
@@ -56,7 +56,7 @@ pub async fn overview(State(web): State<Arc<Web>>) -> Html<String> {
         ));
     }
     body.push_str("</div>");
-    let pauses = crate::control::read(&web.layout);
+    let pauses = jobwarden_model::control::read(&web.layout);
     body.push_str("<h2>Paused</h2>");
     let list = pauses.list();
     if list.is_empty() {
@@ -179,8 +179,8 @@ pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Respons
     if let (Ok(rec), Some(ledger)) = (&rec, ledger(&web)) {
         body.push_str(&attempts(&ledger, rec));
     }
-    let events =
-        crate::events::read_all(web.layout.root(), &web.layout.events(&id)).unwrap_or_default();
+    let events = jobwarden_model::events::read_all(web.layout.root(), &web.layout.events(&id))
+        .unwrap_or_default();
     body.push_str("<h2>Events</h2><table>");
     for e in events.iter().rev().take(200) {
         body.push_str(&format!(

@@ -185,7 +185,10 @@ fn front_matter_keys_in_docs_are_the_parsers() {
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
         .collect();
-    let parsed: BTreeSet<&str> = jobwarden::front_matter::KEYS.iter().copied().collect();
+    let parsed: BTreeSet<&str> = jobwarden_model::front_matter::KEYS
+        .iter()
+        .copied()
+        .collect();
     assert_eq!(documented, parsed, "docs/on-disk.md's front-matter table");
     let readme = doc("README.md");
     let start = readme

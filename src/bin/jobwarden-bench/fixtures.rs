@@ -7,9 +7,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use jobwarden::job::{JobId, JobRecord, JobState};
-use jobwarden::layout::{Layout, PromptName};
 use jobwarden::ledger::{Execution, IndexedJob, Ledger, Outcome, Source};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
 
 /// `n` succeeded jobs with their run folders, records, archived prompts,

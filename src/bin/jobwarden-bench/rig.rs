@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use jobwarden::layout::{Layout, PromptName};
+use jobwarden_model::layout::{Layout, PromptName};
 
 /// A prompt's key.
 pub fn prompt(project: &str, name: &str) -> PromptName {
@@ -180,7 +180,7 @@ impl Rig {
 
     /// Ask the job `id` to stop, as an operator's tool does: its `ABORT`
     /// marker written aside and renamed into place.
-    pub fn abort(&self, id: &jobwarden::job::JobId) -> anyhow::Result<()> {
+    pub fn abort(&self, id: &jobwarden_model::job::JobId) -> anyhow::Result<()> {
         let marker = self.layout.abort_marker(id);
         let tmp = marker.with_extension("tmp");
         fs::write(&tmp, "bench\n")?;

@@ -12,10 +12,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{GlobalArgs, HistoryCheckArgs};
-use crate::job::JobId;
-use crate::layout::{self, PromptName};
 use crate::ledger::Cooldowns;
 use crate::retry;
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout::{self, PromptName};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryCheckArgs) -> anyhow::Result<ExitCode> {

@@ -15,9 +15,9 @@ mod who_touched;
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, HistoryCommand};
-use crate::config::Config;
-use crate::layout::Layout;
 use crate::ledger::Ledger;
+use jobwarden_model::config::Config;
+use jobwarden_model::layout::Layout;
 
 pub fn run(global: &GlobalArgs, cmd: &HistoryCommand) -> anyhow::Result<ExitCode> {
     match cmd {

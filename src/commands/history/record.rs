@@ -6,9 +6,9 @@
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, HistoryRecordArgs};
-use crate::job::JobId;
-use crate::layout;
 use crate::ledger::{Execution, Outcome, Source};
+use jobwarden_model::job::JobId;
+use jobwarden_model::layout;
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<ExitCode> {

@@ -6,9 +6,9 @@
 
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::job::{JobRecord, JobState};
 use crate::ledger::Execution;
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;
 
 use super::super::output::{fmt_duration, timestamp};

@@ -31,10 +31,10 @@ use super::output::{fmt_duration, print_json};
 use super::progress::{Progress, counts_text};
 use super::watch::{Watch, Woken};
 use crate::cli::{GlobalArgs, WaitArgs};
-use crate::config::Config;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::{self, Layout};
 use crate::ledger::Ledger;
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::{self, Layout};
 use jobwarden_sys::clock::Timestamp;
 use scope::{Prompts, Scope};
 use tracker::Tracker;
@@ -283,7 +283,7 @@ impl<'a> Waiter<'a> {
                     self.passed.insert(id);
                 }
             }
-            Err(crate::job::RecordError::Io(e))
+            Err(jobwarden_model::job::RecordError::Io(e))
                 if e.kind() == std::io::ErrorKind::NotFound && dir.is_dir() =>
             {
                 if self.unrecorded.insert(id) {

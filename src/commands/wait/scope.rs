@@ -14,12 +14,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
 use crate::inbox;
-use crate::job::{JobId, JobRecord};
-use crate::layout::{self, InboxEntry, Layout, PROMPT_SUFFIX, PromptName, RUNNING_SUFFIX};
 use crate::ledger::{JobFilter, Ledger};
 use crate::retry;
+use jobwarden_model::config::Config;
+use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::layout::{
+    self, InboxEntry, Layout, PROMPT_SUFFIX, PromptName, RUNNING_SUFFIX,
+};
 
 /// The states of a job that has not ended.
 const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use crate::commands::exit::Exit;
 use crate::failure::JobError;
-use crate::job::{JobId, JobRecord, JobState};
-use crate::layout::Layout;
+use jobwarden_model::job::{JobId, JobRecord, JobState};
+use jobwarden_model::layout::Layout;
 
 /// One followed job.
 #[derive(Debug)]

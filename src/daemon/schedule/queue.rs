@@ -16,7 +16,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use crate::job::JobId;
+use jobwarden_model::job::JobId;
 
 /// What keeps a queued job from starting, other than `max_jobs` and a
 /// pause of the whole daemon (which hold back every job alike).

@@ -9,9 +9,9 @@ use tokio::time::Instant;
 use super::super::output::SharedSink;
 use super::super::spawn::Stage;
 use super::super::{EarlyEnd, Monitor};
-use crate::events::Op;
-use crate::job::JobState;
 use crate::slurm::{self, QueueEntry};
+use jobwarden_model::events::Op;
+use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
 
 /// How long Slurm is asked for its word on a job whose command recorded

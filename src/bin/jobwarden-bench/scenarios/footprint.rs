@@ -101,7 +101,7 @@ fn measure(rig: &Rig, ids: &[String]) -> anyhow::Result<rig::Memory> {
         let id = job_id(id)?;
         let pid = rig::wait_for(Duration::from_secs(120), "the job to run", || {
             let rec = record(rig, &id).ok()?;
-            let running = rec.state == jobwarden::job::JobState::Running && rec.pid.is_some();
+            let running = rec.state == jobwarden_model::job::JobState::Running && rec.pid.is_some();
             running.then_some(rec.monitor_pid).flatten()
         })?;
         pids.push(pid as u32);

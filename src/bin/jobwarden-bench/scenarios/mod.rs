@@ -15,7 +15,7 @@ pub mod startup;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use jobwarden::job::{JobId, JobRecord};
+use jobwarden_model::job::{JobId, JobRecord};
 
 use crate::report::{Figure, quantile};
 use crate::rig::Rig;

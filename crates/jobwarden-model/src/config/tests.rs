@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/config")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/config")
 }
 
 #[test]

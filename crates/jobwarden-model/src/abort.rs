@@ -14,7 +14,7 @@ use jobwarden_sys::error::IoError;
 use jobwarden_sys::fsio;
 
 /// Longest reason kept from a marker.
-pub(crate) const MAX_REASON: usize = 200;
+pub const MAX_REASON: usize = 200;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Marker {
@@ -104,7 +104,7 @@ pub fn reason(layout: &Layout, id: &JobId, ended: JobState) -> String {
     }
 }
 
-pub(crate) fn marker_reason(bytes: &[u8]) -> Option<String> {
+pub fn marker_reason(bytes: &[u8]) -> Option<String> {
     let from_json = serde_json::from_slice::<Marker>(bytes)
         .ok()
         .map(|m| m.reason);

@@ -270,7 +270,7 @@ fn tail_of(f: &mut File) -> Vec<u8> {
 }
 
 /// The `seq` of the last parseable line. Malformed lines are skipped.
-pub(crate) fn last_seq(tail: &[u8]) -> Option<u64> {
+pub fn last_seq(tail: &[u8]) -> Option<u64> {
     tail.split(|&b| b == b'\n')
         .rev()
         .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn on_disk_doc_lists_exactly_the_ops() {
-        let doc = include_str!("../docs/on-disk.md");
+        let doc = include_str!("../../../docs/on-disk.md");
         let section = doc
             .split("## events.jsonl")
             .nth(1)

@@ -1,9 +1,8 @@
-//! Property tests for every parser of outside input (test builds only):
-//! prompt front matter, `job.json`, `events.jsonl` lines, ABORT and pause markers,
-//! the config file with its durations and sizes, and the config handover
-//! on a monitor's stdin, compiler and linter diagnostics in a job's output.
-//! Whatever the input, no parser panics; what one
-//! accepts round-trips through what jobwarden writes.
+//! Property tests for every parser of outside input the model holds:
+//! prompt front matter, `job.json`, `events.jsonl` lines, ABORT and pause
+//! markers, the config file with its durations and sizes, and the config
+//! handover on a monitor's stdin. Whatever the input, no parser panics;
+//! what one accepts round-trips through what jobwarden writes.
 
 // Fixtures are written with plain std writes; the persistence rules
 // (clippy.toml) are for what jobwarden itself writes.
@@ -12,10 +11,10 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::config::{self, ConfigSource};
-use crate::events::Op;
-use crate::front_matter;
-use crate::job::{JobId, JobRecord};
+use jobwarden_model::config::{self, ConfigSource};
+use jobwarden_model::events::Op;
+use jobwarden_model::front_matter;
+use jobwarden_model::job::{JobId, JobRecord};
 
 /// Few enough cases that the whole suite stays fast on a small machine
 /// (`PROPTEST_CASES` asks for more, for a deeper search); failures are
@@ -182,7 +181,7 @@ fn record_like() -> impl Strategy<Value = Value> {
 }
 
 fn sample_record() -> JobRecord {
-    let prompt = crate::layout::PromptName {
+    let prompt = jobwarden_model::layout::PromptName {
         project: "api/v2".into(),
         name: "fix-login".into(),
     };
@@ -228,7 +227,7 @@ proptest! {
         // The distrusting load (names, paths, id against its folder) never
         // panics either, whatever the record says.
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let layout = crate::layout::Layout::new(dir.path());
+        let layout = jobwarden_model::layout::Layout::new(dir.path());
         let id = rec.job_id.clone();
         let bytes = serde_json::to_vec(&rec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         std::fs::create_dir_all(layout.run_dir(&id)).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -259,11 +258,11 @@ proptest! {
 
     #[test]
     fn events_reader_never_panics_and_counts_every_line(bytes in events_like()) {
-        let _ = crate::events::last_seq(&bytes);
+        let _ = jobwarden_model::events::last_seq(&bytes);
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let path = dir.path().join("events.jsonl");
         std::fs::write(&path, &bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let read = crate::events::read_counted(dir.path(), &path).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let read = jobwarden_model::events::read_counted(dir.path(), &path).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let lines = bytes
             .split(|&b| b == b'\n')
             .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
@@ -279,19 +278,19 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let path = dir.path().join("events.jsonl");
-        let mut log = crate::events::EventLog::open(dir.path(), &path, true);
+        let mut log = jobwarden_model::events::EventLog::open(dir.path(), &path, true);
         log.append(Op::Claimed, json!({}));
         drop(log);
         // A torn write by a dying writer, then a writer that reopens.
         let mut bytes = std::fs::read(&path).map_err(|e| TestCaseError::fail(e.to_string()))?;
         bytes.extend_from_slice(&torn);
         std::fs::write(&path, &bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let mut log = crate::events::EventLog::open(dir.path(), &path, true);
+        let mut log = jobwarden_model::events::EventLog::open(dir.path(), &path, true);
         for (op, fields) in &ops {
             let fields = if fields.is_object() { fields.clone() } else { json!({"value": fields}) };
             log.append(*op, fields);
         }
-        let events = crate::events::read_all(dir.path(), &path).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let events = jobwarden_model::events::read_all(dir.path(), &path).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let written: Vec<&Value> = events
             .iter()
             .filter(|e| e["op"] != "claimed" || e["seq"] != 1)
@@ -311,12 +310,12 @@ proptest! {
 
     #[test]
     fn pause_marker_names_never_panic_and_decode_to_pausable_projects(name in "\\PC{0,60}") {
-        if let Some(project) = crate::layout::paused_project(&name) {
-            prop_assert!(crate::layout::validate_project(&project).is_ok());
-            let path = crate::layout::Layout::new("/r")
+        if let Some(project) = jobwarden_model::layout::paused_project(&name) {
+            prop_assert!(jobwarden_model::layout::validate_project(&project).is_ok());
+            let path = jobwarden_model::layout::Layout::new("/r")
                 .project_pause(&project)
                 .map_err(TestCaseError::fail)?;
-            let again = path.file_name().and_then(|n| n.to_str()).and_then(crate::layout::paused_project);
+            let again = path.file_name().and_then(|n| n.to_str()).and_then(jobwarden_model::layout::paused_project);
             prop_assert_eq!(again, Some(project));
         }
     }
@@ -324,13 +323,13 @@ proptest! {
     #[test]
     fn every_project_pauses_as_one_file_that_names_it(segs in prop::collection::vec("[a-z%0-9 ._-]{1,12}", 1..4)) {
         let project = segs.join("/");
-        prop_assume!(crate::layout::validate_project(&project).is_ok());
-        let layout = crate::layout::Layout::new("/r");
+        prop_assume!(jobwarden_model::layout::validate_project(&project).is_ok());
+        let layout = jobwarden_model::layout::Layout::new("/r");
         let path = layout.project_pause(&project).map_err(TestCaseError::fail)?;
         let folder = layout.project_pauses();
         prop_assert_eq!(path.parent(), Some(folder.as_path()));
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        prop_assert_eq!(crate::layout::paused_project(name), Some(project));
+        prop_assert_eq!(jobwarden_model::layout::paused_project(name), Some(project));
     }
 }
 
@@ -341,14 +340,14 @@ proptest! {
     #[test]
     fn pause_marker_of_any_content_pauses_with_a_clean_reason(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let layout = crate::layout::Layout::new(dir.path());
+        let layout = jobwarden_model::layout::Layout::new(dir.path());
         std::fs::create_dir_all(layout.control()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         std::fs::write(layout.daemon_pause(), &bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let pauses = crate::control::read(&layout);
+        let pauses = jobwarden_model::control::read(&layout);
         let pause = pauses.daemon.clone();
         prop_assert!(pause.is_some(), "any file pauses");
         if let Some(reason) = pause.and_then(|p| p.reason) {
-            prop_assert!(reason.chars().count() <= crate::abort::MAX_REASON);
+            prop_assert!(reason.chars().count() <= jobwarden_model::abort::MAX_REASON);
             prop_assert!(!reason.chars().any(char::is_control));
         }
     }
@@ -361,9 +360,9 @@ proptest! {
 
     #[test]
     fn abort_marker_never_panics_and_gives_a_clean_reason(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
-        if let Some(reason) = crate::abort::marker_reason(&bytes) {
+        if let Some(reason) = jobwarden_model::abort::marker_reason(&bytes) {
             prop_assert!(!reason.is_empty());
-            prop_assert!(reason.chars().count() <= crate::abort::MAX_REASON);
+            prop_assert!(reason.chars().count() <= jobwarden_model::abort::MAX_REASON);
             prop_assert!(!reason.chars().any(char::is_control));
         }
     }
@@ -377,17 +376,17 @@ proptest! {
     #[test]
     fn abort_reason_written_is_read_back(reason in "\\PC{0,250}") {
         let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let layout = crate::layout::Layout::new(dir.path());
+        let layout = jobwarden_model::layout::Layout::new(dir.path());
         let id = JobId::generate();
         jobwarden_sys::fsio::create_dirs(dir.path(), &layout.run_dir(&id)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        crate::abort::write_marker(&layout, &id, Some(&reason)).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let clean: String = reason.trim().chars().filter(|c| !c.is_control()).take(crate::abort::MAX_REASON).collect();
+        jobwarden_model::abort::write_marker(&layout, &id, Some(&reason)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let clean: String = reason.trim().chars().filter(|c| !c.is_control()).take(jobwarden_model::abort::MAX_REASON).collect();
         let want = if clean.is_empty() {
             "aborted by request (ABORT marker)".to_owned()
         } else {
             format!("aborted by request: {clean}")
         };
-        prop_assert_eq!(crate::abort::reason(&layout, &id, crate::job::JobState::Aborted), want);
+        prop_assert_eq!(jobwarden_model::abort::reason(&layout, &id, jobwarden_model::job::JobState::Aborted), want);
     }
 }
 
@@ -585,88 +584,5 @@ proptest! {
         if !text.is_empty() {
             prop_assert!(config::decode_handover(cut).is_err());
         }
-    }
-}
-
-// -- points in time (`--since`, `--until`) ------------------------------------
-
-/// Text shaped like what an operator types for a point in time: durations,
-/// dates and times in every accepted spelling, and near misses.
-fn when_like() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[0-9]{1,6} ?(ms|s|m|h|d|days|w)",
-        "[0-9]{4}-[0-9]{2}-[0-9]{2}",
-        "[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?([Zz]|[+-][0-9]{2}:[0-9]{2})?",
-        "\\PC{0,30}",
-    ]
-}
-
-/// `epoch_s` as an RFC 3339 time written `offset_min` east of UTC.
-fn rfc3339_at(epoch_s: u64, offset_min: i64) -> String {
-    let local = epoch_s as i64 + offset_min * 60;
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(local.max(0) as u64);
-    let utc = humantime::format_rfc3339_seconds(t).to_string();
-    let sign = if offset_min < 0 { '-' } else { '+' };
-    let (h, m) = (offset_min.abs() / 60, offset_min.abs() % 60);
-    format!("{}{sign}{h:02}:{m:02}", utc.trim_end_matches('Z'))
-}
-
-proptest! {
-    #![proptest_config(cases(256))]
-
-    #[test]
-    fn when_never_panics_and_never_goes_past_now_for_durations(text in when_like()) {
-        let now = 1_900_000_000_000;
-        if let (Ok(ms), Ok(_)) = (jobwarden_sys::clock::parse_when(&text, now), humantime::parse_duration(text.trim())) {
-            prop_assert!(ms <= now);
-        }
-    }
-
-    #[test]
-    fn when_reads_any_offset_as_the_same_instant(
-        epoch_s in 86_400u64..4_000_000_000,
-        offset_min in -(23 * 60 + 59)..=(23 * 60 + 59i64),
-    ) {
-        let text = rfc3339_at(epoch_s, offset_min);
-        prop_assert_eq!(jobwarden_sys::clock::parse_when(&text, 0), Ok(epoch_s * 1000), "{}", text);
-    }
-
-    #[test]
-    fn when_reads_a_duration_back_from_now(secs in 0u64..1_000_000_000) {
-        let now = 2_000_000_000_000;
-        prop_assert_eq!(jobwarden_sys::clock::parse_when(&format!("{secs}s"), now), Ok(now - secs * 1000));
-    }
-}
-
-proptest! {
-    #![proptest_config(cases(64))]
-    #[test]
-    fn diagnostics_any_text_parses_without_panic_and_within_bounds(text in "\\PC{0,400}") {
-        let found = jobwarden_sys::diagnostics::parse(&text);
-        prop_assert!(found.len() <= jobwarden_sys::diagnostics::MAX_DIAGNOSTICS);
-        for d in found {
-            prop_assert!(d.message.len() <= jobwarden_sys::diagnostics::MAX_MESSAGE);
-            prop_assert!(d.severity == "error" || d.severity == "warning");
-        }
-    }
-
-    #[test]
-    fn diagnostics_a_printed_diagnostic_is_read_back(
-        file in "[a-z]{1,8}/[a-z]{1,8}\\.rs",
-        line in 1u32..100_000,
-        col in 1u32..500,
-        code in "E[0-9]{4}",
-        msg in "[a-zA-Z`' ]{1,60}",
-    ) {
-        let msg = msg.trim().to_owned();
-        prop_assume!(!msg.is_empty());
-        let text = format!("error[{code}]: {msg}\n  --> {file}:{line}:{col}\n");
-        let found = jobwarden_sys::diagnostics::parse(&text);
-        prop_assert_eq!(found.len(), 1);
-        prop_assert_eq!(found[0].code.as_deref(), Some(code.as_str()));
-        prop_assert_eq!(found[0].file.as_deref(), Some(file.as_str()));
-        prop_assert_eq!(found[0].line, Some(line));
-        prop_assert_eq!(found[0].column, Some(col));
-        prop_assert_eq!(&found[0].message, &msg);
     }
 }
