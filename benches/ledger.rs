@@ -17,7 +17,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use jobwarden::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
+use jobwarden_ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 
 const ROWS: u64 = 1_000_000;
 const PROJECTS: u64 = 50;
@@ -97,7 +97,7 @@ fn fill_jobs(path: &std::path::Path) {
             let state = states[(i % states.len() as u64) as usize];
             stmt.execute(rusqlite::params![
                 id,
-                jobwarden::ledger::short_id(&id),
+                jobwarden_ledger::short_id(&id),
                 format!("p{}", i % PROJECTS),
                 format!("n{}", i % NAMES),
                 state,

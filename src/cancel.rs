@@ -112,7 +112,7 @@ const FIND_POLL: Duration = Duration::from_millis(20);
 pub fn cancel_waiting_by_hand(
     layout: &Layout,
     config: &jobwarden_model::config::Config,
-    mut ledger: Option<&mut crate::ledger::Ledger>,
+    mut ledger: Option<&mut jobwarden_ledger::Ledger>,
     prompt: &PromptName,
     before: Option<&str>,
     reason: Option<&str>,

@@ -45,8 +45,8 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::failure::JobError;
-use crate::ledger::Ledger;
 use crate::terminal::{Ending, Finisher};
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::config::Selection;
 use jobwarden_model::events::{EventLog, Op};

@@ -74,7 +74,7 @@ pub enum Command {
     Status(StatusArgs),
 
     /// List prompts waiting in the inbox (waiting, deferred) and jobs, newest first.
-    #[command(after_help = crate::ledger::Outcome::vocabulary())]
+    #[command(after_help = jobwarden_ledger::Outcome::vocabulary())]
     Jobs(JobsArgs),
 
     /// Show one job: its record, files, ledger row and the end of its log.
@@ -540,7 +540,7 @@ pub struct NotifyTestArgs {
 #[derive(Debug, Subcommand)]
 pub enum HistoryCommand {
     /// Executions, newest first.
-    #[command(after_help = crate::ledger::Outcome::vocabulary())]
+    #[command(after_help = jobwarden_ledger::Outcome::vocabulary())]
     List(HistoryListArgs),
     /// One execution with its artifacts and paths.
     Show(HistoryShowArgs),

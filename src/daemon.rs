@@ -41,8 +41,8 @@ use tokio_util::time::DelayQueue;
 
 use crate::failure::DaemonError;
 use crate::inbox::{Found, InboxWatcher, Signal};
-use crate::ledger::Ledger;
 use crate::recover;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::abort;
 use jobwarden_model::config::{Config, ShutdownPolicy};
 use jobwarden_model::job::JobId;
@@ -188,7 +188,7 @@ struct Daemon {
     ledger: Option<Ledger>,
     /// Device and inode of the `ledger.db` held open (or found damaged).
     ledger_identity: Option<(u64, u64)>,
-    ledger_condition: crate::ledger::health::Condition,
+    ledger_condition: jobwarden_ledger::health::Condition,
     /// The start's `PRAGMA quick_check`, until its verdict is taken.
     quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
     gc_running: Arc<AtomicBool>,
@@ -275,7 +275,7 @@ impl Daemon {
             cooling: DelayQueue::new(),
             ledger: None,
             ledger_identity: None,
-            ledger_condition: crate::ledger::health::Condition::ok(),
+            ledger_condition: jobwarden_ledger::health::Condition::ok(),
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
             published: Default::default(),

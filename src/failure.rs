@@ -43,7 +43,7 @@ pub enum DaemonError {
         source: notify::Error,
     },
     #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] jobwarden_ledger::LedgerError),
     #[error("daemon task {task} ended unexpectedly: {reason}")]
     TaskDied { task: &'static str, reason: String },
 }
@@ -60,7 +60,7 @@ pub enum JobError {
     /// The ledger could not answer a question the claim must ask (is a
     /// job id already used?): the claim waits rather than guess.
     #[error(transparent)]
-    Ledger(#[from] crate::ledger::LedgerError),
+    Ledger(#[from] jobwarden_ledger::LedgerError),
 }
 
 impl From<RecordError> for JobError {

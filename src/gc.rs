@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::ledger::Ledger;
 use crate::recover::{self, Monitor};
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
@@ -195,7 +195,7 @@ fn remove_job(
     // The record may be the only copy of a row whose insert failed: never
     // delete it before the ledger has the row.
     if !dry_run {
-        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, &rec) {
+        if let Err(e) = jobwarden_ledger::backfill::ensure_row(layout, ledger, &rec) {
             tracing::warn!(job = %id, "gc: left alone, its ledger row could not be ensured: {e}");
             report.runs_skipped += 1;
             return;

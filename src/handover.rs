@@ -29,8 +29,8 @@ use std::io::{BufRead, Write};
 
 use serde_json::{Value, json};
 
-use crate::ledger::{Artifact, PathRelation};
 use crate::terminal::Handed;
+use jobwarden_ledger::{Artifact, PathRelation};
 
 /// Exit status of a monitor that found its job already supervised by
 /// another monitor (it changed nothing). EX_TEMPFAIL.

@@ -79,19 +79,6 @@
 //! - [`retry`] — the retry policy: requeue decisions and cooldowns;
 //!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt;
 //!   `retry/by_hand.rs`: a retry asked for by hand (the CLI's and the web page's).
-//! - [`ledger`] — SQLite execution history: `migrations.rs` (append-only schema),
-//!   `execution.rs` (rows, artifacts, paths), `query.rs` (cooldown, attempts),
-//!   `lookup.rs` (reads behind a `<job>` argument beyond the index),
-//!   `history.rs` (CLI queries), `retention.rs` (artifact pruning), `backfill.rs`,
-//!   `health.rs` (what a damaged file is; the condition `status` shows), `guard.rs` (the one
-//!   check of `ledger.db` and its `-wal` and `-shm` before SQLite opens them),
-//!   `repair.rs` (a damaged file moved aside and rebuilt from `runs/`),
-//!   `outcome.rs` (outcome names and their mapping to job states),
-//!   `attention.rs` (what needs the operator's attention; `ack`), `diagnostics.rs`
-//!   (each execution's compiler and linter diagnostics, and the questions asked of them),
-//!   `published.rs` (each execution's published git branch, watched until settled),
-//!   `batch.rs` (the last batch of work and its completion summary), `slurm.rs` (each
-//!   execution's Slurm job: id, node, Slurm's word, time pending and running).
 //! - [`slurm`] — Slurm as jobwarden drives it: the batch script, `job.json`'s `slurm`,
 //!   `slurm.json`; `slurm/client.rs`: `sbatch`, `squeue`, `scontrol`, `scancel`, each with a
 //!   deadline.
@@ -127,7 +114,6 @@ pub mod gc;
 pub mod handover;
 pub mod hooks;
 pub mod inbox;
-pub mod ledger;
 pub mod lookup;
 pub mod metrics;
 pub mod monitor;

@@ -32,7 +32,7 @@
 //! prompt in any folder (waiting there, or with jobs), if only one folder
 //! has a prompt of that name.
 
-use crate::ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
+use jobwarden_ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
 

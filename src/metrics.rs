@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::job::JobState;
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 
-use crate::ledger::{Ledger, Settled, Watched};
+use jobwarden_ledger::{Ledger, Settled, Watched};
 use jobwarden_model::config::Config;
 use jobwarden_model::events::{EventLog, Op};
 use jobwarden_model::job::{JobId, JobRecord, JobState, Reconciled};

@@ -79,8 +79,8 @@ pub use pass::Pass;
 
 use crate::failure::JobError;
 use crate::inbox;
-use crate::ledger::{IndexedJob, Ledger, LedgerError};
 use crate::terminal::{Ending, Finisher};
+use jobwarden_ledger::{IndexedJob, Ledger, LedgerError};
 use jobwarden_model::config::Config;
 use jobwarden_model::events::{EventLog, Op};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
@@ -210,7 +210,7 @@ fn is_missing(loaded: &Result<JobRecord, JobError>) -> bool {
 /// before anything is claimed (cooldowns, attempt numbers).
 fn refresh_ended(layout: &Layout, ledger: &mut Ledger, rec: &JobRecord) {
     if rec.state.is_terminal() {
-        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
+        if let Err(e) = jobwarden_ledger::backfill::ensure_row(layout, ledger, rec) {
             tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled later");
         }
     }
@@ -388,7 +388,7 @@ fn restore_body(
 /// `terminal.rs`)? A `history repair` running beside the daemon must not
 /// take the row from them: theirs carries the output tails and paths that
 /// a backfilled one lacks. (The row is backfilled later if both die first.)
-/// The backfill's question ([`crate::ledger::backfill::run`]).
+/// The backfill's question ([`jobwarden_ledger::backfill::run`]).
 pub fn being_finished(layout: &Layout, rec: &JobRecord) -> bool {
     if matches!(monitor_state(layout, &rec.job_id), Monitor::Alive(_)) {
         return true;

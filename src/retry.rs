@@ -9,7 +9,7 @@ pub mod request;
 
 use std::time::Duration;
 
-use crate::ledger::{Cooldowns, LastRun, Ledger, Outcome};
+use jobwarden_ledger::{Cooldowns, LastRun, Ledger, Outcome};
 use jobwarden_model::config::{Config, Profile};
 use jobwarden_model::job::{JobId, JobRecord};
 use request::Request;
@@ -104,7 +104,7 @@ impl Deferral {
             "cooldown of {} after {} of job {} (profile {})",
             humantime::format_duration(self.cooldown),
             self.outcome,
-            crate::ledger::short_id(&self.after_job),
+            jobwarden_ledger::short_id(&self.after_job),
             self.profile
         )
     }
@@ -163,7 +163,7 @@ pub fn continues(last: Option<&LastRun>, request: Option<&Request>) -> Option<(J
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Execution, Source};
+    use jobwarden_ledger::{Execution, Source};
     use jobwarden_model::config::{ConfigSource, parse};
     use jobwarden_model::job::JobId;
     use jobwarden_model::layout::PromptName;
@@ -191,13 +191,17 @@ mod tests {
         rec
     }
 
+    /// A time rows are written at (2023-11-14): the ledger refuses times
+    /// before 2020.
+    const T0: u64 = 1_700_000_000_000;
+
     fn requeued(ledger: &mut Ledger, outcome: Outcome, at: u64) {
         let mut e = Execution::new(
             JobId::generate().to_string(),
             "p",
             "n",
             outcome,
-            crate::ledger::T0 + at,
+            T0 + at,
             "h",
             Source::Daemon,
         );

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, bail};
 
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::{Config, format_size};
 use jobwarden_model::front_matter::{self, Parsed};
 use jobwarden_model::job::JobId;

@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::failure::JobError;
-use crate::ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 use crate::retry;
+use jobwarden_ledger::{Artifact, Execution, Ledger, Outcome, PathRelation, Source};
 use jobwarden_model::config::Config;
 use jobwarden_model::events::{EventLog, Op};
 use jobwarden_model::job::{JobRecord, JobState};
@@ -73,7 +73,7 @@ impl Ending {
     }
 }
 
-pub use crate::ledger::Handed;
+pub use jobwarden_ledger::Handed;
 
 /// What an end's writes to the ledger came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub fn record_handed(
     rec: &JobRecord,
     handed: Option<&Handed>,
 ) -> Recorded {
-    let row = crate::ledger::backfill::ensure_row_with(layout, ledger, rec, handed);
+    let row = jobwarden_ledger::backfill::ensure_row_with(layout, ledger, rec, handed);
     index_after_row(ledger, rec, row)
 }
 
@@ -106,7 +106,7 @@ pub fn record_handed(
 fn index_after_row(
     ledger: &mut Ledger,
     rec: &JobRecord,
-    row: Result<bool, crate::ledger::LedgerError>,
+    row: Result<bool, jobwarden_ledger::LedgerError>,
 ) -> Recorded {
     match row {
         Ok(_) => {
@@ -299,7 +299,7 @@ pub fn resume_end(
     claim_proven: bool,
 ) -> bool {
     if let Some(ledger) = ledger.as_deref_mut() {
-        if let Err(e) = crate::ledger::backfill::ensure_row(layout, ledger, rec) {
+        if let Err(e) = jobwarden_ledger::backfill::ensure_row(layout, ledger, rec) {
             tracing::warn!(job = %rec.job_id, "{e}; the row will be backfilled later");
         }
     }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::inbox::{self, Found};
-use crate::ledger::{LastRun, Ledger, LedgerError};
 use crate::retry::{self, Deferral};
+use jobwarden_ledger::{LastRun, Ledger, LedgerError};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::{self, InboxEntry, Layout, PromptName};

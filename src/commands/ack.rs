@@ -23,7 +23,7 @@ use serde_json::json;
 use super::output::{fmt_ago, print_json, prompt_label, timestamp};
 use super::{EXIT_NO, No};
 use crate::cli::{AckArgs, GlobalArgs};
-use crate::ledger::{Attention, Ledger, Standing, short_id};
+use jobwarden_ledger::{Attention, Ledger, Standing, short_id};
 use jobwarden_model::events::Op;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::Layout;

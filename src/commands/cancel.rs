@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::abort::Marking;
 use super::output::{final_state, prompt_label};
 use crate::cancel::{self, Canceller, WaitingCancelled};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::{Layout, PromptName};

@@ -11,7 +11,7 @@ use anyhow::Context;
 use super::output::print_json;
 use crate::cli::{GcArgs, GlobalArgs};
 use crate::gc::{self, GcReport};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 
 pub fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;

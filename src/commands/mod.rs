@@ -45,7 +45,7 @@ mod web;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::{Config, Env};
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::Layout;
@@ -147,7 +147,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
 /// never creates a root by mistake.
 /// On a root that cannot be written (read-only, full), the ledger is read
 /// as an immutable snapshot instead.
-fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, crate::ledger::LedgerError> {
+fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, jobwarden_ledger::LedgerError> {
     let path = layout.ledger();
     // A link there (dangling or not) is not "no ledger": the open refuses it.
     if std::fs::symlink_metadata(&path).is_err() {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, PauseArgs, PauseScopeArgs, ResumeArgs};
-use crate::ledger::JobFilter;
+use jobwarden_ledger::JobFilter;
 use jobwarden_model::config::Config;
 use jobwarden_model::control::{self, Pause, Paused, Scope};
 use jobwarden_model::events::Op;

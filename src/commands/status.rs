@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
 use crate::daemon::state_file::{self, DaemonSeen, Phase};
-use crate::ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
+use jobwarden_ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::Layout;
@@ -130,7 +130,7 @@ pub struct Status {
     /// Prompts whose last run went wrong that `jobwarden ack` cleared.
     acknowledged: u64,
     /// Once nothing runs or waits: the last batch of work, summed up.
-    completion_summary: Option<crate::ledger::CompletionSummary>,
+    completion_summary: Option<jobwarden_ledger::CompletionSummary>,
     /// The latest step of the wall clock a daemon noticed, if any.
     last_clock_step: Option<ClockStep>,
 }

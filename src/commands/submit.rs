@@ -28,8 +28,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{GlobalArgs, SubmitArgs};
-use crate::ledger::Ledger;
-use crate::ledger::history::Filter;
+use jobwarden_ledger::Ledger;
+use jobwarden_ledger::history::Filter;
 use jobwarden_model::config::{Config, format_size};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::{self, Layout, PROMPT_SUFFIX, PromptName};
@@ -428,7 +428,7 @@ impl Follower<'_> {
     /// `matches`.
     fn find_row(
         &mut self,
-        matches: impl Fn(&crate::ledger::Execution) -> bool,
+        matches: impl Fn(&jobwarden_ledger::Execution) -> bool,
     ) -> anyhow::Result<Option<JobId>> {
         if self.ledger.is_none() && self.layout.ledger().exists() {
             self.ledger = Some(Ledger::open(&self.layout.ledger())?);

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use super::No;
 use super::output::{fmt_ago, fmt_duration, print_json, timestamp};
-use crate::ledger::{Ledger, short_id};
 use crate::waiting::{self, Waiting};
+use jobwarden_ledger::{Ledger, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;

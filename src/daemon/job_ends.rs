@@ -8,9 +8,9 @@ use std::process::ExitStatus;
 
 use super::{Daemon, Slot, monitors};
 use crate::failure::{DaemonError, JobError};
-use crate::ledger::backfill;
 use crate::recover;
 use crate::terminal::Handed;
+use jobwarden_ledger::backfill;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::PromptName;
 use jobwarden_sys::storage;

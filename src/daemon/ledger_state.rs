@@ -13,8 +13,8 @@
 use std::sync::mpsc;
 
 use super::{Daemon, file_identity};
-use crate::ledger::health::Condition;
-use crate::ledger::{Ledger, LedgerError};
+use jobwarden_ledger::health::Condition;
+use jobwarden_ledger::{Ledger, LedgerError};
 
 /// What the start's quick check found, for which file (device, inode).
 pub(super) type Verdict = (Option<(u64, u64)>, Option<LedgerError>);

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::Daemon;
 use crate::hooks::Notice;
-use crate::ledger::Outcome;
 use crate::retry::Deferral;
+use jobwarden_ledger::Outcome;
 use jobwarden_model::job::{JobId, JobRecord};
 
 /// How long the queue must stay drained before `all_done` is told: a

@@ -9,7 +9,7 @@
 //! written (`backfill.rs`), as after a crash.
 
 use super::Daemon;
-use crate::ledger::{Ledger, backfill};
+use jobwarden_ledger::{Ledger, backfill};
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
 

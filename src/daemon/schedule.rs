@@ -29,7 +29,7 @@ pub(super) use queue::{Blocker, Queue, QueuedJob};
 
 use super::state_file::{self, Queued};
 use super::{Daemon, Slot};
-use crate::ledger::short_id;
+use jobwarden_ledger::short_id;
 use jobwarden_model::config::{Config, DEFAULT_PROFILE};
 use jobwarden_model::control::{self, Pauses, Scope};
 use jobwarden_model::job::{JobId, JobRecord};

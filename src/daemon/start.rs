@@ -3,8 +3,8 @@
 
 use super::{Daemon, Slot};
 use crate::failure::DaemonError;
-use crate::ledger::{Ledger, backfill};
 use crate::recover::{self, Recovered};
+use jobwarden_ledger::{Ledger, backfill};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::error::IoContext;
 use jobwarden_sys::{fsio, storage};

@@ -16,9 +16,9 @@ use tokio::sync::mpsc;
 
 use super::Daemon;
 use super::state_file::Phase;
-use crate::ledger::{Ledger, backfill};
 use crate::recover::sweep::{Findings, Found, Report};
 use crate::recover::{self, Pass, Recovered};
+use jobwarden_ledger::{Ledger, backfill};
 use jobwarden_model::job::{JobId, JobRecord};
 
 /// How many messages the check may have sent ahead of the loop.

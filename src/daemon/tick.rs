@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::state_file::Phase;
 use super::{Daemon, Slot, inbox_watch};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::abort;
 use jobwarden_model::job::JobId;
 use jobwarden_sys::clock::Timestamp;

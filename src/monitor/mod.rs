@@ -31,8 +31,8 @@ use serde_json::json;
 
 use crate::failure::JobError;
 use crate::handover;
-use crate::ledger::{Artifact, Ledger, PathRelation};
 use crate::terminal::{Ending, Finisher, Handed};
+use jobwarden_ledger::{Artifact, Ledger, PathRelation};
 use jobwarden_model::abort;
 use jobwarden_model::config::{Config, Profile};
 use jobwarden_model::events::{EventLog, Op};
@@ -430,7 +430,7 @@ impl Monitor<'_> {
                 .matches(exited, &[text("stdout_tail"), text("stderr_tail")])
         };
         if state == JobState::Failed && limited() {
-            ending.outcome = crate::ledger::Outcome::RateLimited;
+            ending.outcome = jobwarden_ledger::Outcome::RateLimited;
         }
         ending
     }
@@ -480,7 +480,7 @@ impl Monitor<'_> {
         {
             paths.push((
                 PathRelation::Affected,
-                crate::ledger::stored_path(Some(&workdir), line),
+                jobwarden_ledger::stored_path(Some(&workdir), line),
             ));
         }
         paths

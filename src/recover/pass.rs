@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
 use crate::failure::JobError;
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::Layout;

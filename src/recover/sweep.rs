@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::ledger::{IndexedJob, Ledger, LedgerError};
+use jobwarden_ledger::{IndexedJob, Ledger, LedgerError};
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
 

@@ -25,7 +25,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use super::request::{self, PutBack};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::events::Op;
 use jobwarden_model::job::{JobId, JobRecord};

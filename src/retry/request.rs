@@ -32,7 +32,7 @@ use nix::fcntl::Flock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ledger::LastRun;
+use jobwarden_ledger::LastRun;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
@@ -307,7 +307,7 @@ fn read(layout: &Layout, prompt: &PromptName) -> Option<Request> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Outcome;
+    use jobwarden_ledger::Outcome;
 
     fn setup() -> (tempfile::TempDir, Layout, PromptName) {
         let dir = tempfile::tempdir().expect("tempdir");

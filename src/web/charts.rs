@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::html::esc;
-use crate::ledger::{Execution, IndexedJob};
+use jobwarden_ledger::{Execution, IndexedJob};
 
 const W: f64 = 640.0;
 const H: f64 = 180.0;

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use super::Web;
 use super::html::{button, esc, page, state, url};
 use super::pages::{ago, daemon_running, ledger};
-use crate::ledger::{IndexedJob, JobFilter};
 use crate::waiting::{self, DEFERRED, WAITING};
+use jobwarden_ledger::{IndexedJob, JobFilter};
 use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
 
@@ -124,7 +124,7 @@ fn job_row(web: &Web, j: &IndexedJob) -> String {
         "<tr data-id=\"{id}\"><td><a href=\"/jobs/{id}\">{short}</a></td><td>{prompt}</td><td>{state}</td>\
          <td class=\"wide\">{profile}</td><td class=\"wide\">{when}</td><td class=\"wide\">{reason}</td><td>{action}</td></tr>",
         id = url(&j.id),
-        short = esc(&crate::ledger::short_id(&j.id)),
+        short = esc(&jobwarden_ledger::short_id(&j.id)),
         prompt = esc(&format!("{}/{}", j.project, j.name)),
         state = state(&j.state),
         profile = esc(j.profile.as_deref().unwrap_or("")),
@@ -135,7 +135,11 @@ fn job_row(web: &Web, j: &IndexedJob) -> String {
 
 /// The prompts waiting in the inbox that pass the filters, each with its
 /// cancel button.
-fn waiting_rows(web: &Web, ledger: Option<&crate::ledger::Ledger>, q: &JobsQuery) -> Vec<String> {
+fn waiting_rows(
+    web: &Web,
+    ledger: Option<&jobwarden_ledger::Ledger>,
+    q: &JobsQuery,
+) -> Vec<String> {
     let now = Timestamp::now().epoch_ms();
     let daemon = daemon_running(web);
     let wanted = JobsQuery::get(&q.state);

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::Web;
 use super::html::{button, esc, page, state, url};
-use crate::ledger::{JobFilter, Ledger};
+use jobwarden_ledger::{JobFilter, Ledger};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;
 
@@ -241,7 +241,7 @@ pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>)
         ));
     };
     let now = Timestamp::now().epoch_ms();
-    let day = crate::ledger::history::Filter {
+    let day = jobwarden_ledger::history::Filter {
         since_ms: Some(now.saturating_sub(86_400_000)),
         ..Default::default()
     };
@@ -275,7 +275,7 @@ pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>)
                 body.push_str(&format!(
                     "<tr><td><a href=\"/jobs/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td class=\"wide\">{}</td></tr>",
                     url(&t.execution.id),
-                    esc(&crate::ledger::short_id(&t.execution.id)),
+                    esc(&jobwarden_ledger::short_id(&t.execution.id)),
                     esc(&t.execution.project),
                     esc(&t.execution.name),
                     esc(t.execution.outcome.as_str()),
@@ -290,7 +290,7 @@ pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>)
         body.push_str(&format!(
             "<tr><td><a href=\"/jobs/{}\">{}</a></td><td>{}/{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
             url(&e.id),
-            esc(&crate::ledger::short_id(&e.id)),
+            esc(&jobwarden_ledger::short_id(&e.id)),
             esc(&e.project),
             esc(&e.name),
             esc(e.outcome.as_str()),
@@ -303,7 +303,7 @@ pub async fn history(State(web): State<Arc<Web>>, Query(q): Query<HistoryQuery>)
 
 /// The ledger's attempts of `rec`'s prompt, newest first.
 fn attempts(ledger: &Ledger, rec: &JobRecord) -> String {
-    let filter = crate::ledger::history::Filter {
+    let filter = jobwarden_ledger::history::Filter {
         project: Some(rec.project.clone()),
         name: Some(rec.name.clone()),
         ..Default::default()
@@ -320,7 +320,7 @@ fn attempts(ledger: &Ledger, rec: &JobRecord) -> String {
             "<tr><td class=\"num\">{}</td><td><a href=\"/jobs/{}\">{}</a></td><td>{}</td><td>{}</td><td class=\"wide\">{}</td></tr>",
             e.attempt,
             url(&e.id),
-            esc(&crate::ledger::short_id(&e.id)),
+            esc(&jobwarden_ledger::short_id(&e.id)),
             esc(e.outcome.as_str()),
             esc(&ago(e.finished_at)),
             esc(e.error_message.as_deref().unwrap_or(""))

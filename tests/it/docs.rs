@@ -265,7 +265,7 @@ fn route_exit_codes_are_as_documented() {
 /// that a new outcome cannot be added without them.
 #[test]
 fn outcome_names_in_help_and_docs_are_the_ledgers() {
-    let outcomes: Vec<&str> = jobwarden::ledger::Outcome::ALL
+    let outcomes: Vec<&str> = jobwarden_ledger::Outcome::ALL
         .iter()
         .map(|o| o.as_str())
         .collect();

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use jobwarden::ledger::{Execution, IndexedJob, Ledger, Outcome, Source};
+use jobwarden_ledger::{Execution, IndexedJob, Ledger, Outcome, Source};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::{Layout, PromptName};
 use jobwarden_sys::clock::Timestamp;
@@ -203,7 +203,7 @@ fn history_rows(
     let finished = created + 400;
     jobs.execute(rusqlite::params![
         id,
-        jobwarden::ledger::short_id(id),
+        jobwarden_ledger::short_id(id),
         rec.project,
         rec.name,
         created,

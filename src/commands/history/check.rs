@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{GlobalArgs, HistoryCheckArgs};
-use crate::ledger::Cooldowns;
 use crate::retry;
+use jobwarden_ledger::Cooldowns;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::{self, PromptName};
 use jobwarden_sys::clock::Timestamp;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::list::{ExecutionJson, Window, found, print_json, prompt_label};
 use crate::cli::{GlobalArgs, HistoryDiagnosticsArgs};
-use crate::ledger::{CodeCount, CodeHit, FileCount, StoredDiagnostic, short_id};
+use jobwarden_ledger::{CodeCount, CodeHit, FileCount, StoredDiagnostic, short_id};
 
 pub fn run(global: &GlobalArgs, args: &HistoryDiagnosticsArgs) -> anyhow::Result<ExitCode> {
     let since = Window::parse(args.since.as_deref(), None)?.since_ms;

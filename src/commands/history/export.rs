@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use super::list::ExecutionJson;
 use crate::cli::{GlobalArgs, HistoryExportArgs};
-use crate::ledger::Ledger;
-use crate::ledger::history::PromptRun;
+use jobwarden_ledger::Ledger;
+use jobwarden_ledger::history::PromptRun;
 
 /// Records per prompt in the night-watch export, as that tool kept them.
 const NIGHT_WATCH_KEEP: u32 = 10;

@@ -17,8 +17,8 @@ pub(super) use crate::commands::output::{
     Cell, Column, Table, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
     timestamp,
 };
-use crate::ledger::history::Filter;
-use crate::ledger::{Execution, Outcome, Source};
+use jobwarden_ledger::history::Filter;
+use jobwarden_ledger::{Execution, Outcome, Source};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCode> {
@@ -119,7 +119,7 @@ pub(super) fn print_table(rows: &[Execution]) -> anyhow::Result<()> {
 pub(super) fn cells(e: &Execution, now_ms: u64) -> Vec<Cell> {
     let duration = e.duration_ms.map_or_else(|| "-".into(), fmt_duration);
     vec![
-        crate::ledger::short_id(&e.id).into(),
+        jobwarden_ledger::short_id(&e.id).into(),
         prompt_label(&e.project, &e.name).into(),
         Cell::state(e.outcome.as_str()),
         e.attempt.to_string().into(),

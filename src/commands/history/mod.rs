@@ -15,7 +15,7 @@ mod who_touched;
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, HistoryCommand};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::layout::Layout;
 

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, HistoryRecordArgs};
-use crate::ledger::{Execution, Outcome, Source};
+use jobwarden_ledger::{Execution, Outcome, Source};
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout;
 use jobwarden_sys::clock::Timestamp;

@@ -2,13 +2,13 @@
 //! deleted) and rebuilt; in every case, ledger rows missing for finished
 //! jobs are backfilled from their `job.json` and the job index is rebuilt
 //! from `runs/` (idempotent; the daemon backfills at start too). See
-//! [`crate::ledger::repair`].
+//! [`jobwarden_ledger::repair`].
 
 use std::process::ExitCode;
 
 use crate::cli::{GlobalArgs, RepairArgs};
 use crate::commands::output::{print_json, print_line};
-use crate::ledger::repair;
+use jobwarden_ledger::repair;
 
 pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let layout = super::existing_root(global)?;

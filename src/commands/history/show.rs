@@ -15,8 +15,8 @@ use super::list::{ExecutionJson, fmt_ago, fmt_duration, print_json, prompt_label
 use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::commands::EXIT_NO;
 use crate::commands::output::neutralise_str;
-use crate::ledger::history::{StoredArtifact, StoredPath};
-use crate::ledger::{Execution, Outcome, PublishedRow};
+use jobwarden_ledger::history::{StoredArtifact, StoredPath};
+use jobwarden_ledger::{Execution, Outcome, PublishedRow};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
@@ -50,7 +50,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
 struct Shown<'a> {
     execution: &'a Execution,
     published: Option<PublishedRow>,
-    slurm: Option<crate::ledger::SlurmRun>,
+    slurm: Option<jobwarden_ledger::SlurmRun>,
     artifacts: Vec<StoredArtifact>,
     paths: Vec<StoredPath>,
 }
@@ -69,7 +69,7 @@ struct ShowJson<'a> {
     published: Option<&'a PublishedRow>,
     /// Its Slurm job (id, node, Slurm's last word, time pending and
     /// running); null when it ran here.
-    slurm: Option<&'a crate::ledger::SlurmRun>,
+    slurm: Option<&'a jobwarden_ledger::SlurmRun>,
     artifacts: &'a [StoredArtifact],
     paths: &'a [StoredPath],
 }

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::list::{Window, fmt_duration, print_json, timestamp};
 use crate::cli::{GlobalArgs, HistoryStatsArgs};
-use crate::ledger::Outcome;
-use crate::ledger::history::{Filter, Stats, Summary};
+use jobwarden_ledger::Outcome;
+use jobwarden_ledger::history::{Filter, Stats, Summary};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryStatsArgs) -> anyhow::Result<ExitCode> {

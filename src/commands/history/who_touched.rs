@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::list::{COLUMNS, ExecutionJson, Table, Window, cells, found, print_json, print_line};
 use crate::cli::{GlobalArgs, WhoTouchedArgs};
-use crate::ledger::history::{StoredPath, Touch};
+use jobwarden_ledger::history::{StoredPath, Touch};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &WhoTouchedArgs) -> anyhow::Result<ExitCode> {

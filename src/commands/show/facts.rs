@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::ledger::Execution;
+use jobwarden_ledger::Execution;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;

@@ -8,7 +8,7 @@ use super::super::output::{
     fmt_ago, fmt_bytes, fmt_duration, neutralise_str, prompt_label, timestamp,
 };
 use super::{Paths, Shown};
-use crate::ledger::Execution;
+use jobwarden_ledger::Execution;
 use jobwarden_model::job::JobRecord;
 use jobwarden_sys::clock::Timestamp;
 

@@ -234,7 +234,7 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
 
 /// `4 jobs in 12m00s: 2 succeeded, 1 failed, 1 cancelled; longest p/a
 /// (10m00s); 1 needs attention`.
-fn batch_line(b: &crate::ledger::CompletionSummary) -> String {
+fn batch_line(b: &jobwarden_ledger::CompletionSummary) -> String {
     let states: Vec<String> = b
         .by_state
         .iter()

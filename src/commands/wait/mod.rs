@@ -31,7 +31,7 @@ use super::output::{fmt_duration, print_json};
 use super::progress::{Progress, counts_text};
 use super::watch::{Watch, Woken};
 use crate::cli::{GlobalArgs, WaitArgs};
-use crate::ledger::Ledger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::{self, Layout};

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::inbox;
-use crate::ledger::{JobFilter, Ledger};
 use crate::retry;
+use jobwarden_ledger::{JobFilter, Ledger};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::{

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::ledger::{IndexedJob, Ledger, LedgerError};
+use crate::{IndexedJob, Ledger, LedgerError};
 use jobwarden_sys::clock::Timestamp;
 
 /// Nothing claimed or running for this long ends a batch.

@@ -205,7 +205,7 @@ fn needs_attention(outcome: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Execution, Source};
+    use crate::{Execution, Source};
 
     fn ledger() -> (tempfile::TempDir, Ledger) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -219,7 +219,7 @@ mod tests {
             "p",
             name,
             outcome,
-            crate::ledger::T0 + at,
+            crate::T0 + at,
             "h",
             Source::Daemon,
         );

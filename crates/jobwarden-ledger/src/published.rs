@@ -192,7 +192,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Execution, Outcome, Source};
+    use crate::{Execution, Outcome, Source};
     use jobwarden_model::job::{JobId, JobRecord, JobState, Reconciled};
     use jobwarden_model::layout::PromptName;
     use jobwarden_sys::clock::Timestamp;
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(watched[0].execution_id, open);
         assert_eq!(watched[0].git.tip.as_deref(), Some("abcd1234"));
         let merged = ledger
-            .merged_counts(&crate::ledger::history::Filter::default())
+            .merged_counts(&crate::history::Filter::default())
             .expect("counts");
         assert_eq!(merged, vec![("p".to_owned(), 2)]);
         // A failed job publishes nothing.

@@ -715,7 +715,7 @@ fn to_sql_int(v: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::PathRelation;
+    use crate::PathRelation;
 
     fn exec(
         id: &str,
@@ -724,7 +724,7 @@ mod tests {
         finished_at: u64,
         ms: Option<u64>,
     ) -> Execution {
-        let finished_at = crate::ledger::T0 + finished_at;
+        let finished_at = crate::T0 + finished_at;
         let mut e = Execution::new(
             id.into(),
             project,
@@ -808,14 +808,14 @@ mod tests {
         let key = |s: &Stats| serde_json::to_value(s).expect("serialise");
         assert_eq!(key(&lifetime), key(&window));
         let late = Filter {
-            since_ms: Some(crate::ledger::T0 + 100_011),
+            since_ms: Some(crate::T0 + 100_011),
             ..Filter::default()
         };
         let s = l.stats(&late).expect("late window");
         assert_eq!(s.overall.total, 11, "a11..a20 and b1");
         assert_eq!(s.projects["a"].median_duration_ms, Some(15_000));
         let early = Filter {
-            until_ms: Some(crate::ledger::T0 + 100_011),
+            until_ms: Some(crate::T0 + 100_011),
             ..Filter::default()
         };
         let s = l.stats(&early).expect("early window");
@@ -852,10 +852,7 @@ mod tests {
             .filter(|r| r.project == "a")
             .map(|r| r.finished_at)
             .collect();
-        assert_eq!(
-            a,
-            [100_018, 100_019, 100_020].map(|t| crate::ledger::T0 + t)
-        );
+        assert_eq!(a, [100_018, 100_019, 100_020].map(|t| crate::T0 + t));
     }
 
     #[test]

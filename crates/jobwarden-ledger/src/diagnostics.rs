@@ -220,7 +220,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Outcome, Source};
+    use crate::{Outcome, Source};
 
     fn exec(id: &str, outcome: Outcome, at: u64, stderr: &str) -> (Execution, Vec<Artifact>) {
         let mut e = Execution::new(
@@ -228,7 +228,7 @@ mod tests {
             "p",
             "fix",
             outcome,
-            crate::ledger::T0 + at,
+            crate::T0 + at,
             "h",
             Source::Daemon,
         );

@@ -1,19 +1,27 @@
-//! The execution-history ledger (`ledger.db`, DESIGN §7): real SQLite in WAL
-//! mode, so the CLI reads while the daemon and monitors write. This module
-//! opens it (pragmas, migrations); `execution.rs` holds what one row is and
-//! how it is written; `query.rs` the reads that drive decisions (cooldown,
-//! attempts); `history.rs` the CLI's queries; `retention.rs` artifact
-//! pruning; `backfill.rs` rows restored from `job.json`; `jobs.rs` the job
-//! index (a cache of every run folder's `job.json` for the operator's CLI);
-//! `attention.rs` what needs the operator's attention and its
-//! acknowledgement (`jobwarden ack`).
-//! `lookup.rs` the reads that resolve a `<job>` argument beyond the index.
-//! `guard.rs` what the file must be before SQLite opens it (no link, no
-//! FIFO: DESIGN §13), for every opener.
+//! jobwarden-ledger: the execution-history ledger (`ledger.db`, DESIGN §7),
+//! real SQLite in WAL mode, so the CLI reads while the daemon and monitors
+//! write. This file opens it (pragmas, migrations). Writes are fail-soft for
+//! jobs (DESIGN §10): a job whose row cannot be inserted still ends, and its
+//! row is backfilled from its `job.json` later.
 //!
-//! Writes are fail-soft for jobs (DESIGN §10): a job whose row cannot be
-//! inserted still ends correctly, and its row is backfilled from its
-//! `job.json` later (`history repair`, and at every daemon start).
+//! - `migrations.rs` — the append-only schema.
+//! - `guard.rs` — what `ledger.db`, `-wal` and `-shm` must be before SQLite opens them.
+//! - `execution.rs` — one execution's row, its artifacts and paths, and how it is written.
+//! - `outcome.rs` — outcome names and their mapping to job states.
+//! - `query.rs` — the reads that drive decisions (cooldown, attempts).
+//! - `jobs.rs` — the job index: a cache of every run folder's `job.json` for the CLI.
+//! - `lookup.rs` — the reads behind a `<job>` argument beyond the index.
+//! - [`history`] — the CLI's queries (list, stats, export).
+//! - `attention.rs` — what needs the operator's attention, and `ack`.
+//! - `diagnostics.rs` — each execution's compiler and linter diagnostics, and questions of them.
+//! - `published.rs` — each execution's published branch, watched until settled.
+//! - `slurm.rs` — each execution's Slurm job: id, node, Slurm's word, time pending and running.
+//! - `batch.rs` — the last batch of work and its completion summary.
+//! - `metrics.rs` — the counts the metrics exposition reads.
+//! - `retention.rs` — artifact pruning.
+//! - [`backfill`] — rows restored from run folders.
+//! - [`health`] — what a damaged file is; the condition `status` shows.
+//! - [`repair`] — a damaged file moved aside and rebuilt from `runs/`.
 
 mod attention;
 pub mod backfill;

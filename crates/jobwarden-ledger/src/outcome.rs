@@ -182,7 +182,7 @@ impl FromStr for Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Ledger;
+    use crate::Ledger;
 
     fn ledger() -> (tempfile::TempDir, Ledger) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_docs_print_the_vocabulary_as_the_code_has_it() {
-        let docs = include_str!("../../docs/cli-json.md");
+        let docs = include_str!("../../../docs/cli-json.md");
         let block = format!("```\n{}```\n", Outcome::vocabulary());
         assert!(
             docs.contains(&block),

@@ -86,7 +86,7 @@ mod tests {
                 .execute(
                     "INSERT INTO executions (id, project, name, attempt, finished_at, outcome, host)
                      VALUES (?1, ?2, ?3, 1, ?4, 'success', 'h')",
-                    params![id, project, name, crate::ledger::T0 as i64 + finished],
+                    params![id, project, name, crate::T0 as i64 + finished],
                 )
                 .expect("execution");
             for kind in ["stdout_tail", "stderr_tail"] {
