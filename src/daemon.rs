@@ -39,9 +39,9 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::DelayQueue;
 
-use crate::failure::DaemonError;
-use crate::inbox::{Found, InboxWatcher, Signal};
-use crate::recover;
+use jobwarden_engine::failure::DaemonError;
+use jobwarden_engine::inbox::{Found, InboxWatcher, Signal};
+use jobwarden_engine::recover;
 use jobwarden_ledger::Ledger;
 use jobwarden_model::abort;
 use jobwarden_model::config::{Config, ShutdownPolicy};
@@ -196,13 +196,13 @@ struct Daemon {
     /// The one poll of Slurm for every Slurm job.
     slurm: slurm_watch::SlurmWatch,
     /// The `[[notify]]` hooks' deliveries.
-    hooks: crate::hooks::Hub,
+    hooks: jobwarden_engine::hooks::Hub,
     /// A job was claimed or ended since `all_done` was last told.
     work_seen: bool,
     /// When `all_done` is told, if the queue stays drained until then.
     all_done_due: Option<tokio::time::Instant>,
     /// From drop to claim, of the prompts claimed since start.
-    claim_latency: crate::metrics::Histogram,
+    claim_latency: jobwarden_engine::metrics::Histogram,
     /// Shutting down: nothing is claimed or started any more.
     stopping: bool,
     /// Claims are being made in a group commit (`Daemon::claiming`): no
@@ -240,7 +240,7 @@ struct Daemon {
     /// Steps of the wall clock, looked for at each tick.
     clock: jobwarden_sys::clock::StepWatch,
     /// What this daemon has seen of the other hosts sharing its inbox.
-    shared: crate::shared_inbox::Sweep,
+    shared: jobwarden_engine::shared_inbox::Sweep,
     /// This host's lease could not be renewed (reported once).
     lease_failing: bool,
     /// When this host's lease was last renewed.
@@ -253,7 +253,8 @@ impl Daemon {
             .shared_inbox
             .as_ref()
             .map_or_else(jobwarden_sys::host::hostname, |s| s.host.clone());
-        let hooks = crate::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
+        let hooks =
+            jobwarden_engine::hooks::Hub::new(layout.clone(), config.notify.clone(), config.events);
         Daemon {
             control: control::Control::new(&config),
             config,
@@ -283,7 +284,9 @@ impl Daemon {
             hooks,
             work_seen: false,
             all_done_due: None,
-            claim_latency: crate::metrics::Histogram::new(&crate::metrics::CLAIM_LATENCY_BOUNDS_MS),
+            claim_latency: jobwarden_engine::metrics::Histogram::new(
+                &jobwarden_engine::metrics::CLAIM_LATENCY_BOUNDS_MS,
+            ),
             stopping: false,
             holding_starts: false,
             idle_sender: None,
@@ -494,7 +497,7 @@ impl Daemon {
             deferred: self.deferred_list(),
             config: &self.control.state,
             startup_check: self.startup.state(),
-            metrics: crate::metrics::DaemonMetrics {
+            metrics: jobwarden_engine::metrics::DaemonMetrics {
                 claim_latency: self.claim_latency.clone(),
                 log_lines_dropped: jobwarden_sys::logging::log_lines_dropped(),
                 notifications_dropped: self.hooks.dropped(),

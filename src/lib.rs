@@ -29,10 +29,6 @@
 //!   `commands/show/`: `show`'s facts and human form; `commands/args.rs`: `--since`/`--until`;
 //!   `commands/notify.rs`: `notify test`; `commands/metrics.rs`: `metrics`;
 //!   `commands/web.rs`: `web`.
-//! - [`failure`] — the two error tiers (daemon, job), gathering the errors of the layers below.
-//! - [`inbox`] — notify → channel bridge and inbox scans; a claimed prompt put back; `inbox/queued_aborts.rs`
-//!   (queued jobs' run folders watched for their ABORT on an inotify instance of its own).
-//! - [`claim`] — inbox file → queued job (or rejected), exactly once; the job id.
 //! - [`daemon`] — the daemon's loop: lock, reconcile, claim, schedule monitors;
 //!   `daemon/start.rs` (the root made and checked, what is on disk reconciled before the
 //!   first claim), `daemon/tick.rs` (the heartbeat tick, the clock watched, retention and
@@ -54,14 +50,6 @@
 //!   `daemon/schedule.rs` (which queued job starts next: pauses, limits of
 //!   profiles and routes, one job per repository checkout) and `daemon/schedule/queue.rs`
 //!   (the queue's order: priority, round robin over projects, claim order; parked jobs).
-//! - [`recover`] — startup reconciliation and re-adoption of live monitors; the start-up
-//!   order (what is read before the first claim); `recover/pass.rs`: one pass judging the
-//!   jobs it is given, then the claimed prompts; `recover/sweep.rs`: the start-up check, the
-//!   full listing of `runs/` made after the first claims; `recover/liveness.rs`: is a
-//!   monitor alive, what is left of a dead one's job.
-//! - [`lookup`] — the CLI's `<job>` argument: id, unique prefix of the id or short id, or prompt
-//!   name; for some commands also a prompt waiting in the inbox; for `history show`, matched
-//!   against the ledger's executions.
 //! - [`monitor`] — the per-job process: `spawn.rs` (argv, env, the plan of a command),
 //!   `sandbox.rs` (the job's sandbox: the folders a job may write, its pipes),
 //!   `output.rs` (live capped log), `abort_watch.rs` (ABORT marker, watched on the
@@ -73,57 +61,13 @@
 //!   main command as a Slurm batch job: submitted, followed, stopped, taken over by a new
 //!   monitor) and `slurm/ending.rs` (its end: the batch script's record, else Slurm's word),
 //!   outcome.
-//! - [`terminal`] — ending a job: terminal record, ledger row, then archive or requeue,
-//!   in a recoverable order; resuming an end cut short; `terminal/place.rs`: the prompt moved
-//!   to the archive or back to the inbox, or recorded missing.
-//! - [`retry`] — the retry policy: requeue decisions and cooldowns;
-//!   `retry/request.rs`: the request by which `jobwarden retry` makes a claim another attempt;
-//!   `retry/by_hand.rs`: a retry asked for by hand (the CLI's and the web page's).
-//! - [`slurm`] — Slurm as jobwarden drives it: the batch script, `job.json`'s `slurm`,
-//!   `slurm.json`; `slurm/client.rs`: `sbatch`, `squeue`, `scontrol`, `scancel`, each with a
-//!   deadline.
-//! - [`shared_inbox`] — one inbox shared by the daemons of several hosts: the claim record
-//!   beside a claimed prompt, each host's lease, and the sweep that requeues a dead host's
-//!   claims.
-//! - [`hooks`] — notifications: a notice delivered to each `[[notify]]` hook that wants it
-//!   (a command or a webhook), retried with backoff, recorded in the job's events.
-//! - [`metrics`] — the Prometheus text exposition (`jobwarden metrics`, the page's `/metrics`).
 //! - [`web`] — `jobwarden web`, the local web page, its own process: `web/auth.rs` (the token,
 //!   the session cookie, the CSRF token), `web/html.rs` (layout, escaping), `web/pages.rs`,
 //!   `web/list.rs` (the job list and its filters), `web/charts.rs` (SVG), `web/actions.rs` (the POSTs, through the CLI's file contract), `web/live.rs` (server-sent
 //!   events: the job list, a log as it grows).
-//! - [`published`] — the reconcile of published work: merged branches make their jobs
-//!   `merged`, deleted ones are recorded, running jobs whose worktree is gone are aborted.
-//! - [`gc`] — retention of run folders, archived prompts and artifacts.
-//! - [`cancel`] — ending what has not started `cancelled`: a prompt in the inbox (claimed
-//!   by the canceller), a queued job; the turn (`claim.lock`) a starting daemon takes with it.
-//! - [`waiting`] — the prompts waiting in the inbox and what each waits for (a claim, a
-//!   cooldown, an earlier job of the same prompt), as the daemon decides it.
-//! - [`proof`] — the proofs that a process is a root's monitor (`proof.rs`) or daemon
-//!   (`proof/daemon.rs`).
-//! - [`handover`] — what a daemon and its monitors say on the monitor's pipes: the next job's
-//!   id in, `running <id>` and `ended <id>` out; a monitor's exit statuses.
 
-pub mod cancel;
-pub mod claim;
 pub mod cli;
 pub mod commands;
 pub mod daemon;
-pub mod failure;
-pub mod gc;
-pub mod handover;
-pub mod hooks;
-pub mod inbox;
-pub mod lookup;
-pub mod metrics;
 pub mod monitor;
-pub mod proof;
-pub mod published;
-pub mod recover;
-pub mod retry;
-pub mod shared_inbox;
-pub mod slurm;
-pub mod submit;
-pub mod terminal;
-pub mod waiting;
 pub mod web;

@@ -28,7 +28,7 @@ use super::wait::tracker::Tracker;
 use super::watch::{POLL, RECHECK, Watch, Woken};
 use super::{EXIT_NO, No, cancel};
 use crate::cli::{AbortArgs, GlobalArgs};
-use crate::lookup::Target;
+use jobwarden_engine::lookup::Target;
 use jobwarden_ledger::Ledger;
 use jobwarden_model::abort;
 use jobwarden_model::job::{JobId, JobRecord, JobState};

@@ -1,5 +1,5 @@
 //! `jobwarden abort` on what has not started: it cancels it
-//! ([`crate::cancel`]).
+//! ([`jobwarden_engine::cancel`]).
 //!
 //! - A prompt waiting in the inbox is claimed here and ended `cancelled`
 //!   at once, with or without a daemon. If the daemon claims it first,
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::abort::Marking;
 use super::output::{final_state, prompt_label};
-use crate::cancel::{self, Canceller, WaitingCancelled};
+use jobwarden_engine::cancel::{self, Canceller, WaitingCancelled};
 use jobwarden_ledger::Ledger;
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord};

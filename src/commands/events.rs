@@ -22,7 +22,7 @@ use super::output::{
 };
 use super::{EXIT_NO, No};
 use crate::cli::{EventsArgs, GlobalArgs};
-use crate::lookup::Target;
+use jobwarden_engine::lookup::Target;
 use jobwarden_model::events::{self, ReadEvents};
 use jobwarden_model::job::JobId;
 use jobwarden_sys::clock::Timestamp;

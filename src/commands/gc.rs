@@ -1,4 +1,4 @@
-//! `jobwarden gc [--dry-run] [--json]`: one retention pass ([`crate::gc`])
+//! `jobwarden gc [--dry-run] [--json]`: one retention pass ([`jobwarden_engine::gc`])
 //! over the selected root, reported as a short summary (with `--dry-run`,
 //! every path that would go) or as the JSON report. Exits 0 even when some
 //! items failed: those are logged on stderr and counted in `errors`.
@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use super::output::print_json;
 use crate::cli::{GcArgs, GlobalArgs};
-use crate::gc::{self, GcReport};
+use jobwarden_engine::gc::{self, GcReport};
 use jobwarden_ledger::Ledger;
 
 pub fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<ExitCode> {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
-use crate::waiting::{self, DEFERRED, WAITING, Waiting};
+use jobwarden_engine::waiting::{self, DEFERRED, WAITING, Waiting};
 use jobwarden_ledger::{IndexedJob, JobFilter, Ledger, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};

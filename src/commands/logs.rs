@@ -28,7 +28,7 @@ use super::exit::Exit;
 use super::output::{Neutralising, final_state};
 use super::watch::{POLL, Watch};
 use crate::cli::{GlobalArgs, LogsArgs};
-use crate::lookup::Target;
+use jobwarden_engine::lookup::Target;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
 

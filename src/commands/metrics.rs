@@ -1,5 +1,5 @@
 //! `jobwarden metrics [--output FILE]`: the Prometheus text exposition
-//! ([`crate::metrics`]) on stdout, or written atomically to FILE (for
+//! ([`jobwarden_engine::metrics`]) on stdout, or written atomically to FILE (for
 //! node_exporter's textfile collector, run from a timer). Works while the
 //! config is broken, and on a root with no daemon (it then says so:
 //! `jobwarden_daemon_up 0`).
@@ -15,7 +15,7 @@ pub fn run(global: &GlobalArgs, args: &MetricsArgs) -> anyhow::Result<ExitCode> 
     let (_, layout) = super::load_for_reading(global)?;
     let ledger = super::open_ledger(&layout)?;
     let running = super::queue_view::daemon_alive(&layout, None);
-    let text = crate::metrics::render(&layout, ledger.as_ref(), running);
+    let text = jobwarden_engine::metrics::render(&layout, ledger.as_ref(), running);
     match &args.output {
         None => std::io::stdout()
             .lock()

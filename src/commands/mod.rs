@@ -165,21 +165,23 @@ fn open_ledger(layout: &Layout) -> Result<Option<Ledger>, jobwarden_ledger::Ledg
     }
 }
 
-/// Resolve a `<job>` argument (see [`crate::lookup`]): an unknown job is a
+/// Resolve a `<job>` argument (see [`jobwarden_engine::lookup`]): an unknown job is a
 /// clean "no" (exit 1), a malformed or ambiguous one a usage error (2).
 fn resolve_job(layout: &Layout, ledger: Option<&Ledger>, arg: &str) -> anyhow::Result<JobId> {
-    with_ledger(ledger, |ledger| crate::lookup::resolve(layout, ledger, arg))
+    with_ledger(ledger, |ledger| {
+        jobwarden_engine::lookup::resolve(layout, ledger, arg)
+    })
 }
 
 /// [`resolve_job`] for the commands that also take a prompt waiting in the
-/// inbox, which has no job yet ([`crate::lookup::resolve_target`]).
+/// inbox, which has no job yet ([`jobwarden_engine::lookup::resolve_target`]).
 fn resolve_target(
     layout: &Layout,
     ledger: Option<&Ledger>,
     arg: &str,
-) -> anyhow::Result<crate::lookup::Target> {
+) -> anyhow::Result<jobwarden_engine::lookup::Target> {
     with_ledger(ledger, |ledger| {
-        crate::lookup::resolve_target(layout, ledger, arg)
+        jobwarden_engine::lookup::resolve_target(layout, ledger, arg)
     })
 }
 
@@ -187,7 +189,7 @@ fn resolve_target(
 /// that answers "not indexed" (the lookup then reads the run folders).
 fn with_ledger<T>(
     ledger: Option<&Ledger>,
-    lookup: impl FnOnce(&Ledger) -> Result<T, crate::lookup::LookupError>,
+    lookup: impl FnOnce(&Ledger) -> Result<T, jobwarden_engine::lookup::LookupError>,
 ) -> anyhow::Result<T> {
     let empty;
     let ledger = match ledger {
@@ -202,10 +204,10 @@ fn with_ledger<T>(
 
 /// A lookup's answer as the CLI reports it: not found is a clean "no"
 /// (exit 1); malformed or ambiguous, a usage error (exit 2).
-fn lookup_answer<T>(found: Result<T, crate::lookup::LookupError>) -> anyhow::Result<T> {
+fn lookup_answer<T>(found: Result<T, jobwarden_engine::lookup::LookupError>) -> anyhow::Result<T> {
     match found {
         Ok(found) => Ok(found),
-        Err(crate::lookup::LookupError::NotFound(msg)) => Err(No(msg).into()),
+        Err(jobwarden_engine::lookup::LookupError::NotFound(msg)) => Err(No(msg).into()),
         Err(e) => Err(e.into()),
     }
 }

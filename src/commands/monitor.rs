@@ -17,9 +17,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::{GlobalArgs, MonitorArgs};
-use crate::handover::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE};
 use crate::monitor::{self, Outcome};
-use crate::terminal;
+use jobwarden_engine::handover::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE};
+use jobwarden_engine::terminal;
 use jobwarden_model::config::{self, ConfigSource, Env};
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::Layout;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::exit::Exit;
 use super::output::print_json;
 use crate::cli::{GlobalArgs, NotifyCommand, NotifyTestArgs};
-use crate::hooks::{self, Notice};
+use jobwarden_engine::hooks::{self, Notice};
 
 pub fn run(global: &GlobalArgs, cmd: &NotifyCommand) -> anyhow::Result<ExitCode> {
     match cmd {

@@ -46,7 +46,7 @@ pub fn run(global: &GlobalArgs, args: &ReloadArgs) -> anyhow::Result<ExitCode> {
     let before = reloadable(&layout, daemon, deadline)?;
     let asked_at = Timestamp::now();
     // Proven again at the last moment: the same process, still the daemon.
-    if let Err(why) = crate::proof::prove_daemon(pid, layout.root()).and_then(|p| {
+    if let Err(why) = jobwarden_engine::proof::prove_daemon(pid, layout.root()).and_then(|p| {
         (p == daemon)
             .then_some(p)
             .ok_or_else(|| format!("process {pid} is another process now"))
@@ -88,7 +88,7 @@ struct Answer<'a> {
 }
 
 /// The root's running daemon, proven by the process itself
-/// ([`crate::proof::prove_daemon`]): never a pid only because a file
+/// ([`jobwarden_engine::proof::prove_daemon`]): never a pid only because a file
 /// (`daemon.lock`, `daemon.json`) names it.
 fn daemon_proc(layout: &Layout) -> anyhow::Result<Proc> {
     crate::daemon::lock::running_daemon(layout).map_err(|refused| {

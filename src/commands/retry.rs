@@ -1,5 +1,5 @@
 //! `jobwarden retry <job> [--now]`: put the prompt of a job that has ended
-//! back in the inbox for another attempt ([`crate::retry::by_hand`] says
+//! back in the inbox for another attempt ([`jobwarden_engine::retry::by_hand`] says
 //! how). A job that has not ended, or a prompt of that name already
 //! waiting or running, is refused (exit 2); a job another retry already
 //! put back is a clean "no" (exit 1).
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use super::output::print_line;
 use crate::cli::{GlobalArgs, RetryArgs};
-use crate::retry::by_hand;
+use jobwarden_engine::retry::by_hand;
 
 pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;

@@ -22,7 +22,7 @@ use facts::Facts;
 use super::history::list::ExecutionJson;
 use super::output::print_json;
 use crate::cli::{GlobalArgs, ShowArgs};
-use crate::lookup::Target;
+use jobwarden_engine::lookup::Target;
 use jobwarden_ledger::Execution;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;

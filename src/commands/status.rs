@@ -494,7 +494,7 @@ fn still_waiting(layout: &Layout, deferred: &[state_file::Deferred]) -> Vec<stat
                 project: project.to_owned(),
                 name: name.to_owned(),
             };
-            crate::waiting::look(layout, &prompt).is_some()
+            jobwarden_engine::waiting::look(layout, &prompt).is_some()
         })
         .cloned()
         .collect()

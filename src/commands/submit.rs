@@ -44,7 +44,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
     let (prompt, id, text) = prepare(&config, &layout, args)?;
     let since_ms = Timestamp::now().epoch_ms();
-    let path = crate::submit::drop_prompt(&layout, &prompt, text.as_bytes())?;
+    let path = jobwarden_engine::submit::drop_prompt(&layout, &prompt, text.as_bytes())?;
     let submitted = Submitted {
         job_id: id.clone(),
         prompt_path: path.display().to_string(),
@@ -87,7 +87,7 @@ fn prepare(
 ) -> anyhow::Result<(PromptName, JobId, String)> {
     let prompt = prompt_name(args)?;
     let input = Input::read(&args.file, config.max_prompt_bytes)?;
-    let s = crate::submit::prepare(
+    let s = jobwarden_engine::submit::prepare(
         config,
         layout,
         prompt,

@@ -1,7 +1,7 @@
 //! Prompts waiting in the inbox, as the commands show them: a row of
 //! `jobs`, the whole of `show`, and the clean "no" of `logs` and `events`
 //! for something that has not started. What each waits for is
-//! [`crate::waiting`]'s.
+//! [`jobwarden_engine::waiting`]'s.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::No;
 use super::output::{fmt_ago, fmt_duration, print_json, timestamp};
-use crate::waiting::{self, Waiting};
+use jobwarden_engine::waiting::{self, Waiting};
 use jobwarden_ledger::{Ledger, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::layout::{Layout, PromptName};
@@ -63,7 +63,7 @@ impl WaitingJson {
 /// Is a daemon running on the root? Assumed so when that cannot be told
 /// (it only changes the words of a reason).
 pub(super) fn daemon_alive(layout: &Layout) -> bool {
-    crate::cancel::daemon_running(layout).unwrap_or(true)
+    jobwarden_engine::cancel::daemon_running(layout).unwrap_or(true)
 }
 
 /// The prompt `prompt`, which the lookup found waiting; a clean "no" if

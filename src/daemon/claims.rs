@@ -2,10 +2,10 @@
 //! that must settle first, cooldowns that defer a claim (a timer brings
 //! the prompt back), retry requests, and what a claim ended in.
 
-use crate::claim::{Claimed, Claimer, Prior};
-use crate::failure::JobError;
-use crate::inbox::{self, Found, Signal};
-use crate::retry;
+use jobwarden_engine::claim::{Claimed, Claimer, Prior};
+use jobwarden_engine::failure::JobError;
+use jobwarden_engine::inbox::{self, Found, Signal};
+use jobwarden_engine::retry;
 use jobwarden_model::layout::{self, PromptName};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::storage;

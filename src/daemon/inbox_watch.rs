@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
-use crate::inbox::{InboxWatcher, Signal};
+use jobwarden_engine::inbox::{InboxWatcher, Signal};
 use jobwarden_model::config::WatchMode;
 use jobwarden_sys::fsio;
 

@@ -7,9 +7,9 @@
 use std::process::ExitStatus;
 
 use super::{Daemon, Slot, monitors};
-use crate::failure::{DaemonError, JobError};
-use crate::recover;
-use crate::terminal::Handed;
+use jobwarden_engine::failure::{DaemonError, JobError};
+use jobwarden_engine::recover;
+use jobwarden_engine::terminal::Handed;
 use jobwarden_ledger::backfill;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::PromptName;
@@ -104,7 +104,8 @@ impl Daemon {
             Err(e) => format!("unknown ({e})"),
         };
         tracing::debug!(job = %id, status = %how, "monitor exited");
-        if matches!(&status, Ok(s) if s.code() == Some(crate::handover::EXIT_ALREADY_SUPERVISED)) {
+        if matches!(&status, Ok(s) if s.code() == Some(jobwarden_engine::handover::EXIT_ALREADY_SUPERVISED))
+        {
             // Another monitor holds the job: keep the slot and watch that
             // monitor, once proven.
             if let recover::Monitor::Alive(p) = recover::monitor_state(&self.layout, &id) {
@@ -112,7 +113,8 @@ impl Daemon {
                 return;
             }
         }
-        if matches!(&status, Ok(s) if s.code() == Some(crate::handover::EXIT_NO_STORAGE)) {
+        if matches!(&status, Ok(s) if s.code() == Some(jobwarden_engine::handover::EXIT_NO_STORAGE))
+        {
             // Nothing of the job ran: it goes back to its place.
             self.requeue_unstarted(&id);
             let condition = storage::probe(self.layout.root())
@@ -196,8 +198,12 @@ impl Daemon {
                 // and the prompt's move to us, with what the row needs.
                 let row = self.ledger.as_mut().map(|l| match handed {
                     Some(handed) => {
-                        let done =
-                            crate::terminal::record_handed(&self.layout, l, &rec, Some(handed));
+                        let done = jobwarden_engine::terminal::record_handed(
+                            &self.layout,
+                            l,
+                            &rec,
+                            Some(handed),
+                        );
                         Ok(done.row && done.indexed)
                     }
                     // A row inserted here is one its monitor could not
@@ -217,7 +223,7 @@ impl Daemon {
                 let proven = self.claims.get(&prompt) == Some(id);
                 if self.release_claim(&prompt, id) {
                     let ledger = self.ledger.as_mut();
-                    crate::terminal::resume_end(
+                    jobwarden_engine::terminal::resume_end(
                         &self.layout,
                         &self.config,
                         ledger,
@@ -371,7 +377,7 @@ impl Daemon {
             .map_err(JobError::from)
             .and_then(|mut rec| {
                 // Nothing of it ran: it ends `cancelled`.
-                let mut canceller = crate::cancel::Canceller {
+                let mut canceller = jobwarden_engine::cancel::Canceller {
                     layout: &self.layout,
                     config: &self.config,
                     host: &self.host,
@@ -394,14 +400,17 @@ impl Daemon {
     /// job `jobwarden abort` is claiming and cancelling itself is never
     /// found half-made. Waited for a bounded time: a holder that hangs
     /// delays the start, it does not stop it.
-    pub(super) fn turn_for_recovery(&self) -> Option<crate::cancel::Turn> {
-        match crate::cancel::take_turn(&self.layout, crate::cancel::TURN_PATIENCE) {
+    pub(super) fn turn_for_recovery(&self) -> Option<jobwarden_engine::cancel::Turn> {
+        match jobwarden_engine::cancel::take_turn(
+            &self.layout,
+            jobwarden_engine::cancel::TURN_PATIENCE,
+        ) {
             Ok(Some(turn)) => Some(turn),
             Ok(None) => {
                 tracing::warn!(
                     "{} stayed locked for {}; reconciling without waiting longer",
                     self.layout.claim_lock().display(),
-                    humantime::format_duration(crate::cancel::TURN_PATIENCE)
+                    humantime::format_duration(jobwarden_engine::cancel::TURN_PATIENCE)
                 );
                 None
             }

@@ -5,7 +5,7 @@
 //! The lock file alone does not make the daemon single: a job can remove
 //! `daemon.lock` and make it again, and the new file's lock is free. So a
 //! daemon that took the lock also looks for another process proven to be
-//! this root's daemon ([`crate::proof::prove_daemon`]), and refuses to
+//! this root's daemon ([`jobwarden_engine::proof::prove_daemon`]), and refuses to
 //! start beside it. Something that is not a regular file at `daemon.lock`
 //! (a FIFO, a symlink, a folder: never opened, so never blocked on) is
 //! moved aside as `daemon.lock.displaced-<ms>`, kept, and the daemon starts.
@@ -15,8 +15,8 @@ use std::io::{Seek, Write};
 
 use nix::fcntl::Flock;
 
-use crate::failure::DaemonError;
-use crate::proof;
+use jobwarden_engine::failure::DaemonError;
+use jobwarden_engine::proof;
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::{IoContext, IoError};

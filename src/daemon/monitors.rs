@@ -33,8 +33,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::handover::{self, Said};
-use crate::terminal::Handed;
+use jobwarden_engine::handover::{self, Said};
+use jobwarden_engine::terminal::Handed;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::Layout;
 

@@ -1,4 +1,4 @@
-//! What the daemon tells the `[[notify]]` hooks (`crate::hooks`): a job's
+//! What the daemon tells the `[[notify]]` hooks (`jobwarden_engine::hooks`): a job's
 //! end by its state, `needs_attention` when that end needs the operator,
 //! `cooldown` when a prompt is deferred by the cooldown its last run
 //! started, and `all_done` once the queue has drained after work and
@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::Daemon;
-use crate::hooks::Notice;
-use crate::retry::Deferral;
+use jobwarden_engine::hooks::Notice;
+use jobwarden_engine::retry::Deferral;
 use jobwarden_ledger::Outcome;
 use jobwarden_model::job::{JobId, JobRecord};
 

@@ -1,4 +1,4 @@
-//! The reconcile of published work ([`crate::published`]) as the daemon
+//! The reconcile of published work ([`jobwarden_engine::published`]) as the daemon
 //! runs it: once after the first claims, then every `reconcile_interval`;
 //! on a task of its own with its own ledger connection, so claims never
 //! wait on git; never two passes at once.
@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::hooks::Hub;
-use crate::published::{self, Memory};
+use jobwarden_engine::hooks::Hub;
+use jobwarden_engine::published::{self, Memory};
 use jobwarden_model::config::Config;
 use jobwarden_model::layout::Layout;
 

@@ -1,14 +1,14 @@
 //! One question to Slurm for every Slurm job at once: every
 //! `slurm_poll_interval`, the daemon asks `squeue` about the Slurm jobs of
 //! the jobs it runs and writes the answer to `slurm.json` at the root,
-//! which each job's monitor reads ([`crate::slurm::QueueFile`]). A monitor
+//! which each job's monitor reads ([`jobwarden_engine::slurm::QueueFile`]). A monitor
 //! asks Slurm itself only when that answer is stale (no daemon, or one
 //! that cannot reach Slurm). Off the daemon's loop, never two at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::slurm::{self, QueueFile};
+use jobwarden_engine::slurm::{self, QueueFile};
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;

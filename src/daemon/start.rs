@@ -2,8 +2,8 @@
 //! reconciled before the first claim (see `recover.rs`).
 
 use super::{Daemon, Slot};
-use crate::failure::DaemonError;
-use crate::recover::{self, Recovered};
+use jobwarden_engine::failure::DaemonError;
+use jobwarden_engine::recover::{self, Recovered};
 use jobwarden_ledger::{Ledger, backfill};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::error::IoContext;

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 
 use super::Daemon;
 use super::state_file::Phase;
-use crate::recover::sweep::{Findings, Found, Report};
-use crate::recover::{self, Pass, Recovered};
+use jobwarden_engine::recover::sweep::{Findings, Found, Report};
+use jobwarden_engine::recover::{self, Pass, Recovered};
 use jobwarden_ledger::{Ledger, backfill};
 use jobwarden_model::job::{JobId, JobRecord};
 
@@ -160,8 +160,8 @@ impl Daemon {
     }
 
     /// The turn at `claim.lock` if nobody holds it now.
-    fn turn_now(&self) -> Option<crate::cancel::Turn> {
-        match crate::cancel::take_turn(&self.layout, Duration::ZERO) {
+    fn turn_now(&self) -> Option<jobwarden_engine::cancel::Turn> {
+        match jobwarden_engine::cancel::take_turn(&self.layout, Duration::ZERO) {
             Ok(turn) => turn,
             Err(e) => {
                 tracing::warn!("{e}; the start-up check waits for the next heartbeat");
@@ -231,7 +231,8 @@ impl Daemon {
         // time and a lock file are the job's to write.
         let live = (!judge.is_empty()).then(|| recover::LiveMonitors::scan(layout));
         for id in judge {
-            let loaded = JobRecord::load_job(layout, &id).map_err(crate::failure::JobError::from);
+            let loaded =
+                JobRecord::load_job(layout, &id).map_err(jobwarden_engine::failure::JobError::from);
             let rec = loaded.as_ref().ok();
             let monitor = recover::live_monitor(layout, &id, rec)
                 .or_else(|| live.as_ref().and_then(|l| l.of(&id, rec)));

@@ -63,7 +63,7 @@ pub struct DaemonFile<'a> {
     /// claims): `running`, then `done`.
     pub startup_check: &'static str,
     /// What only the daemon knows, for `jobwarden metrics`.
-    pub metrics: crate::metrics::DaemonMetrics,
+    pub metrics: jobwarden_engine::metrics::DaemonMetrics,
 }
 
 /// A queued job, as `daemon.json` lists it.

@@ -113,7 +113,7 @@ impl Daemon {
             return;
         }
         self.lease_renewed = Some(std::time::Instant::now());
-        match crate::shared_inbox::renew(&self.layout, &self.config) {
+        match jobwarden_engine::shared_inbox::renew(&self.layout, &self.config) {
             Ok(()) if std::mem::take(&mut self.lease_failing) => {
                 tracing::info!("this host's lease in the shared inbox is renewed again");
             }
@@ -183,7 +183,12 @@ impl Daemon {
         tokio::task::spawn_blocking(move || {
             match Ledger::open(&layout.ledger()) {
                 // `collect` logs its own summary.
-                Ok(mut ledger) => drop(crate::gc::collect(&layout, &config, &mut ledger, false)),
+                Ok(mut ledger) => drop(jobwarden_engine::gc::collect(
+                    &layout,
+                    &config,
+                    &mut ledger,
+                    false,
+                )),
                 Err(e) => tracing::warn!("retention skipped: {e}"),
             }
             running.store(false, Ordering::Release);

@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::failure::JobError;
-use crate::handover;
-use crate::terminal::{Ending, Finisher, Handed};
+use jobwarden_engine::failure::JobError;
+use jobwarden_engine::handover;
+use jobwarden_engine::terminal::{Ending, Finisher, Handed};
 use jobwarden_ledger::{Artifact, Ledger, PathRelation};
 use jobwarden_model::abort;
 use jobwarden_model::config::{Config, Profile};
@@ -85,7 +85,7 @@ pub async fn run(
     let Some(lock) = fsio::try_lock(layout.root(), &lock_path)? else {
         return Ok(Outcome::AlreadySupervised);
     };
-    if let Err(e) = crate::shared_inbox::renew(&layout, config) {
+    if let Err(e) = jobwarden_engine::shared_inbox::renew(&layout, config) {
         tracing::warn!(job = %id, "renewing the host's lease in the shared inbox: {e}");
     }
     let rec = JobRecord::load_job(&layout, &id)?;
@@ -228,7 +228,7 @@ impl Monitor<'_> {
             let ended = self.rec.state.stopped_by_request();
             return self.end(ended, Some(abort::reason(&self.layout, &id, ended)));
         }
-        if let Some(why) = crate::shared_inbox::taken(&self.layout, &self.rec) {
+        if let Some(why) = jobwarden_engine::shared_inbox::taken(&self.layout, &self.rec) {
             // Another host took the claim while this host was silent: the
             // prompt runs there, never here too.
             tracing::warn!(job = %id, "{why}; it does not run here");
@@ -503,7 +503,7 @@ impl Monitor<'_> {
     fn heartbeat(&mut self, sink: &SharedSink) {
         jobwarden_sys::fault::point("monitor-heartbeat");
         self.renew_lease();
-        if let Err(e) = crate::shared_inbox::restore(&self.layout, &self.rec, false) {
+        if let Err(e) = jobwarden_engine::shared_inbox::restore(&self.layout, &self.rec, false) {
             tracing::warn!(job = %self.rec.job_id, "writing its claim record again: {e}");
         }
         self.restore_records();
@@ -527,7 +527,7 @@ impl Monitor<'_> {
     /// Renew the host's lease in a shared inbox: while this job runs, no
     /// other host takes its claim, even with the daemon gone.
     fn renew_lease(&mut self) {
-        match crate::shared_inbox::renew(&self.layout, self.config) {
+        match jobwarden_engine::shared_inbox::renew(&self.layout, self.config) {
             Ok(()) if std::mem::take(&mut self.lease_failing) => {
                 tracing::info!(job = %self.rec.job_id, "the host's lease is renewed again");
             }
@@ -591,7 +591,9 @@ impl Monitor<'_> {
 
     fn try_end(&mut self, ending: Ending) -> Result<(), JobError> {
         self.restore_records();
-        if self.hand_over && !(ending.may_requeue && crate::retry::may_retry(ending.outcome)) {
+        if self.hand_over
+            && !(ending.may_requeue && jobwarden_engine::retry::may_retry(ending.outcome))
+        {
             let mut finisher = Finisher {
                 layout: &self.layout,
                 config: self.config,

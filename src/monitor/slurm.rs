@@ -1,5 +1,5 @@
 //! A main command run as a Slurm batch job (profile `executor = "slurm"`,
-//! see [`crate::slurm`]). The monitor stays its supervisor and the only
+//! see [`jobwarden_engine::slurm`]). The monitor stays its supervisor and the only
 //! writer of its records; what changes is where the command runs:
 //!
 //! - it submits the command with `sbatch` (the record says `running`, with
@@ -29,8 +29,8 @@ use super::output::{self, LogSink, SharedSink, Stream};
 use super::spawn::{NotStarted, Plan, Stage};
 use super::stages::Stop;
 use super::{EarlyEnd, Monitor, Outcome};
-use crate::failure::JobError;
-use crate::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
+use jobwarden_engine::failure::JobError;
+use jobwarden_engine::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
 use jobwarden_model::abort;
 use jobwarden_model::config::SlurmOptions;
 use jobwarden_model::events::Op;
@@ -382,7 +382,7 @@ impl Monitor<'_> {
             Word::Known(entry) => {
                 asked.unknown_since = None;
                 if let Some(s) = self.rec.slurm.as_mut() {
-                    crate::slurm::saw(s, &entry);
+                    jobwarden_engine::slurm::saw(s, &entry);
                 }
                 if !entry.state.is_active() {
                     let since = *asked.ended_since.get_or_insert_with(Instant::now);
@@ -412,7 +412,7 @@ impl Monitor<'_> {
                             // Slurm's poll missed it; the controller knows it.
                             asked.unknown_since = None;
                             if let Some(s) = self.rec.slurm.as_mut() {
-                                crate::slurm::saw(s, &entry);
+                                jobwarden_engine::slurm::saw(s, &entry);
                             }
                             return None;
                         }

@@ -177,7 +177,14 @@ pub async fn retry(
     let id2 = id.clone();
     let done = tokio::task::spawn_blocking(move || {
         let ledger = super::pages::ledger(&web2);
-        crate::retry::by_hand::retry(&web2.layout, &web2.config, ledger.as_ref(), &id2, now, BY)
+        jobwarden_engine::retry::by_hand::retry(
+            &web2.layout,
+            &web2.config,
+            ledger.as_ref(),
+            &id2,
+            now,
+            BY,
+        )
     })
     .await;
     match done {
@@ -223,7 +230,7 @@ fn cancel_waiting_now(
     web: &Web,
     prompt: &jobwarden_model::layout::PromptName,
 ) -> Result<JobId, Refusal> {
-    use crate::cancel::WaitingCancelled;
+    use jobwarden_engine::cancel::WaitingCancelled;
     let not_waiting = || {
         Refusal(
             StatusCode::CONFLICT,
@@ -240,7 +247,7 @@ fn cancel_waiting_now(
         .flatten()
         .map(|j| j.id);
     let reason = Some("from the web page");
-    let done = crate::cancel::cancel_waiting_by_hand(
+    let done = jobwarden_engine::cancel::cancel_waiting_by_hand(
         &web.layout,
         &web.config,
         ledger.as_mut(),
@@ -286,11 +293,17 @@ pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Res
         Ok(p) => p,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
     };
-    let dropped =
-        crate::submit::prepare(&web.config, &web.layout, prompt, "the prompt", &text, None)
-            .and_then(|s| {
-                crate::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes()).map(|_| s)
-            });
+    let dropped = jobwarden_engine::submit::prepare(
+        &web.config,
+        &web.layout,
+        prompt,
+        "the prompt",
+        &text,
+        None,
+    )
+    .and_then(|s| {
+        jobwarden_engine::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes()).map(|_| s)
+    });
     match dropped {
         Ok(s) => Redirect::to(&format!(
             "/jobs?project={}",

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::Web;
 use super::html::{button, esc, page, state, url};
 use super::pages::{ago, daemon_running, ledger};
-use crate::waiting::{self, DEFERRED, WAITING};
+use jobwarden_engine::waiting::{self, DEFERRED, WAITING};
 use jobwarden_ledger::{IndexedJob, JobFilter};
 use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;

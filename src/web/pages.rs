@@ -27,7 +27,7 @@ pub(super) fn ledger(web: &Web) -> Option<Ledger> {
 
 /// Does a daemon hold the root's lock? Not when that cannot be told.
 pub(super) fn daemon_running(web: &Web) -> bool {
-    crate::cancel::daemon_running(&web.layout) == Some(true)
+    jobwarden_engine::cancel::daemon_running(&web.layout) == Some(true)
 }
 
 pub(super) fn ago(ms: u64) -> String {
@@ -195,7 +195,8 @@ pub async fn job(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Respons
 }
 
 pub async fn metrics(State(web): State<Arc<Web>>) -> Response {
-    let text = crate::metrics::render(&web.layout, ledger(&web).as_ref(), daemon_running(&web));
+    let text =
+        jobwarden_engine::metrics::render(&web.layout, ledger(&web).as_ref(), daemon_running(&web));
     (
         [(
             header::CONTENT_TYPE,

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{GlobalArgs, HistoryCheckArgs};
-use crate::retry;
+use jobwarden_engine::retry;
 use jobwarden_ledger::Cooldowns;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::{self, PromptName};

@@ -21,7 +21,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryDiagnosticsArgs) -> anyhow::Result
     let since = Window::parse(args.since.as_deref(), None)?.since_ms;
     let (_, layout, ledger) = super::open(global)?;
     if let Some(job) = &args.job {
-        let id = crate::commands::lookup_answer(crate::lookup::resolve_execution(
+        let id = crate::commands::lookup_answer(jobwarden_engine::lookup::resolve_execution(
             &layout, &ledger, job,
         ))?;
         let found_ = ledger.diagnostics_of(id.as_str())?;

@@ -12,7 +12,9 @@ use jobwarden_ledger::repair;
 
 pub fn run(global: &GlobalArgs, args: &RepairArgs) -> anyhow::Result<ExitCode> {
     let layout = super::existing_root(global)?;
-    let done = repair::repair(&layout, &|rec| crate::recover::being_finished(&layout, rec))?;
+    let done = repair::repair(&layout, &|rec| {
+        jobwarden_engine::recover::being_finished(&layout, rec)
+    })?;
     if args.json {
         print_json(&done)?;
     } else {

@@ -1,7 +1,7 @@
 //! `jobwarden history show <job> [--json]`: one execution, with its
 //! artifacts (output tails) and paths. `<job>` reads as everywhere (an id,
 //! a unique prefix of an id or short id, `project/name` or a name: see
-//! `crate::lookup::resolve_execution`), matched against the ledger's
+//! `jobwarden_engine::lookup::resolve_execution`), matched against the ledger's
 //! executions. A malformed or ambiguous one is an error (exit 2, the
 //! candidates listed); one the ledger does not have exits 1, naming it.
 
@@ -21,7 +21,7 @@ use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
     let (_, layout, ledger) = super::open(global)?;
-    let id = crate::commands::lookup_answer(crate::lookup::resolve_execution(
+    let id = crate::commands::lookup_answer(jobwarden_engine::lookup::resolve_execution(
         &layout, &ledger, &args.job,
     ))?;
     let Some(execution) = ledger.execution(id.as_str())? else {

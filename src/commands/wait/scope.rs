@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::inbox;
-use crate::retry;
+use jobwarden_engine::inbox;
+use jobwarden_engine::retry;
 use jobwarden_ledger::{JobFilter, Ledger};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord};

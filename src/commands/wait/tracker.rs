@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use crate::commands::exit::Exit;
-use crate::failure::JobError;
+use jobwarden_engine::failure::JobError;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::Layout;
 

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::super::output::SharedSink;
 use super::super::spawn::Stage;
 use super::super::{EarlyEnd, Monitor};
-use crate::slurm::{self, QueueEntry};
+use jobwarden_engine::slurm::{self, QueueEntry};
 use jobwarden_model::events::Op;
 use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
@@ -34,7 +34,7 @@ impl Monitor<'_> {
                 && entry.name == ours
             {
                 if let Some(s) = self.rec.slurm.as_mut() {
-                    crate::slurm::saw(s, &entry);
+                    jobwarden_engine::slurm::saw(s, &entry);
                 }
                 said = Some(!entry.state.is_active());
                 if said == Some(true) {
@@ -119,7 +119,7 @@ impl Monitor<'_> {
             },
         };
         if let Some(s) = self.rec.slurm.as_mut() {
-            crate::slurm::saw(s, &entry);
+            jobwarden_engine::slurm::saw(s, &entry);
             s.ended(Timestamp::now());
         }
         let code = entry
