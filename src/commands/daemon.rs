@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::GlobalArgs;
-use crate::daemon::control::Reloads;
+use jobwarden_daemon::control::Reloads;
 use jobwarden_model::config::{ConfigSource, Env};
 
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
@@ -37,8 +37,8 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
             env: Env::from_process(),
             requests: spawn_reload_listener()?,
         };
-        let notifier = crate::daemon::notify::Notifier::from_env();
-        crate::daemon::run(Arc::new(config), layout, shutdown, notifier, reloads).await?;
+        let notifier = jobwarden_daemon::notify::Notifier::from_env();
+        jobwarden_daemon::run(Arc::new(config), layout, shutdown, notifier, reloads).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -7,6 +7,21 @@
 //! ([`output::quiet_on_closed_pipe`]); messages for stderr go through
 //! [`jobwarden_sys::logging::line`]. `println!` and `eprintln!` panic on a closed
 //! pipe: `clippy.toml` rules them out.
+//!
+//! Besides one file per subcommand: `stdio.rs` (fds 0–2 opened on
+//! `/dev/null` when started closed); `completions.rs`, `man.rs` and
+//! `cli_reference.rs` (hidden; `docs/cli-reference.md`), generated from the
+//! clap types; `reload.rs` (`reload`, and the config part of `status`);
+//! `waiting.rs` (prompts in the inbox as `jobs`, `show`, `logs` and
+//! `events` show them); `cancel.rs` (`abort` of what has not started);
+//! `queue_view.rs` (why queued jobs wait and what is paused); `exit.rs` (the
+//! one table of exit codes); `watch.rs` (how the waiting commands sleep:
+//! inotify, re-check, poll) and `progress.rs` (what they say meanwhile);
+//! `wait/` (`scope.rs`: what `--project`/`--all` take in, `tracker.rs`: the
+//! followed jobs and their exit code); `output/table.rs` (the one table
+//! renderer) and `output/visible.rs` (what a job wrote, made harmless for a
+//! terminal); `show/` (`show`'s facts and human form); `args.rs`
+//! (`--since`/`--until`).
 
 mod abort;
 mod ack;

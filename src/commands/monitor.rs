@@ -17,12 +17,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::{GlobalArgs, MonitorArgs};
-use crate::monitor::{self, Outcome};
 use jobwarden_engine::handover::{self, EXIT_ALREADY_SUPERVISED, EXIT_NO_STORAGE};
 use jobwarden_engine::terminal;
 use jobwarden_model::config::{self, ConfigSource, Env};
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::Layout;
+use jobwarden_monitor::{self as monitor, Outcome};
 
 pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> {
     // A bug must not leave a monitor hanging on a full stderr (the default

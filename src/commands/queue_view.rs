@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::daemon::state_file::{self, DaemonSeen};
+use jobwarden_daemon::state_file::{self, DaemonSeen};
 use jobwarden_model::control::{self, Pause, Pauses};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;

@@ -22,8 +22,8 @@ use nix::unistd::Pid;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, ReloadArgs};
-use crate::daemon::control::{self, ConfigState, ReloadResult, Verdict};
-use crate::daemon::state_file::{self, DaemonSeen, Phase};
+use jobwarden_daemon::control::{self, ConfigState, ReloadResult, Verdict};
+use jobwarden_daemon::state_file::{self, DaemonSeen, Phase};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::procfs::Proc;
@@ -91,7 +91,7 @@ struct Answer<'a> {
 /// ([`jobwarden_engine::proof::prove_daemon`]): never a pid only because a file
 /// (`daemon.lock`, `daemon.json`) names it.
 fn daemon_proc(layout: &Layout) -> anyhow::Result<Proc> {
-    crate::daemon::lock::running_daemon(layout).map_err(|refused| {
+    jobwarden_daemon::lock::running_daemon(layout).map_err(|refused| {
         let root = layout.root().display();
         if refused.is_empty() {
             return No(format!(

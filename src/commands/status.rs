@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cli::{GlobalArgs, StatusArgs};
-use crate::daemon::state_file::{self, DaemonSeen, Phase};
+use jobwarden_daemon::state_file::{self, DaemonSeen, Phase};
 use jobwarden_ledger::{Attention, IndexedJob, Ledger, LedgerError, health, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
@@ -247,7 +247,7 @@ impl Status {
             Err(e) => (None, Some(e)),
         };
         let holder = jobwarden_sys::procfs::flock_holder(&layout.daemon_lock());
-        let (holder, impostor) = crate::daemon::lock::proven_holder(layout, holder);
+        let (holder, impostor) = jobwarden_daemon::lock::proven_holder(layout, holder);
         let problem = impostor.or(problem);
         let alive = match &holder {
             Ok(holder) => holder.is_some(),

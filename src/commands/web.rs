@@ -1,12 +1,12 @@
 //! `jobwarden web [--listen ADDR] [--allow-remote] [--print-url]`: the
-//! local web page ([`crate::web`]) in this process, until SIGTERM.
+//! local web page ([`jobwarden_web`]) in this process, until SIGTERM.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 
 use crate::cli::{GlobalArgs, WebArgs};
-use crate::web::{self, Web};
+use jobwarden_web::{self as web, Web};
 
 pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load_for_reading(global)?;
@@ -32,7 +32,7 @@ pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
         tracing::warn!(listen = %args.listen, "serving on an address other than the loopback (--allow-remote): protect the token");
     }
     let state = Web {
-        csrf: crate::web::csrf_of(&token),
+        csrf: jobwarden_web::csrf_of(&token),
         token,
         metrics_token,
         layout,

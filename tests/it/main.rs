@@ -14,7 +14,6 @@ mod abort;
 mod arrival;
 mod backlog;
 mod bad_input;
-mod bench;
 mod browser;
 mod cli;
 mod concurrency;

@@ -1,19 +1,27 @@
-//! The per-job monitor process (`jobwarden monitor <job>`), started by the
-//! daemon in its own session so that jobs outlive daemon restarts (the
-//! conmon / containerd-shim pattern). From its start it is the only writer
-//! of its job's `job.json`: it runs the job's commands (the profile's
-//! `prepare`, the main command, its `publish`: `stages.rs`) each in its own
-//! process group, streams their output to `job.log`, heartbeats, honours
-//! `ABORT` and each one's timeout, records the outcome, archives the prompt
-//! and exits.
+//! jobwarden-monitor: the per-job monitor process (`jobwarden monitor <job>`),
+//! started by the daemon in its own session so that jobs outlive daemon
+//! restarts (the conmon / containerd-shim pattern). From its start it is the
+//! only writer of its job's `job.json`: it runs the job's commands each in
+//! its own process group, streams their output to `job.log`, heartbeats,
+//! honours `ABORT` and each one's timeout, records the outcome, archives the
+//! prompt and exits. It never needs the daemon: it outlives it.
 //!
 //! Abort and timeout escalate the same way: SIGTERM to the group and to
 //! every other process the job started, `abort_grace`, then SIGKILL. The
 //! leader is observed exiting with `waitid(WNOWAIT)` and reaped only after
 //! its group has been killed, so its pgid cannot have been recycled when we
 //! signal it. Then whatever the command left is killed, its cgroup at once
-//! or each of the monitor's descendants (`contain.rs`), after every
-//! command, however it ended: nothing a job started outlives it.
+//! or each of the monitor's descendants: nothing a job started outlives it.
+//!
+//! - `stages.rs` — prepare, main command, publish: their order and verdicts.
+//! - `supervise.rs` — one command supervised: its exit, heartbeats, ABORT, the timeout, the kill.
+//! - [`spawn`] — a command's plan (argv, environment, stdin, working folder) and its start.
+//! - [`sandbox`] — the job's sandbox: the folders it may write, its pipes.
+//! - `contain.rs` — cgroup or process tree: everything a job started killed; limit verdicts.
+//! - `output.rs` — the live, capped log.
+//! - `abort_watch.rs` — the ABORT marker, watched on the monitor's one inotify instance.
+//! - `slurm.rs` — the main command as a Slurm batch job; `slurm/ending.rs` its end.
+//! - `restore.rs` — the monitor's own files kept in place while its job runs.
 
 mod abort_watch;
 mod contain;

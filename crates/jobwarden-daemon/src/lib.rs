@@ -1,14 +1,30 @@
-//! The daemon: lock the root, reconcile what is on disk, then one loop that
-//! owns all scheduling state — it claims prompts as the watcher reports
-//! them, starts a detached monitor per job when a slot is free (FIFO by
-//! claim time), notices monitors ending, and heartbeats `daemon.json`.
+//! jobwarden-daemon: the daemon. It locks the root, reconciles what is on
+//! disk, then runs one loop that owns all scheduling state: it claims
+//! prompts as the watcher reports them, starts a monitor per job (by exec)
+//! when a slot is free, notices monitors ending, and heartbeats
+//! `daemon.json`. `run` takes its world as parameters (config, layout, a
+//! shutdown token, reload requests): it reads no environment and installs
+//! no signal handler. The loop does its small synchronous file operations
+//! (a claim is a rename and a few fsynced writes) inline: one owner of the
+//! queue needs no locks.
 //!
-//! `run` takes its world as parameters (config, layout, a shutdown token,
-//! reload requests): it reads no environment and installs no signal handler.
-//!
-//! The loop does its small synchronous file operations (a claim is a rename
-//! and three fsynced writes) inline: they are sub-millisecond, and one
-//! owner of the queue needs no locks.
+//! - `start.rs` — the root made and checked; what is on disk reconciled before the first claim.
+//! - `claims.rs` — what the watcher and rescans report; settling, deferrals, retry requests.
+//! - `inbox_watch.rs` — the inbox's watch started, and how often to rescan.
+//! - `schedule.rs` — which queued job starts next; `schedule/queue.rs` the queue's order.
+//! - `monitors.rs` — monitors started and kept busy job after job; idle ones retired.
+//! - `job_ends.rs` — jobs' ends reported, monitors' exits, interrupted jobs and their orphans.
+//! - `owed_rows.rs` — ledger rows of ends the ledger did not take.
+//! - `notices.rs` — what the hooks are told, and when.
+//! - [`notify`] — systemd's notification protocol: ready, status, watchdog.
+//! - `tick.rs` — the heartbeat; the clock watched; retention and the reconcile on timers.
+//! - `startup_check.rs` — the start-up check, acted on by the loop.
+//! - `published_watch.rs` — the reconcile of published work, one pass at a time.
+//! - `slurm_watch.rs` — one `squeue` for every Slurm job, written to `slurm.json`.
+//! - [`control`] — the config reloaded on request (SIGHUP).
+//! - [`lock`] — single instance; the running daemon proven for `reload`.
+//! - [`state_file`] — `daemon.json`.
+//! - `ledger_state.rs` — its hold on `ledger.db`: reopened, checked, let go when damaged.
 
 mod claims;
 pub mod control;

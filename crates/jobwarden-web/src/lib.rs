@@ -1,15 +1,18 @@
-//! `jobwarden web`: a local web page, its own process, reading the root
-//! and writing markers exactly as the CLI does, so it can never hurt the
-//! daemon. Served on the loopback unless told otherwise (`--allow-remote`,
-//! said in the log), behind a token (`web.token` under the root, made at
-//! first start, readable by the service's user only; `--print-url` gives
-//! the address with it). Every state change is a POST carrying the page's
-//! CSRF token; everything shown is escaped (prompt names and logs are
-//! written by jobs).
+//! jobwarden-web: `jobwarden web`, a local web page, its own process,
+//! reading the root and acting only through the engine's operations, so it
+//! can never hurt the daemon. Served on the loopback unless told otherwise
+//! (`--allow-remote`, said in the log), behind a token (`web.token` under
+//! the root, made at first start, readable by the service's user only;
+//! `--print-url` gives the address with it). Every state change is a POST
+//! carrying the page's CSRF token; everything shown is escaped (prompt
+//! names and logs are written by jobs).
 //!
-//! `web/auth.rs`: the token, the session cookie, the CSRF token;
-//! `web/pages.rs`: the HTML; `web/actions.rs`: the POSTs;
-//! `web/live.rs`: server-sent events (the job list, a log as it grows).
+//! - `auth.rs` — the token, the session cookie, the CSRF token.
+//! - `pages.rs` — the pages; `html.rs` their layout and escaping.
+//! - `list.rs` — the job list and its filters.
+//! - `charts.rs` — the charts, as SVG.
+//! - `actions.rs` — the POSTs.
+//! - `live.rs` — server-sent events: the job list, a log as it grows.
 
 mod actions;
 mod auth;

@@ -7,8 +7,6 @@
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::support::*;
-
 const BENCH: &str = env!("CARGO_BIN_EXE_jobwarden-bench");
 
 #[test]
@@ -48,10 +46,10 @@ fn a_history_size_that_is_not_a_number_is_refused_naming_it() {
 
 #[test]
 fn pueue_is_skipped_saying_how_to_get_it_when_it_is_not_on_path() {
-    let sb = Sandbox::new();
+    let sb = tempfile::tempdir().expect("tempdir");
     let out = Command::new(BENCH)
         .args(["pueue", "--json"])
-        .env("PATH", sb.out())
+        .env("PATH", sb.path())
         .output()
         .expect("run");
     assert!(out.status.success(), "{out:?}");
@@ -66,8 +64,8 @@ fn pueue_is_skipped_saying_how_to_get_it_when_it_is_not_on_path() {
 
 #[test]
 fn the_stamp_helper_writes_the_monotonic_clock_and_runs_as_jobwarden() {
-    let sb = Sandbox::new();
-    let file = sb.out().join("t.stamp");
+    let sb = tempfile::tempdir().expect("tempdir");
+    let file = sb.path().join("t.stamp");
     let status = Command::new(BENCH)
         .args(["stamp", &file.to_string_lossy()])
         .status()
@@ -101,10 +99,10 @@ fn the_startup_scenario_runs_through_daemon_restarts_with_monitors_kept_between_
     // Each round starts a daemon, waits for its job, stops it and waits
     // for the job's monitor to leave (an idle monitor waits for its next
     // job until its daemon is gone): it must finish, with every figure.
-    let sb = Sandbox::new();
+    let sb = tempfile::tempdir().expect("tempdir");
     let out = Command::new(BENCH)
         .args(["startup", "--history", "20", "--json"])
-        .env("TMPDIR", sb.out())
+        .env("TMPDIR", sb.path())
         .output()
         .expect("run");
     assert!(out.status.success(), "{out:?}");
