@@ -8,7 +8,8 @@
 //! What is given up, address-space randomisation of the program's own
 //! image (libraries, heap, stack and mappings stay randomised), protects
 //! against a memory-safety exploit from input; jobwarden's input comes from
-//! processes that already run with its uid (see `docs/decisions.md`).
+//! processes that already run with its uid (see
+//! `docs/decisions/043-at-the-physical-limit-start-and-end-cost.md`).
 
 fn main() {
     #[allow(clippy::disallowed_macros)] // cargo reads a build script's stdout

@@ -33,6 +33,7 @@ mod inflight;
 mod inspect;
 mod install;
 mod job_sandbox;
+mod layers;
 mod ledger;
 mod ledger_damage;
 mod lifecycle;

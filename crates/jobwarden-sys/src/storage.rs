@@ -2,7 +2,7 @@
 //! read-only filesystem are conditions that waiting can cure, unlike other
 //! I/O errors, so the daemon and the monitors treat them apart: nothing is
 //! failed or dropped because of them; work waits until writes succeed again
-//! (DESIGN §10, decisions.md "Full disk and read-only root").
+//! (DESIGN §10, `docs/decisions/016-a-full-disk-or-a-read-only-root.md`).
 //!
 //! [`probe`] asks the filesystem (`statvfs`); [`fault_of`] classifies an
 //! error; [`Health`] is the daemon's view, combining both, reported in
