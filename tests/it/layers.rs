@@ -287,3 +287,43 @@ fn the_cycle_finder_finds_a_cycle_and_only_a_cycle() {
     let line = edges(&[("a", &["b"]), ("b", &["c"]), ("c", &[]), ("d", &["a", "c"])]);
     assert!(cycles(&line).is_empty());
 }
+
+/// The map a crate's root file opens with: its leading `//!` lines.
+fn map_of(root_file: &Path) -> String {
+    let text = std::fs::read_to_string(root_file).expect("crate root");
+    text.lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn each_crate_opens_with_a_map_of_its_modules_at_most_30_lines_long() {
+    let mut wrong = Vec::new();
+    for (name, dir, _) in packages() {
+        let src = dir.join("src");
+        let Some(root_file) = ["lib.rs", "main.rs"]
+            .iter()
+            .map(|f| src.join(f))
+            .find(|f| f.is_file())
+        else {
+            continue;
+        };
+        let map = map_of(&root_file);
+        let lines = map.lines().count();
+        if lines == 0 || lines > 30 {
+            wrong.push(format!("{name}: its map is {lines} lines long"));
+        }
+        for module in modules(&src) {
+            let named = [
+                format!("[`{module}`]"),
+                format!("`{module}.rs`"),
+                format!("`{module}/`"),
+            ];
+            if !named.iter().any(|n| map.contains(n.as_str())) {
+                wrong.push(format!("{name}: its map does not name `{module}`"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "maps out of date:\n{}", wrong.join("\n"));
+}

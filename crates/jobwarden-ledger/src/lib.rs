@@ -22,6 +22,7 @@
 //! - [`backfill`] — rows restored from run folders.
 //! - [`health`] — what a damaged file is; the condition `status` shows.
 //! - [`repair`] — a damaged file moved aside and rebuilt from `runs/`.
+//! - `tests.rs` — unit tests of the ledger as a whole (rows written, read, pruned).
 
 mod attention;
 pub mod backfill;
