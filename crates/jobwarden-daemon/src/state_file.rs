@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use jobwarden_ledger as ledger;
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::fsio;
@@ -49,7 +48,7 @@ pub struct DaemonFile<'a> {
     pub storage: &'a storage::Health,
     /// Whether `ledger.db` is usable (`ok`), and if not what is wrong with
     /// it and what to do.
-    pub ledger: &'a ledger::health::Condition,
+    pub ledger: &'a jobwarden_ledger::health::Condition,
     /// Jobs whose monitor is gone and whose end waits to be recorded.
     pub unsettled: usize,
     /// The first queued jobs, in the order they would start if every
@@ -169,7 +168,7 @@ pub struct DaemonSeen {
     #[serde(default)]
     pub storage: Option<storage::Health>,
     #[serde(default)]
-    pub ledger: Option<ledger::health::Condition>,
+    pub ledger: Option<jobwarden_ledger::health::Condition>,
     #[serde(default)]
     pub unsettled: usize,
     #[serde(default)]

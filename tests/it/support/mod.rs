@@ -1159,7 +1159,7 @@ pub fn op_index(ops: &[String], op: &str) -> Option<usize> {
 }
 
 /// A daemon whose processes (it, or its monitors) stop at a fault-injection
-/// pause point (`src/fault.rs`) until released.
+/// pause point (`crates/jobwarden-sys/src/fault.rs`) until released.
 pub struct Paused {
     pub daemon: Daemon,
     until: PathBuf,
