@@ -13,7 +13,8 @@
 //! Layout: `main.rs` (arguments, job helpers), `rig.rs` (the temporary
 //! root, the daemon, waits, `/proc` readings), `scenarios/` (one module per
 //! concern: `latency.rs` with `bare.rs` its inotify baseline, `load.rs`
-//! throughput and burst, `footprint.rs` memory and the idle daemon,
+//! throughput and burst, `syscalls.rs` the system calls, fsyncs and files
+//! of a job under `strace`, `footprint.rs` memory and the idle daemon,
 //! `startup.rs` start-up and queries with a long history, `pueue.rs` the
 //! same scenarios through pueue, `slurm.rs` a job's start on a Slurm
 //! cluster next to a bare `sbatch`), `fixtures.rs` (finished jobs and ledger
@@ -39,6 +40,7 @@ const SCENARIOS: &[&str] = &[
     "claim-latency",
     "abort-latency",
     "throughput",
+    "syscalls",
     "burst",
     "footprint",
     "idle",
@@ -142,6 +144,7 @@ fn run(args: &[String]) -> anyhow::Result<ExitCode> {
             "claim-latency" => scenarios::latency::claim_latency()?,
             "abort-latency" => scenarios::latency::abort_latency()?,
             "throughput" => scenarios::load::throughput()?,
+            "syscalls" => scenarios::syscalls::syscalls()?,
             "burst" => scenarios::load::burst()?,
             "footprint" => scenarios::footprint::footprint()?,
             "idle" => scenarios::footprint::idle()?,

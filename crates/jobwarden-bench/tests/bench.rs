@@ -18,6 +18,7 @@ fn unknown_scenarios_are_refused_naming_the_known_ones() {
         "claim-latency",
         "abort-latency",
         "throughput",
+        "syscalls",
         "idle",
         "queries",
         "burst",

@@ -11,6 +11,7 @@ pub mod load;
 pub mod pueue;
 pub mod slurm;
 pub mod startup;
+pub mod syscalls;
 
 use std::path::PathBuf;
 

@@ -1,0 +1,420 @@
+//! What each job costs the machine in system calls: the running daemon
+//! and its monitors traced with `strace -f` while 300 trivial jobs run, 8
+//! at once. The job's own process is taken off: everything a process does
+//! from the `execve` of the job's program on is the job's, not ours (the
+//! clone before it, the sandbox's setup and its init are ours). Per job:
+//! system calls, fsync-family calls, files created (distinct paths an
+//! `O_CREAT` open made: a temporary file renamed into place counts), folders
+//! created, and files freed (unlinked, removed, or replaced by a rename).
+
+#![allow(clippy::disallowed_methods)] // scratch files of the harness
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{config, must_hold, which};
+use crate::report::Figure;
+use crate::rig::{Rig, wait_for};
+
+const S: &str = "syscalls";
+/// Trivial jobs traced, and how many run at once.
+const JOBS: usize = 300;
+const PARALLEL: usize = 8;
+
+/// The system calls that make data durable.
+const FSYNC_FAMILY: &[&str] = &["fsync", "fdatasync", "syncfs", "sync_file_range", "sync"];
+
+pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
+    let Some(strace) = which("strace") else {
+        eprintln!(
+            "jobwarden-bench: syscalls skipped: `strace` is not on PATH \
+             (`apt-get install strace` installs it)"
+        );
+        return Ok(vec![Figure::info(
+            S,
+            "skipped: strace not on PATH",
+            0.0,
+            "skipped",
+        )]);
+    };
+    let truth = which("true").context("true is not on PATH")?;
+    let mut rig = Rig::new(&config(PARALLEL, &format!("[{truth:?}]"), ""))?;
+    let daemon = rig.start()?;
+    // The daemon and the spare monitors it started; monitors started
+    // later are its children, followed by `-f`.
+    let traced = family(daemon);
+    let out = rig.base.join("strace.out");
+    let mut cmd = Command::new(&strace);
+    cmd.args(["-f", "-qq", "-y", "-o"]).arg(&out);
+    for pid in &traced {
+        cmd.arg("-p").arg(pid.to_string());
+    }
+    let mut tracer = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting strace")?;
+    wait_for(Duration::from_secs(30), "strace to attach", || {
+        traced.iter().all(|&p| traced_by_someone(p)).then_some(())
+    })?;
+    let names: Vec<String> = (0..JOBS).map(|i| format!("sc{i:05}")).collect();
+    let staged = names
+        .iter()
+        .map(|name| rig.stage("sc", name, "x\n"))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (s, name) in staged.iter().zip(&names) {
+        rig.drop_staged(s, "sc", name)?;
+    }
+    rig.wait_all_settled("sc", &names, Duration::from_secs(900))?;
+    // Let the last ends' ledger rows and the monitors' idle lines land.
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tracer.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )?;
+    tracer.wait()?;
+    rig.stop()?;
+    let text = std::fs::read_to_string(&out).context("reading strace's output")?;
+    let count = count(&text, &truth.to_string_lossy());
+    let per_job = |n: usize| n as f64 / JOBS as f64;
+    Ok(vec![
+        Figure::info(S, "jobs traced (8 at once)", JOBS as f64, "count"),
+        Figure::at_most(
+            S,
+            "system calls per job (ours)",
+            per_job(count.calls),
+            "calls",
+            250.0,
+        ),
+        Figure::at_most(
+            S,
+            "fsync-family calls per job",
+            per_job(count.fsyncs),
+            "calls",
+            3.0,
+        ),
+        Figure::at_most(
+            S,
+            "files created per job",
+            per_job(count.created),
+            "files",
+            5.0,
+        ),
+        Figure::info(
+            S,
+            "folders created per job",
+            per_job(count.folders),
+            "folders",
+        ),
+        Figure::info(S, "files freed per job", per_job(count.freed), "files"),
+        Figure::info(
+            S,
+            "the job's own calls per job (taken off)",
+            per_job(count.jobs_own),
+            "calls",
+        ),
+        must_hold(S, "every job's program was seen", count.jobs == JOBS),
+    ])
+}
+
+/// `pid` and every process below it.
+fn family(pid: u32) -> Vec<u32> {
+    let mut parents: HashMap<u32, u32> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok());
+        if let Some(ppid) = ppid {
+            parents.insert(p, ppid);
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        out.extend(
+            parents
+                .iter()
+                .filter(|&(_, &pp)| pp == parent)
+                .map(|(&p, _)| p),
+        );
+        i += 1;
+    }
+    out
+}
+
+/// Is `pid` being traced (by the strace started for it)?
+fn traced_by_someone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .is_some_and(|v| v.trim() != "0")
+    })
+}
+
+/// What a trace says, the job's own processes taken off.
+#[derive(Debug, Default, PartialEq)]
+struct Count {
+    calls: usize,
+    fsyncs: usize,
+    created: usize,
+    folders: usize,
+    freed: usize,
+    /// Processes that executed the job's program.
+    jobs: usize,
+    jobs_own: usize,
+}
+
+/// A file call waiting for its result (`<unfinished ...>`).
+struct Pending {
+    name: String,
+    args: String,
+}
+
+/// Count `strace -f -y` output; a process that executes `program` is the
+/// job's from that call on.
+fn count(text: &str, program: &str) -> Count {
+    let mut c = Count::default();
+    let mut job_pids: HashSet<&str> = HashSet::new();
+    let mut pending: HashMap<&str, Pending> = HashMap::new();
+    let mut files = Files::default();
+    let exec = format!("execve(\"{program}\"");
+    for line in text.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        if let Some(resumed) = rest.strip_prefix("<... ") {
+            // `<... name resumed>args) = result`: the call was counted when
+            // it began; a file call is judged now.
+            if let Some(p) = pending.remove(pid) {
+                let tail = resumed.split_once("resumed>").map_or("", |(_, t)| t);
+                files.judge(&p.name, &format!("{}{tail}", p.args));
+            }
+            continue;
+        }
+        let Some(open) = rest.find('(') else { continue };
+        let name = &rest[..open];
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            continue; // `+++ exited`, `--- SIGCHLD`
+        }
+        if rest.starts_with(&exec) && job_pids.insert(pid) {
+            c.jobs += 1;
+        }
+        if job_pids.contains(pid) {
+            c.jobs_own += 1;
+            continue;
+        }
+        c.calls += 1;
+        if FSYNC_FAMILY.contains(&name) {
+            c.fsyncs += 1;
+        }
+        if Files::tracks(name) {
+            match rest.strip_suffix("<unfinished ...>") {
+                Some(args) => {
+                    pending.insert(
+                        pid,
+                        Pending {
+                            name: name.to_owned(),
+                            args: args[open + 1..].to_owned(),
+                        },
+                    );
+                }
+                None => files.judge(name, &rest[open + 1..]),
+            }
+        }
+    }
+    c.created = files.created.len();
+    c.folders = files.folders.len();
+    c.freed = files.freed;
+    c
+}
+
+/// Files made and freed, as the calls that name them say.
+#[derive(Default)]
+struct Files {
+    /// Distinct paths an `O_CREAT` open made.
+    created: HashSet<String>,
+    /// Distinct paths a `mkdir` made.
+    folders: HashSet<String>,
+    /// Paths known to hold a file now (made, or renamed to).
+    present: HashSet<String>,
+    freed: usize,
+}
+
+impl Files {
+    fn tracks(name: &str) -> bool {
+        matches!(
+            name,
+            "open"
+                | "openat"
+                | "openat2"
+                | "creat"
+                | "mkdir"
+                | "mkdirat"
+                | "unlink"
+                | "unlinkat"
+                | "rmdir"
+                | "rename"
+                | "renameat"
+                | "renameat2"
+        )
+    }
+
+    /// One call: `args` is what follows its `(`, through its result.
+    fn judge(&mut self, name: &str, args: &str) {
+        // `…) = 0`, or `…)     = 0` when resumed.
+        let Some((call, result)) = args.rsplit_once(" = ") else {
+            return;
+        };
+        let Some(call) = call.trim_end().strip_suffix(')') else {
+            return;
+        };
+        if result.starts_with('-') || result.starts_with('?') {
+            return; // failed, or never returned
+        }
+        let paths = paths(call);
+        match name {
+            "open" | "openat" | "openat2" | "creat" => {
+                let makes = name == "creat" || call.contains("O_CREAT");
+                if let Some(p) = paths.first().filter(|_| makes) {
+                    self.created.insert(p.clone());
+                    self.present.insert(p.clone());
+                }
+            }
+            "mkdir" | "mkdirat" => {
+                if let Some(p) = paths.first() {
+                    self.folders.insert(p.clone());
+                }
+            }
+            "unlink" | "unlinkat" | "rmdir" => {
+                if let Some(p) = paths.first() {
+                    self.present.remove(p);
+                }
+                self.freed += 1;
+            }
+            _ => {
+                if let [from, to, ..] = paths.as_slice() {
+                    self.present.remove(from);
+                    if !self.present.insert(to.clone()) {
+                        self.freed += 1; // the file it replaced
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The paths a call names: each quoted string, joined to the folder of
+/// the descriptor before it (`5</root/runs>, "x"`) when it is relative.
+fn paths(call: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir: Option<&str> = None;
+    let mut rest = call;
+    loop {
+        let quote = rest.find('"');
+        let angle = rest.find('<');
+        match (quote, angle) {
+            (Some(q), a) if a.is_none_or(|a| q < a) => {
+                let after = &rest[q + 1..];
+                let end = closing_quote(after);
+                let name = &after[..end];
+                let path = match dir.take() {
+                    Some(d) if !name.starts_with('/') => {
+                        Path::new(d).join(name).to_string_lossy().into_owned()
+                    }
+                    _ => name.to_owned(),
+                };
+                out.push(path);
+                rest = after.get(end + 1..).unwrap_or("");
+            }
+            (_, Some(a)) => {
+                let after = &rest[a + 1..];
+                let end = after.find('>').unwrap_or(after.len());
+                dir = Some(&after[..end]);
+                rest = after.get(end + 1..).unwrap_or("");
+            }
+            _ => return out,
+        }
+    }
+}
+
+/// Where a quoted string that starts at `s` ends (its closing quote).
+fn closing_quote(s: &str) -> usize {
+    let mut escaped = false;
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            b'\\' if !escaped => escaped = true,
+            b'"' if !escaped => return i,
+            _ => escaped = false,
+        }
+    }
+    s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRACE: &str = r#"100 openat(AT_FDCWD</r>, "runs/j1/job.json.tmp", O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC, 0600) = 7</r/runs/j1/job.json.tmp>
+100 fsync(7</r/runs/j1/job.json.tmp>) = 0
+100 rename("/r/runs/j1/job.json.tmp", "/r/runs/j1/job.json") = 0
+100 openat(5</r/runs/j1>, "job.json.tmp", O_WRONLY|O_CREAT|O_EXCL, 0600 <unfinished ...>
+101 clone3({flags=CLONE_VM|CLONE_VFORK, exit_signal=SIGCHLD, stack=0x7f, stack_size=0x10000}, 88 <unfinished ...>
+100 <... openat resumed>)      = 8</r/runs/j1/job.json.tmp>
+102 execve("/usr/bin/true", ["/usr/bin/true"], 0x55 /* 3 vars */ <unfinished ...>
+101 <... clone3 resumed>) = 102
+102 <... execve resumed>) = 0
+102 brk(NULL) = 0x5555
+102 exit_group(0) = ?
+102 +++ exited with 0 +++
+100 renameat2(5</r/runs/j1>, "job.json.tmp", 5</r/runs/j1>, "job.json", 0) = 0
+100 mkdir("/r/runs/j2", 0700) = -1 EEXIST (File exists)
+100 unlinkat(AT_FDCWD</r>, "inbox/a.tmp", 0) = 0
+100 --- SIGCHLD {si_signo=SIGCHLD} ---
+"#;
+
+    #[test]
+    fn a_trace_is_counted_with_the_jobs_own_process_taken_off() {
+        let c = count(TRACE, "/usr/bin/true");
+        assert_eq!(
+            c,
+            Count {
+                // openat, fsync, rename, openat, clone3, renameat2, mkdir, unlinkat
+                calls: 8,
+                fsyncs: 1,
+                // the temporary file, made twice under one name
+                created: 1,
+                // mkdir failed
+                folders: 0,
+                // job.json replaced once, a temporary file unlinked
+                freed: 2,
+                jobs: 1,
+                jobs_own: 3,
+            }
+        );
+    }
+
+    #[test]
+    fn paths_are_joined_to_their_descriptors_folder() {
+        assert_eq!(
+            paths(r#"5</r/runs/j1>, "job.json.tmp", 6</r/archive>, "/abs", 0"#),
+            vec!["/r/runs/j1/job.json.tmp".to_owned(), "/abs".to_owned()]
+        );
+        assert_eq!(
+            paths(r#"AT_FDCWD</r>, "a\"b", O_RDONLY"#),
+            vec![r#"/r/a\"b"#]
+        );
+    }
+}
