@@ -70,8 +70,15 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         rig.drop_staged(s, "sc", name)?;
     }
     rig.wait_all_settled("sc", &names, Duration::from_secs(900))?;
-    // Let the last ends' ledger rows and the monitors' idle lines land.
-    std::thread::sleep(Duration::from_millis(500));
+    // The last ends' ledger rows, which the daemon may write after the
+    // prompts are archived, are part of what a job costs.
+    let ledger = rusqlite::Connection::open(rig.layout.ledger())?;
+    wait_for(Duration::from_secs(60), "every job's ledger row", || {
+        let rows: i64 = ledger
+            .query_row("SELECT COUNT(*) FROM executions", [], |r| r.get(0))
+            .ok()?;
+        (rows >= JOBS as i64).then_some(())
+    })?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(tracer.id() as i32),
         nix::sys::signal::Signal::SIGINT,
