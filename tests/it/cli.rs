@@ -281,6 +281,7 @@ fn finished_job(sb: &Sandbox) -> Job {
     let mut d = Daemon::start(sb);
     sb.drop_prompt("proj", "evented", "go\n");
     let job = sb.wait_done("proj", "evented", secs(15));
+    wait_archived_event(sb, &job.id);
     // Nobody appends to its events any more.
     d.sigterm();
     d.wait_exit(secs(10));

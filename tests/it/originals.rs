@@ -188,15 +188,8 @@ fn events_seq_is_one_entry_from_seq_the_rest_and_the_end_carries_its_reason() {
     assert_eq!(job.state(), "failed");
     let id = job.id.as_str();
 
-    // The prompt is archived before its `archived` event is appended: the
-    // job's history is whole once that event is there.
-    let all = wait_until("the job's archived event", secs(10), || {
-        let all = events_json(&sb, id, &[], 0);
-        array(&all["events"])
-            .iter()
-            .any(|e| e["op"] == "archived")
-            .then_some(all)
-    });
+    wait_archived_event(&sb, id);
+    let all = events_json(&sb, id, &[], 0);
     let total = array(&all["events"]).len() as u64;
     assert!(total >= 6, "{all:#}");
     let one = events_json(&sb, id, &["--seq", "3"], 0);

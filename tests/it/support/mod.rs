@@ -1210,6 +1210,20 @@ pub fn wait_check_done(sb: &Sandbox) {
     });
 }
 
+/// Waits until job `id`'s events say its prompt was archived. The prompt
+/// is moved, and its record says where, before that event is appended, so
+/// [`Sandbox::wait_done`] may return first: a test that reads the job's
+/// whole history waits for this.
+pub fn wait_archived_event(sb: &Sandbox, id: &str) {
+    wait_until(&format!("job {id}'s archived event"), secs(10), || {
+        sb.job(id)?
+            .events()
+            .iter()
+            .any(|e| e["op"] == "archived")
+            .then_some(())
+    });
+}
+
 /// Waits until no process holds job `id`'s monitor lock: its monitor is
 /// done with it (exited, or idle and waiting for another job).
 pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
