@@ -128,37 +128,12 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
     ])
 }
 
-/// `pid` and every process below it.
+/// `pid` and every live process below it.
 fn family(pid: u32) -> Vec<u32> {
-    let mut parents: HashMap<u32, u32> = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
-            .and_then(|s| s.parse().ok());
-        if let Some(ppid) = ppid {
-            parents.insert(p, ppid);
-        }
-    }
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let parent = out[i];
-        out.extend(
-            parents
-                .iter()
-                .filter(|&(_, &pp)| pp == parent)
-                .map(|(&p, _)| p),
-        );
-        i += 1;
-    }
-    out
+    let below = jobwarden_sys::procfs::descendants(pid as i32);
+    std::iter::once(pid)
+        .chain(below.into_iter().map(|p| p as u32))
+        .collect()
 }
 
 /// Is `pid` being traced (by the strace started for it)?
