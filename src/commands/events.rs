@@ -59,7 +59,7 @@ fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
     }
     let read = read_events(layout.root(), &layout.events(&id))?;
     let total = read.events.len();
-    let disabled = total == 0 && events_were_off(&layout, &config, &id);
+    let disabled = events_were_off(&layout, &config, &id);
     if let Some(seq) = args.seq
         && !disabled
     {
@@ -117,7 +117,7 @@ fn read_events(root: &std::path::Path, path: &std::path::Path) -> anyhow::Result
 }
 
 /// What a job whose events were off answers.
-const DISABLED_NOTE: &str = "events were off for this job (`events = false` in the config or its front matter): it has no history to show";
+const DISABLED_NOTE: &str = "events were off for this job (`events = false` in the config or its front matter): only its journal's lines, its record's changes, were written";
 
 /// Were the job's events off (its record says so, or the config does)?
 fn events_were_off(

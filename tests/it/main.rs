@@ -20,6 +20,7 @@ mod concurrency;
 mod config;
 mod daemon;
 mod docs;
+mod durability;
 mod env;
 mod fairness;
 mod faults;

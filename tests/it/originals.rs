@@ -280,17 +280,27 @@ fn inputs_only_shows_what_was_done_to_the_job_from_outside() {
     fs::write(&release, "").expect("release");
 }
 
-/// A job whose events were off answers with none, says why, and exits 0.
+/// A job whose events were off answers with its journal's lines alone,
+/// says why, and exits 0.
 #[test]
-fn a_job_without_events_answers_none_with_a_note_and_exit_0() {
+fn a_job_without_events_answers_its_journal_with_a_note_and_exit_0() {
     let sb = Sandbox::new();
     sb.configure(&ConfigToml::new(&["cat"]).global("events", "false"));
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "quiet", "x\n");
     let job = sb.wait_done("proj", "quiet", secs(15));
     let listed = events_json(&sb, &job.id, &[], 0);
-    assert_eq!(listed["total"], 0, "{listed:#}");
-    assert!(array(&listed["events"]).is_empty());
+    let shown = ops(&listed);
+    assert!(
+        !shown.is_empty() && shown.iter().all(|op| JOURNAL_OPS.contains(&op.as_str())),
+        "{listed:#}"
+    );
+    assert!(
+        array(&listed["events"])
+            .iter()
+            .all(|e| e.get("record").is_none()),
+        "the journal's copy of the record is never shown: {listed:#}"
+    );
     assert!(
         listed["note"].as_str().is_some_and(|n| n.contains("off")),
         "{listed:#}"

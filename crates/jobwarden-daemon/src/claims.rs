@@ -38,32 +38,34 @@ impl Daemon {
     }
 
     /// Run `claims` as one group commit (`fsio::batch`): their writes are
-    /// made durable together, each folder once. The monitors of the jobs
-    /// that can start are started first, after all the claims: a monitor
-    /// makes its job's claim durable itself, with its first record, before
-    /// anything of the job runs (`Monitor::save_with_claim`), so the two
-    /// commits overlap instead of following each other. A crash before
-    /// either leaves states that start-up recovery already handles (a
-    /// `.running.md` without a record goes back to the inbox, a run folder
-    /// without `job.json` is a leftover).
+    /// made durable together, each folder once (the inbox folders their
+    /// prompts were renamed in, `runs/`). Only then are the monitors of
+    /// the jobs that can start started: a job's start is durable before
+    /// anything of it runs (its monitor's journal line), and must never
+    /// outlive a claim a power cut took back, or the prompt would run
+    /// twice. A crash before the commit leaves states that start-up
+    /// recovery already handles (a `.running.md` without a record goes
+    /// back to the inbox, a run folder without a journal line is a
+    /// leftover).
     pub(super) fn claiming(&mut self, claims: impl FnOnce(&mut Self)) {
         let batch = jobwarden_sys::fsio::batch();
         let held = std::mem::replace(&mut self.holding_starts, true);
         claims(self);
         self.holding_starts = held;
-        if !held {
-            self.dispatch();
-        }
-        match batch.commit() {
-            Ok(_) => {}
-            Err(e) => match storage::fault_of(&e.source) {
+        let committed = batch.commit();
+        if let Err(e) = &committed {
+            match storage::fault_of(&e.source) {
                 Some(condition) => self.storage_failed(condition, e.to_string()),
-                // Each job's monitor still makes its own record durable
-                // before anything of it runs.
                 None => tracing::error!(
-                    "making the latest claims durable: {e}; a power loss now could undo them"
+                    "making the latest claims durable: {e}; their jobs wait for the next commit"
                 ),
-            },
+            }
+        }
+        if !held && let Ok(synced) = committed {
+            if synced > 0 {
+                jobwarden_sys::fault::pause("daemon-claimed");
+            }
+            self.dispatch();
         }
     }
 

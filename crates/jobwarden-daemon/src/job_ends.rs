@@ -20,12 +20,13 @@ const MAX_REATTACH: u32 = 5;
 
 impl Daemon {
     /// Monitors' reports, `first` and those already arrived after it. The
-    /// ends handed over in a row are finished as one group commit: their
-    /// prompts' moves are made durable together, not one fsync after
-    /// another on the daemon's loop. Each such end is recoverable from its
-    /// record alone (a crash before the commit leaves a terminal record and
-    /// a claimed prompt, which start-up finishes). Any other report is
-    /// handled alone, after the group's commit.
+    /// ends handed over in a row are finished as one group: the folder
+    /// syncs of their prompts' moves are deferred to the next tick
+    /// ([`Daemon::commit_owed_moves`]), each folder synced once for every
+    /// end since the last. Each such end is recoverable from its journal
+    /// alone, durable before its monitor reported it (a power cut before
+    /// the sync may bring back a claimed prompt beside a terminal record,
+    /// which start-up finishes). Any other report is handled alone.
     pub(super) fn on_monitor_reports(&mut self, first: monitors::Report) {
         let mut report = Some(first);
         while let Some(next) = report.take() {
@@ -42,13 +43,22 @@ impl Daemon {
                     other => report = other,
                 }
             }
-            if let Err(e) = batch.commit() {
-                match storage::fault_of(&e.source) {
-                    Some(condition) => self.storage_failed(condition, e.to_string()),
-                    None => tracing::error!(
-                        "making the latest prompts' moves durable: {e}; start-up finishes them after a power loss"
-                    ),
-                }
+            self.owed_moves.absorb(batch.defer());
+        }
+    }
+
+    /// Make the deferred moves of ended jobs' prompts durable (the tick,
+    /// and the daemon's stop).
+    pub(super) fn commit_owed_moves(&mut self) {
+        if self.owed_moves.is_empty() {
+            return;
+        }
+        if let Err(e) = self.owed_moves.commit() {
+            match storage::fault_of(&e.source) {
+                Some(condition) => self.storage_failed(condition, e.to_string()),
+                None => tracing::error!(
+                    "making the latest prompts' moves durable: {e}; start-up finishes them after a power loss"
+                ),
             }
         }
     }
@@ -158,7 +168,14 @@ impl Daemon {
 
     fn settle_with(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) -> bool {
         self.refresh_ledger();
-        match JobRecord::load_job(&self.layout, id) {
+        let loaded = JobRecord::load_job_view(&self.layout, id).map(|(mut rec, behind)| {
+            // The monitor is gone: its end's view is the daemon's to write.
+            if behind && rec.state.is_terminal() {
+                recover::write_view_again(&self.layout, &mut rec);
+            }
+            rec
+        });
+        match loaded {
             Ok(rec) if self.follows_in_slurm(&rec, how) => {
                 // The job goes on in Slurm: another monitor follows it.
                 if self.stopping {
@@ -238,7 +255,7 @@ impl Daemon {
                 return !matches!(&e, jobwarden_model::job::RecordError::Io(io) if storage::fault_of(&io.source).is_some());
             }
         }
-        JobRecord::load_job(&self.layout, id).is_ok_and(|rec| rec.state.is_terminal())
+        end_settled(&self.layout, id)
     }
 
     /// Does `rec`, whose monitor exited (`how`) before it ended, go on in
@@ -297,9 +314,7 @@ impl Daemon {
                 recover::interrupt(&self.layout, &self.config, ledger, &mut rec, why, false);
                 self.unblock(&rec.prompt_name());
                 self.notify_end_of(&id);
-                let ended =
-                    JobRecord::load_job(&self.layout, &id).is_ok_and(|r| r.state.is_terminal());
-                if !ended {
+                if !end_settled(&self.layout, &id) {
                     tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
                     self.unsettled.insert(id.clone(), why.to_owned());
                 }
@@ -426,4 +441,12 @@ impl Daemon {
             tracing::error!(job = %id, "{e}");
         }
     }
+}
+
+/// Is job `id`'s end settled: recorded, and `job.json` saying so too (a
+/// view a full disk kept behind its journal is written again by the
+/// retry, [`Daemon::settle`])?
+fn end_settled(layout: &jobwarden_model::layout::Layout, id: &JobId) -> bool {
+    JobRecord::load_job_view(layout, id)
+        .is_ok_and(|(rec, behind)| rec.state.is_terminal() && !behind)
 }

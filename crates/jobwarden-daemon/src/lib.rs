@@ -149,6 +149,7 @@ pub async fn run(
         Ok(()) => daemon.wind_down().await,
         Err(e) => Err(e),
     };
+    daemon.commit_owed_moves();
     daemon.write_state(Phase::Stopped);
     tracing::info!(
         running = daemon.running.len(),
@@ -224,6 +225,9 @@ struct Daemon {
     /// Claims are being made in a group commit (`Daemon::claiming`): no
     /// job starts until their writes are durable.
     holding_starts: bool,
+    /// The folder syncs of prompts moved after their jobs' ends, made on
+    /// the next tick (see `job_ends.rs`).
+    owed_moves: jobwarden_sys::fsio::Deferred,
     /// Prompts whose claim failed since the last rescan (which retries them).
     claim_failed: HashSet<PathBuf>,
     /// Keeps the signal channel open when there is no watcher.
@@ -305,6 +309,7 @@ impl Daemon {
             ),
             stopping: false,
             holding_starts: false,
+            owed_moves: jobwarden_sys::fsio::Deferred::default(),
             idle_sender: None,
             claim_failed: HashSet::new(),
             watch_degraded: false,

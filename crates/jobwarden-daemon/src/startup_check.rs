@@ -224,6 +224,13 @@ impl Daemon {
             .filter(|id| !self.owns(id))
             .collect();
         let layout = &self.layout;
+        for id in findings.behind.iter().filter(|id| !self.owns(id)) {
+            if let Ok((mut rec, true)) = JobRecord::load_job_view(layout, id)
+                && recover::live_monitor(layout, id, Some(&rec)).is_none()
+            {
+                recover::write_view_again(layout, &mut rec);
+            }
+        }
         let mut pass = Pass::new(layout, &self.config, &self.host, self.ledger.as_mut());
         pass.held = held;
         pass.unknown_claims = self.startup.unknown_claims;

@@ -36,6 +36,7 @@ impl Daemon {
     /// jobs, and the liveness of adopted monitors.
     pub(super) fn on_tick(&mut self) {
         jobwarden_sys::fault::point("daemon-tick");
+        self.commit_owed_moves();
         self.watch_clock();
         self.poll_quick_check();
         self.monitors.retire_long_idle();

@@ -7,19 +7,24 @@
 //!    ordinary outcome. A crash after it leaves a `.running.md` without a
 //!    record, which startup reconciliation finds.
 //! 2. Put the job in the job index (`queued`), then create
-//!    `runs/<job_id>/` (new, fsynced): every run folder of a job that has
-//!    not ended has an index row, which is how a starting daemon finds it.
-//! 3. Copy the prompt's exact bytes to `prompt.md` (fsynced).
+//!    `runs/<job_id>/`: every run folder of a job that has not ended has
+//!    an index row, which is how a starting daemon finds it.
+//! 3. `prompt.md`: a hard link to the claimed file (a copy of its bytes
+//!    where no link can be made).
 //! 4. Only for a prompt with front matter: its body, the bytes after the
-//!    block, to `body.md` (fsynced). This is what the command receives.
-//! 5. Write `job.json` in state `queued` (fsynced): from here the job exists.
-//! 6. `claimed` and `queued` events (fail-soft).
+//!    block, to `body.md`. This is what the command receives.
+//! 5. The `claimed` event, then the `queued` journal line with the record,
+//!    and `job.json` in state `queued`: from here the job exists.
 //!
-//! A crash after step 2, 3 or 4 leaves a run folder without `job.json`,
-//! and the prompt is put back in the inbox at the next start. Claimed
-//! again, a prompt that names its own id (front matter `job_id`) finds that
-//! folder: a folder holding only what steps 2–4 write is recognised as such
-//! a leftover and replaced, so the id is not mistaken for a duplicate.
+//! None of these is fsynced here: the daemon's group commit syncs the
+//! inbox and `runs/` folders once for a whole burst of claims, before any
+//! of their monitors starts, and each job's monitor makes its journal and
+//! run folder durable before anything of the job runs. A crash before
+//! that leaves a `.running.md` whose job never ran: put back in the inbox
+//! at the next start. Claimed again, a prompt that names its own id (front
+//! matter `job_id`) finds that folder: a folder holding only what steps
+//! 2–4 write (and no journal line) is recognised as such a leftover and
+//! replaced, so the id is not mistaken for a duplicate.
 //!
 //! `jobwarden abort` cancels a prompt still in the inbox with the same
 //! claim ([`Claimer::claim_to_cancel`]): its step 1 renames the prompt into
@@ -52,7 +57,7 @@ use jobwarden_model::config::Selection;
 use jobwarden_model::events::{EventLog, Op};
 use jobwarden_model::front_matter::{self, FrontMatter};
 use jobwarden_model::job::hex;
-use jobwarden_model::job::{JobId, JobRecord, JobState, Overrides};
+use jobwarden_model::job::{Durable, JobId, JobRecord, JobState, Overrides};
 use jobwarden_model::layout::{InboxEntry, Layout, PromptName};
 use jobwarden_sys::error::IoError;
 use jobwarden_sys::fsio::{self, Renamed};
@@ -204,14 +209,14 @@ impl Claimer<'_> {
         made: &mut Made,
     ) -> Result<Claimed, JobError> {
         let attempt = prior.requeued_by.as_ref().map_or(1, |(_, n)| n + 1);
-        let (verdict, dropped_at) = self.examine(running, prompt, attempt)?;
+        let (verdict, read) = self.examine(running, prompt, attempt)?;
         let id = match &verdict {
             Verdict::Run { id, .. } => id.clone(),
             Verdict::Reject { .. } => JobId::generate(),
         };
         let inbox_rel = self.layout.relative(running).to_string_lossy().into_owned();
         let mut rec = JobRecord::new_queued(id.clone(), prompt, inbox_rel, self.host);
-        rec.dropped_at = dropped_at;
+        rec.dropped_at = read.and_then(|r| r.dropped_at);
         if let Some((previous, n)) = &prior.requeued_by {
             rec.retry_of = Some(previous.clone());
             rec.attempt = n + 1;
@@ -245,13 +250,12 @@ impl Claimer<'_> {
             }
         };
         let bytes = text.as_bytes();
-        fsio::create_new_synced(self.layout.root(), &self.layout.prompt_copy(&id), bytes)?;
+        let identity = read.map_or((0, 0), |r| r.identity);
+        let copy = self.layout.prompt_copy(&id);
+        fsio::link_or_copy(self.layout.root(), running, &copy, identity, bytes)?;
         if let Some(start) = body_start {
-            fsio::create_new_synced(
-                self.layout.root(),
-                &self.layout.prompt_body(&id),
-                &bytes[start..],
-            )?;
+            let body = self.layout.prompt_body(&id);
+            fsio::create_new_unsynced(self.layout.root(), &body, &bytes[start..])?;
         }
         rec.prompt_sha256 = Some(hex(&Sha256::digest(bytes)));
         if let Some(cancel) = stop {
@@ -262,10 +266,15 @@ impl Claimer<'_> {
                 None => jobwarden_model::abort::write_marker(self.layout, &id, cancel.reason)?,
             };
         }
-        rec.save(self.layout)?;
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
         events.append(Op::Claimed, fields);
-        events.append(Op::Queued, json!({}));
+        rec.journal(
+            self.layout,
+            &mut events,
+            Op::Queued,
+            json!({}),
+            Durable(false),
+        )?;
         Ok(Claimed::Queued(rec))
     }
 
@@ -291,21 +300,21 @@ impl Claimer<'_> {
     }
 
     /// Read the claimed prompt and decide: run it (under which id), or
-    /// reject it (why); and when it was dropped (its file's mtime), when
-    /// that could be read. Only the environment failing is an error.
+    /// reject it (why); and what the read saw of its file. Only the
+    /// environment failing is an error.
     fn examine(
         &mut self,
         running: &Path,
         prompt: &PromptName,
         attempt: u32,
-    ) -> Result<(Verdict, Option<Timestamp>), JobError> {
-        let (text, dropped_at) =
+    ) -> Result<(Verdict, Option<ReadFile>), JobError> {
+        let (text, read) =
             match read_prompt(self.layout.root(), running, self.config.max_prompt_bytes) {
                 Ok(read) => read,
                 Err(Refusal::Input(reason)) => return Ok((Verdict::reject(reason, None), None)),
                 Err(Refusal::Io(e)) => return Err(e.into()),
             };
-        self.judge(text, prompt, attempt).map(|v| (v, dropped_at))
+        self.judge(text, prompt, attempt).map(|v| (v, Some(read)))
     }
 
     /// [`Claimer::examine`]'s verdict on the prompt's `text`.
@@ -564,9 +573,18 @@ enum Refusal {
     Io(IoError),
 }
 
-/// The prompt's text and its file's mtime (when it was dropped), or why
-/// not.
-fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, Option<Timestamp>), Refusal> {
+/// What the claim's read saw of the prompt's file.
+#[derive(Debug, Clone, Copy)]
+struct ReadFile {
+    /// When it was dropped: its mtime, when that could be read.
+    dropped_at: Option<Timestamp>,
+    /// Its device and inode: what `prompt.md` links to.
+    identity: (u64, u64),
+}
+
+/// The prompt's text and what the read saw of its file, or why not.
+fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, ReadFile), Refusal> {
+    use std::os::unix::fs::MetadataExt;
     let meta =
         fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
     if meta.file_type().is_symlink() {
@@ -578,13 +596,21 @@ fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, Option<Tim
     if meta.len() > max {
         return Err(Refusal::Input(too_large(meta.len(), max)));
     }
-    let (bytes, over) = fsio::read_capped(root, path, max).map_err(Refusal::Io)?;
+    let file = fsio::open_file(root, path).map_err(Refusal::Io)?;
+    let opened = file
+        .metadata()
+        .map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
+    let (bytes, over) = fsio::read_capped_from(file, path, max).map_err(Refusal::Io)?;
     if over {
         return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| Refusal::Input("the prompt is not valid UTF-8 text".into()))?;
-    Ok((text, meta.modified().ok().map(Timestamp::from)))
+    let read = ReadFile {
+        dropped_at: meta.modified().ok().map(Timestamp::from),
+        identity: (opened.dev(), opened.ino()),
+    };
+    Ok((text, read))
 }
 
 fn too_large(len: u64, max: u64) -> String {

@@ -135,8 +135,7 @@ pub fn reconcile_live(
     let mut loaded = Vec::with_capacity(ids.len());
     let mut gone = Vec::new();
     for id in ids {
-        let rec = JobRecord::load_job(layout, &id).map_err(JobError::from);
-        let monitor = live.of(&id, rec.as_ref().ok());
+        let (rec, monitor) = load(layout, &id, &live);
         if monitor.is_none() && is_missing(&rec) {
             tracing::debug!(job = %id, "its index row names no record: dropped");
             gone.push(id.to_string());
@@ -170,8 +169,7 @@ pub fn reconcile(
     let mut pass = Pass::new(layout, config, host, ledger);
     pass.unknown_claims = live_without_folder(layout, &live);
     for id in run_ids(layout) {
-        let loaded = JobRecord::load_job(layout, &id).map_err(JobError::from);
-        let monitor = live.of(&id, loaded.as_ref().ok());
+        let (loaded, monitor) = load(layout, &id, &live);
         pass.job(id, loaded, monitor);
     }
     pass.settle_claims(claimed_prompts(layout, config));
@@ -186,6 +184,37 @@ pub fn claimed_prompts(layout: &Layout, config: &Config) -> Vec<PathBuf> {
         .map(|f| f.path)
         .collect();
     crate::shared_inbox::own_claims(layout, config, claimed)
+}
+
+/// Job `id`'s record, and its monitor if one lives. A `job.json` behind
+/// the job's journal (a power cut took its last rewrite, which is never
+/// fsynced on its own) is written again from the journal first, unless a
+/// live monitor, its one writer, holds the job.
+fn load(
+    layout: &Layout,
+    id: &JobId,
+    live: &LiveMonitors,
+) -> (Result<JobRecord, JobError>, Option<Proc>) {
+    let loaded = JobRecord::load_job_view(layout, id);
+    let monitor = live.of(id, loaded.as_ref().ok().map(|(rec, _)| rec));
+    let rec = loaded.map_err(JobError::from).map(|(mut rec, behind)| {
+        if behind && monitor.is_none() {
+            write_view_again(layout, &mut rec);
+        }
+        rec
+    });
+    (rec, monitor)
+}
+
+/// Write `rec`, the journal's copy of a record whose `job.json` is behind
+/// it, as `job.json` again. The caller guarantees no monitor writes it.
+pub fn write_view_again(layout: &Layout, rec: &mut JobRecord) {
+    match rec.save_unsynced(layout) {
+        Ok(()) => {
+            tracing::warn!(job = %rec.job_id, "job.json was behind its journal (a power cut?); written again from events.jsonl");
+        }
+        Err(e) => tracing::warn!(job = %rec.job_id, "writing job.json again from its journal: {e}"),
+    }
 }
 
 fn live_ids(live: &LiveMonitors) -> impl Iterator<Item = JobId> + '_ {

@@ -161,8 +161,9 @@ impl Ledger {
         // moved aside by `history repair` exactly as it was found.
         let found = health::check_before_migrating(&conn).map_err(err)?;
         // WAL: readers never block the writer nor each other. NORMAL sync is
-        // durable across process crashes; job.json remains the source of
-        // truth a lost row is backfilled from after a power cut.
+        // durable across process crashes; the job's journal (its record)
+        // remains the source of truth a lost row is backfilled from after a
+        // power cut.
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")

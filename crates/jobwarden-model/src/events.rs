@@ -1,8 +1,16 @@
 //! `events.jsonl` (DESIGN §6): one JSON object a line with a per-job
 //! monotonic `seq`, recovered from the file when a writer reopens it.
 //!
-//! Writing is fail-soft: an event that cannot be written is logged and the
-//! job goes on. Mostly one process writes a job's events (the daemon until
+//! It is also the job's durable journal: the lines that change the job's
+//! record (`queued`, `monitor_started`, `slurm_submitted`, every `state`)
+//! carry the whole record under `record` ([`EventLog::journal`]), written
+//! whether events are on for the job or not, and made durable with
+//! [`EventLog::sync`] at the job's durable points. `job.json` is the view
+//! of the last of them ([`last_record`]); readers of the events never see
+//! the copy.
+//!
+//! Writing an ordinary event is fail-soft: an event that cannot be written
+//! is logged and the job goes on. Mostly one process writes a job's events (the daemon until
 //! the monitor starts, then the monitor), but a restarted daemon notes
 //! `adopted` in a live monitor's file: each append holds an `flock` on the
 //! file, and if the file grew since this writer's last append, `seq` is
@@ -47,6 +55,7 @@ macro_rules! ops {
 ops! {
     Claimed => "claimed",
     Queued => "queued",
+    MonitorStarted => "monitor_started",
     PrepareStarted => "prepare_started",
     Started => "started",
     SlurmSubmitted => "slurm_submitted",
@@ -129,13 +138,17 @@ pub struct EventLog {
     next_seq: u64,
     /// The file's length after our last append (or open).
     known_len: u64,
+    /// Ordinary events are written; journal lines always are.
+    enabled: bool,
 }
 
 impl EventLog {
     /// Open `path` (under `root`) for appending, continuing after the last
-    /// valid `seq`. With `enabled = false` every append is a no-op. A file
-    /// that is not a regular file (a FIFO, a symlink) is refused, never
-    /// waited on: events are off for this writer, with a warning.
+    /// valid `seq`. With `enabled = false` only the journal's lines are
+    /// written ([`EventLog::journal`]); every other append is a no-op. A
+    /// file that is not a regular file (a FIFO, a symlink) is refused,
+    /// never waited on: nothing is written by this writer, with a warning
+    /// (the record is then made durable in `job.json` itself).
     pub fn open(root: &Path, path: &Path, enabled: bool) -> Self {
         let mut log = EventLog {
             root: root.to_path_buf(),
@@ -143,10 +156,8 @@ impl EventLog {
             file: None,
             next_seq: 1,
             known_len: 0,
+            enabled,
         };
-        if !enabled {
-            return log;
-        }
         match fsio::open_append(root, path) {
             Ok(mut f) => {
                 // Under the writers' lock: an append between reading the
@@ -163,9 +174,19 @@ impl EventLog {
                 drop(lock);
                 log.file = Some(f);
             }
-            Err(e) => tracing::warn!("events disabled for this job: {e}"),
+            Err(e) => tracing::warn!("events and journal disabled for this job: {e}"),
         }
         log
+    }
+
+    /// The `seq` of the last line this writer knows of (0 for none).
+    pub fn last_seq(&self) -> u64 {
+        self.next_seq.saturating_sub(1)
+    }
+
+    /// Is there a journal to write to (the file opened)?
+    pub fn has_journal(&self) -> bool {
+        self.file.is_some()
     }
 
     /// Reopen the file if its path no longer names the file this handle
@@ -181,16 +202,42 @@ impl EventLog {
         };
         if !same {
             let next = self.next_seq;
-            *self = EventLog::open(&self.root, &self.path, true);
+            *self = EventLog::open(&self.root, &self.path, self.enabled);
             self.next_seq = self.next_seq.max(next);
         }
     }
 
     /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.
     pub fn append(&mut self, op: Op, fields: Value) {
-        let Some(file) = self.file.as_mut() else {
-            return;
-        };
+        if self.enabled {
+            self.write(op, fields, None);
+        }
+    }
+
+    /// Append a journal line: the event with the job's whole `record` as it
+    /// is after it, written whether events are on or not. Returns the
+    /// line's `seq`, `None` when it could not be written. Durable once
+    /// [`EventLog::sync`] has returned.
+    pub fn journal(&mut self, op: Op, fields: Value, record: Value) -> Option<u64> {
+        self.write(op, fields, Some(record))
+    }
+
+    /// Make every line written so far durable (`fdatasync`, or owed to an
+    /// open group commit, `fsio::batch`). An error when there is no
+    /// journal to sync.
+    pub fn sync(&self) -> Result<(), IoError> {
+        match self.file.as_ref() {
+            Some(file) => fsio::sync_open(file, &self.path),
+            None => Err(IoError::new(
+                "syncing",
+                &self.path,
+                std::io::Error::other("the journal could not be opened"),
+            )),
+        }
+    }
+
+    fn write(&mut self, op: Op, fields: Value, record: Option<Value>) -> Option<u64> {
+        let file = self.file.as_mut()?;
         let _lock = FileLock::exclusive(file);
         let len = file.metadata().map(|m| m.len()).unwrap_or(self.known_len);
         if len != self.known_len {
@@ -209,15 +256,30 @@ impl EventLog {
                 obj.entry(key).or_insert(value);
             }
         }
+        match record {
+            Some(record) => obj.insert(RECORD_KEY.into(), record),
+            None => obj.remove(RECORD_KEY),
+        };
         let mut line = Value::Object(obj).to_string();
         line.push('\n');
         // One write(2) per line on an O_APPEND file: lines never interleave.
         match file.write_all(line.as_bytes()) {
             Ok(()) => {
+                let seq = self.next_seq;
                 self.next_seq = self.next_seq.saturating_add(1);
                 self.known_len = len + line.len() as u64;
+                Some(seq)
             }
-            Err(e) => tracing::warn!(path = %self.path.display(), "writing event {op}: {e}"),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), "writing event {op}: {e}");
+                // A part written (a full disk) is cut off again, so that
+                // the next line starts on a line of its own; if it cannot
+                // be, the next reopen closes the torn line.
+                if file.set_len(len).is_ok() {
+                    self.known_len = len;
+                }
+                None
+            }
         }
     }
 }
@@ -269,6 +331,40 @@ fn tail_of(f: &mut File) -> Vec<u8> {
     tail
 }
 
+/// The key of a journal line's copy of the job's record.
+pub const RECORD_KEY: &str = "record";
+
+/// How much of the file's end is read for its last journal line: far more
+/// than the few lines that follow one.
+const JOURNAL_TAIL_BYTES: u64 = 256 * 1024;
+
+/// The last journal line of the file under `root`: its `seq` and the
+/// record it carries. `None` when there is none in the file's last
+/// [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read).
+pub fn last_record(root: &Path, path: &Path) -> Option<(u64, Value)> {
+    let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    if len > JOURNAL_TAIL_BYTES && !lines.is_empty() {
+        lines.remove(0);
+    }
+    lines.into_iter().rev().find_map(|line| {
+        let mut v: Value = serde_json::from_slice(line).ok()?;
+        let seq = v.get("seq")?.as_u64()?;
+        match v.as_object_mut()?.remove(RECORD_KEY)? {
+            record @ Value::Object(_) => Some((seq, record)),
+            _ => None,
+        }
+    })
+}
+
+/// An event as readers see it: without the journal's copy of the record.
+fn shown(mut v: Value) -> Value {
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove(RECORD_KEY);
+    }
+    v
+}
+
 /// The `seq` of the last parseable line. Malformed lines are skipped.
 pub fn last_seq(tail: &[u8]) -> Option<u64> {
     tail.split(|&b| b == b'\n')
@@ -299,6 +395,7 @@ pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<Vec<Value>, IoE
     Ok(lines
         .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
         .filter(Value::is_object)
+        .map(shown)
         .collect())
 }
 
@@ -326,7 +423,7 @@ pub fn read_counted(root: &Path, path: &Path) -> Result<ReadEvents, IoError> {
             continue;
         }
         match serde_json::from_slice::<Value>(line) {
-            Ok(v) if v.is_object() => read.events.push(v),
+            Ok(v) if v.is_object() => read.events.push(shown(v)),
             _ => read.unreadable += 1,
         }
     }
@@ -470,10 +567,42 @@ mod tests {
     }
 
     #[test]
-    fn disabled_log_writes_nothing() {
+    fn a_disabled_log_writes_the_journal_alone() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        EventLog::open(dir.path(), &p, false).append(Op::Claimed, json!({}));
-        assert!(!p.exists());
+        let mut log = EventLog::open(dir.path(), &p, false);
+        log.append(Op::Claimed, json!({}));
+        assert_eq!(
+            log.journal(Op::Queued, json!({}), json!({"state": "queued"})),
+            Some(1)
+        );
+        log.sync().expect("synced");
+        let events = read_all(dir.path(), &p).expect("read");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["op"], "queued");
+        assert!(
+            events[0].get(RECORD_KEY).is_none(),
+            "readers never see the copy"
+        );
+    }
+
+    #[test]
+    fn the_last_journal_line_is_found_behind_later_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        assert_eq!(last_record(dir.path(), &p), None, "no file");
+        let mut log = EventLog::open(dir.path(), &p, true);
+        log.journal(Op::Queued, json!({}), json!({"state": "queued"}));
+        log.journal(Op::State, json!({"record": 1}), json!({"state": "running"}));
+        log.append(Op::Exited, json!({"record": {"state": "forged"}}));
+        drop(log);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"{\"seq\": 4, \"record\": {\"state\": \"to"))
+            .expect("torn write");
+        let (seq, record) = last_record(dir.path(), &p).expect("found");
+        assert_eq!(seq, 2);
+        assert_eq!(record["state"], "running");
     }
 }

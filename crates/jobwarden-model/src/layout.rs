@@ -205,8 +205,10 @@ impl Layout {
 
     /// Is `runs/<id>/` what a claim cut short by a crash leaves: a real
     /// folder holding nothing but what a claim writes before `job.json`
-    /// (the prompt copy, the body, events, a temporary file)? Such a folder
-    /// belongs to no job, and its id may be claimed again.
+    /// (the prompt copy, the body, events without a journal line, a
+    /// temporary file)? Such a folder belongs to no job, and its id may be
+    /// claimed again. A journal line is a job's record, even when a power
+    /// cut took `job.json`.
     pub fn is_claim_leftover(&self, id: &JobId) -> std::io::Result<bool> {
         let dir = self.run_dir(id);
         if !std::fs::symlink_metadata(&dir)?.is_dir() {
@@ -221,7 +223,8 @@ impl Layout {
                 return Ok(false);
             }
         }
-        Ok(true)
+        let journal = crate::events::last_record(&self.root, &self.events(id));
+        Ok(journal.is_none())
     }
 
     /// Held (flock) by the job's monitor for its whole life, by its open

@@ -259,9 +259,10 @@ impl Monitor<'_> {
         // Write before anything runs: if the disk is full or read-only,
         // the job stays queued, untouched, and starts when it can.
         let log_path = self.layout.job_log(&id);
-        let log = self
-            .save_with_claim()
-            .and_then(|()| Ok(fsio::open_append(self.layout.root(), &log_path)?));
+        let log = self.save_with_claim().and_then(|()| {
+            jobwarden_sys::fault::pause("monitor-started");
+            Ok(fsio::open_append(self.layout.root(), &log_path)?)
+        });
         let log = match log {
             Ok(log) => log,
             Err(e) if e.storage_fault().is_some() => {
@@ -293,35 +294,21 @@ impl Monitor<'_> {
         self.config.timeout_for(&self.rec, &self.profile)
     }
 
-    /// Write the record before anything of the job runs, durable together
-    /// with the daemon's claim of it: the prompt renamed in the inbox, the
-    /// run folder in `runs/`, the prompt's copy and body. The daemon starts
-    /// a monitor as soon as it has claimed, before its own group commit of
-    /// the claim has returned, so the two commits overlap and whichever
-    /// comes first makes the claim durable; the second finds (on ext4)
-    /// nothing left to flush. What is not there any more (no body, a
-    /// folder removed or swapped under the root) is not owed; a full or
-    /// read-only disk is the record's failure.
+    /// The job's start, durable before anything of it runs: the
+    /// `monitor_started` journal line with the record (this monitor's pid
+    /// and start time), `fdatasync`ed, then the run folder fsynced (the
+    /// journal's, the prompt's and the body's names in it). The claim's
+    /// own folders (the inbox's, `runs/`) were synced by the daemon's group
+    /// commit before it started this monitor. A full or read-only disk is
+    /// the record's failure (its view, `job.json`, must be written too):
+    /// the job stays queued.
     fn save_with_claim(&mut self) -> Result<(), JobError> {
-        let id = &self.rec.job_id;
-        let root = self.layout.root();
-        let owed = |synced: Result<(), jobwarden_sys::error::IoError>| match synced {
-            Err(e) if storage::fault_of(&e.source).is_some() => Err(e),
-            Err(e) => {
-                tracing::debug!(job = %id, "not synced with the record: {e}");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
-        };
-        let batch = fsio::batch();
-        owed(fsio::sync_file(root, &self.layout.prompt_copy(id)))?;
-        owed(fsio::sync_file(root, &self.layout.prompt_body(id)))?;
-        owed(fsio::sync_parent(root, &self.layout.run_dir(id)))?;
-        if let Some(prompt) = &self.rec.inbox_path {
-            owed(fsio::sync_parent(root, &self.layout.resolve(prompt)))?;
-        }
-        self.rec.save(&self.layout)?;
-        batch.commit()?;
+        let fields = json!({"monitor_pid": self.rec.monitor_pid});
+        let (layout, events) = (&self.layout, &mut self.events);
+        self.rec
+            .journal_start(layout, events, Op::MonitorStarted, fields)?;
+        let run_dir = self.layout.events(&self.rec.job_id);
+        fsio::sync_parent(self.layout.root(), &run_dir)?;
         Ok(())
     }
 
@@ -518,8 +505,9 @@ impl Monitor<'_> {
         self.sync_log_fields(sink);
         self.rec.heartbeat_at = Some(Timestamp::now());
         // Fail-soft: a missed heartbeat shows as a stale one; the job goes
-        // on. Reported when saves start failing and when they recover.
-        match self.rec.save(&self.layout) {
+        // on. Reported when saves start failing and when they recover. Not
+        // fsynced: after a power cut, no heartbeat matters.
+        match self.rec.save_unsynced(&self.layout) {
             Ok(()) if std::mem::take(&mut self.heartbeat_failing) => {
                 tracing::info!(job = %self.rec.job_id, "heartbeats are written again");
             }

@@ -34,7 +34,7 @@ use jobwarden_engine::slurm::{self, QueueEntry, QueueFile, SlurmRecord};
 use jobwarden_model::abort;
 use jobwarden_model::config::SlurmOptions;
 use jobwarden_model::events::Op;
-use jobwarden_model::job::JobState;
+use jobwarden_model::job::{Durable, JobState};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::{fsio, procfs};
@@ -184,15 +184,19 @@ impl Monitor<'_> {
         Ok(Some(copy))
     }
 
-    /// Note Slurm's id for the job.
+    /// Note Slurm's id for the job, durably (a journal line): a monitor
+    /// after a power cut follows the Slurm job by it.
     fn submitted(&mut self, id: String) {
         tracing::info!(job = %self.rec.job_id, slurm_job_id = %id, "submitted to Slurm");
-        self.events
-            .append(Op::SlurmSubmitted, json!({"slurm_job_id": id}));
+        let fields = json!({"slurm_job_id": id});
         if let Some(s) = self.rec.slurm.as_mut() {
             s.job_id = Some(id);
         }
-        if let Err(e) = self.rec.save(&self.layout) {
+        let (layout, events) = (&self.layout, &mut self.events);
+        let noted = self
+            .rec
+            .journal(layout, events, Op::SlurmSubmitted, fields, Durable(true));
+        if let Err(e) = noted {
             tracing::warn!(job = %self.rec.job_id, "{e}; the next heartbeat writes it");
         }
     }

@@ -11,7 +11,12 @@
 //!
 //! Points: `daemon-tick` (the daemon loop's heartbeat tick);
 //! `monitor-heartbeat` (a monitor's heartbeat while its job runs);
-//! `monitor-exit` (a monitor whose job has ended, before it exits);
+//! `monitor-exit` (a monitor whose job has ended, before it exits: its
+//! end is durable in its journal, nothing else of it is done);
+//! `monitor-started` (pause only: a monitor's start is durable, its
+//! `monitor_started` line and run folder synced, and nothing of the job
+//! has run); `daemon-claimed` (pause only: a group of claims was
+//! committed, none of their monitors started yet);
 //! `monitor-index` (a monitor whose job has run for a moment, before it
 //! has the job index told so);
 //! `abort-before-claim` (pause only: `jobwarden abort` has found a prompt

@@ -39,7 +39,7 @@ mod across;
 mod batch;
 mod beneath;
 
-pub use batch::{Batch, batch};
+pub use batch::{Batch, Deferred, batch};
 pub use beneath::{
     create_dirs, dir_identity, is_refusal, kind_of, open_append, open_dir, open_file, read_capped,
     read_capped_from, read_dir, read_tail, regular_identity, rename_noreplace, stat_nofollow,
@@ -144,6 +144,42 @@ pub fn has_no_writer(root: &Path, path: &Path) -> Option<bool> {
 pub fn create_new_synced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     let (dir, name) = beneath::open_parent(root, path)?;
     create_in(&dir, name, path, bytes, true)
+}
+
+/// Give the new name `to` under `root` the file at `from` (also under
+/// `root`): a hard link to it when the filesystem makes one and the file
+/// linked is still the one `expect` names (device and inode), else a copy
+/// of `bytes`, what was read of it. Neither is fsynced (the folder's next
+/// sync makes it durable); a file already at `to` is an error, never
+/// replaced. `true` when it is a link.
+pub fn link_or_copy(
+    root: &Path,
+    from: &Path,
+    to: &Path,
+    expect: (u64, u64),
+    bytes: &[u8],
+) -> Result<bool, IoError> {
+    use nix::fcntl::AtFlags;
+    let (src, from_name) = beneath::open_parent(root, from)?;
+    let (dst, to_name) = beneath::open_parent(root, to)?;
+    if nix::unistd::linkat(&src, from_name, &dst, to_name, AtFlags::empty()).is_ok() {
+        let linked = nix::sys::stat::fstatat(&dst, to_name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map(|st| (st.st_dev, st.st_ino));
+        if linked == Ok(expect) {
+            return Ok(true);
+        }
+        // Replaced between the read and the link: what was read is copied.
+        unlinkat(&dst, to_name, UnlinkatFlags::NoRemoveDir).ctx("removing", to)?;
+    }
+    create_in(&dst, to_name, to, bytes, false)?;
+    Ok(false)
+}
+
+/// [`create_new_synced`] without the fsync: made durable by the next sync
+/// of its folder (or never, for a file recovery can do without).
+pub fn create_new_unsynced(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let (dir, name) = beneath::open_parent(root, path)?;
+    create_in(&dir, name, path, bytes, false)
 }
 
 /// Create `path` under `root` with `bytes` atomically (readers see all of
@@ -253,6 +289,12 @@ pub fn sync_parent(root: &Path, path: &Path) -> Result<(), IoError> {
 pub fn sync_file(root: &Path, path: &Path) -> Result<(), IoError> {
     let file = beneath::open_file(root, path)?;
     batch::sync(&file, "syncing file", path)
+}
+
+/// fsync a file this process has open and wrote to (an append-only
+/// journal), or owe it to the open batch. `path` names it in errors.
+pub fn sync_open(file: &File, path: &Path) -> Result<(), IoError> {
+    batch::sync(file, "syncing", path)
 }
 
 /// fsync the folder handle `dir`, which holds `path`.

@@ -406,6 +406,12 @@ impl Sandbox {
         self.write_config(&cfg.render(&self.base));
     }
 
+    /// SIGKILLs every process of this sandbox: its daemons, monitors, jobs
+    /// and their children (as a power cut would stop them).
+    pub fn kill_everything(&self) {
+        kill_strays(&self.base);
+    }
+
     /// `out/`: where job scripts leave evidence for the test.
     pub fn out(&self) -> PathBuf {
         self.base.join("out")
@@ -1152,6 +1158,10 @@ pub fn check_events(job: &Job) -> Vec<String> {
     }
     job.ops()
 }
+
+/// The ops of the job's journal lines: all `events.jsonl` holds when
+/// events are off (docs/on-disk.md, "The journal").
+pub const JOURNAL_OPS: &[&str] = &["queued", "monitor_started", "slurm_submitted", "state"];
 
 /// Index of the first event whose op is `op`.
 pub fn op_index(ops: &[String], op: &str) -> Option<usize> {

@@ -4,8 +4,10 @@
 //! from the `execve` of the job's program on is the job's, not ours (the
 //! clone before it, the sandbox's setup and its init are ours). Per job:
 //! system calls, fsync-family calls, files created (distinct paths an
-//! `O_CREAT` open made: a temporary file renamed into place counts), folders
-//! created, and files freed (unlinked, removed, or replaced by a rename).
+//! `O_CREAT` open or a hard link made: a temporary file renamed into place
+//! counts), folders created, and files freed (unlinked, removed, or
+//! replaced by a rename). The daemon is stopped before the trace, so that
+//! what it defers to its tick is counted.
 
 #![allow(clippy::disallowed_methods)] // scratch files of the harness
 
@@ -79,12 +81,14 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
             .ok()?;
         (rows >= JOBS as i64).then_some(())
     })?;
+    // Stopped before the trace: what it owes then (the folder syncs of
+    // the last prompts' moves, deferred to its tick) is counted too.
+    rig.stop()?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(tracer.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )?;
     tracer.wait()?;
-    rig.stop()?;
     let text = std::fs::read_to_string(&out).context("reading strace's output")?;
     let count = count(&text, &truth.to_string_lossy());
     let per_job = |n: usize| n as f64 / JOBS as f64;
@@ -243,6 +247,8 @@ impl Files {
                 | "openat"
                 | "openat2"
                 | "creat"
+                | "link"
+                | "linkat"
                 | "mkdir"
                 | "mkdirat"
                 | "unlink"
@@ -273,6 +279,12 @@ impl Files {
                 if let Some(p) = paths.first().filter(|_| makes) {
                     self.created.insert(p.clone());
                     self.present.insert(p.clone());
+                }
+            }
+            "link" | "linkat" => {
+                if let [_, to, ..] = paths.as_slice() {
+                    self.created.insert(to.clone());
+                    self.present.insert(to.clone());
                 }
             }
             "mkdir" | "mkdirat" => {
@@ -364,6 +376,7 @@ mod tests {
 100 renameat2(5</r/runs/j1>, "job.json.tmp", 5</r/runs/j1>, "job.json", 0) = 0
 100 mkdir("/r/runs/j2", 0700) = -1 EEXIST (File exists)
 100 unlinkat(AT_FDCWD</r>, "inbox/a.tmp", 0) = 0
+100 linkat(6</r/inbox/p>, "a.running.md", 5</r/runs/j1>, "prompt.md", 0) = 0
 100 --- SIGCHLD {si_signo=SIGCHLD} ---
 "#;
 
@@ -373,11 +386,12 @@ mod tests {
         assert_eq!(
             c,
             Count {
-                // openat, fsync, rename, openat, clone3, renameat2, mkdir, unlinkat
-                calls: 8,
+                // openat, fsync, rename, openat, clone3, renameat2, mkdir,
+                // unlinkat, linkat
+                calls: 9,
                 fsyncs: 1,
-                // the temporary file, made twice under one name
-                created: 1,
+                // the temporary file, made twice under one name; the link
+                created: 2,
                 // mkdir failed
                 folders: 0,
                 // job.json replaced once, a temporary file unlinked

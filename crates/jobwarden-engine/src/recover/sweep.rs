@@ -49,6 +49,8 @@ pub struct Findings {
     pub unended: Vec<JobId>,
     /// Records that do not parse or fail their checks.
     pub corrupt: Vec<JobId>,
+    /// Records whose `job.json` is behind their journal (read from it).
+    pub behind: Vec<JobId>,
     /// For each of `claimed`, the newest ended record naming it.
     pub ended: Vec<JobId>,
     pub report: Report,
@@ -147,8 +149,13 @@ impl Sweep<'_> {
     /// Look at one run folder's record.
     fn record(&mut self, id: JobId) {
         self.found.report.checked += 1;
-        let rec = match JobRecord::load_job(self.layout, &id) {
-            Ok(rec) => rec,
+        let rec = match JobRecord::load_job_view(self.layout, &id) {
+            Ok((rec, behind)) => {
+                if behind {
+                    self.found.behind.push(id.clone());
+                }
+                rec
+            }
             Err(jobwarden_model::job::RecordError::BadRecord { .. }) => {
                 return self.found.corrupt.push(id);
             }

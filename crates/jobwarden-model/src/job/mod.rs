@@ -10,7 +10,7 @@ pub use crate::job_id::JobId;
 pub use crate::state::{InvalidTransition, JobState};
 pub use placed::{already_placed, holds_claimed_bytes};
 pub use record::{
-    DISPOSITION_MISSING, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
+    DISPOSITION_MISSING, Durable, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
 };
 pub use slurm::{SlurmRecord, SlurmState};
 

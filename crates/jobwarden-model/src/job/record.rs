@@ -1,5 +1,12 @@
 //! `job.json` (schema_version 1, DESIGN §5): the job record, its atomic
 //! persistence and the one function that changes its state.
+//!
+//! The record's durable copy is its journal (`events.jsonl`, see
+//! `events.rs`): a change that must survive a power cut is a journal line
+//! carrying the whole record, made durable with one `fdatasync`; `job.json`
+//! is then replaced atomically (never torn) without an fsync of its own.
+//! [`JobRecord::load_job`] prefers the journal's copy when `job.json` is
+//! behind it (its `journal_seq` is older), missing or unreadable.
 
 use std::path::Path;
 
@@ -130,6 +137,10 @@ pub struct JobRecord {
     /// "slurm"`), once submitted.
     #[serde(default)]
     pub slurm: Option<super::SlurmRecord>,
+    /// The `seq` of the journal line (in `events.jsonl`) this record
+    /// carries on from; null when no journal line holds it.
+    #[serde(default)]
+    pub journal_seq: Option<u64>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
@@ -209,6 +220,7 @@ impl JobRecord {
             merge_commit: None,
             reconciled: None,
             slurm: None,
+            journal_seq: None,
             extra: serde_json::Map::new(),
         }
     }
@@ -238,12 +250,45 @@ impl JobRecord {
     /// id must match the folder, the names must be valid path components and
     /// the paths must stay under the root's inbox or archive. A record that
     /// fails is `BadRecord`, never used to build a path.
+    ///
+    /// The journal wins where the two disagree: when `job.json` is behind
+    /// the last journal line (a power cut took its unsynced rewrite), is
+    /// missing or does not read, that line's record is returned, checked
+    /// the same way (see [`JobRecord::load_job_view`]).
     pub fn load_job(layout: &Layout, id: &JobId) -> Result<Self, RecordError> {
+        Self::load_job_view(layout, id).map(|(rec, _)| rec)
+    }
+
+    /// [`JobRecord::load_job`], and whether `job.json` was behind its
+    /// journal (the record returned is the journal's): recovery then
+    /// writes it again.
+    pub fn load_job_view(layout: &Layout, id: &JobId) -> Result<(Self, bool), RecordError> {
         let path = layout.job_json(id);
-        let rec = Self::load(layout.root(), &path)?;
-        rec.check(id)
-            .map_err(|reason| RecordError::BadRecord { path, reason })?;
-        Ok(rec)
+        let view = Self::load(layout.root(), &path).and_then(|rec| {
+            rec.check(id).map_err(|reason| RecordError::BadRecord {
+                path: path.clone(),
+                reason,
+            })?;
+            Ok(rec)
+        });
+        // A record with no way out of its state cannot be behind in it.
+        if let Ok(rec) = &view
+            && rec.state.valid_targets().is_empty()
+        {
+            return view.map(|rec| (rec, false));
+        }
+        let seen = view.as_ref().ok().map_or(0, |r| r.journal_seq.unwrap_or(0));
+        let journal = crate::events::last_record(layout.root(), &layout.events(id))
+            .filter(|(seq, _)| *seq > seen || view.is_err())
+            .and_then(|(seq, copy)| {
+                let mut rec: JobRecord = serde_json::from_value(copy).ok()?;
+                rec.journal_seq = Some(seq);
+                rec.check(id).ok().map(|()| rec)
+            });
+        match (view, journal) {
+            (_, Some(rec)) => Ok((rec, true)),
+            (view, None) => view.map(|rec| (rec, false)),
+        }
     }
 
     fn check(&self, id: &JobId) -> Result<(), String> {
@@ -290,28 +335,104 @@ impl JobRecord {
         }
     }
 
-    /// Persist atomically (fsynced) with a fresh `updated_at`.
+    /// Persist `job.json` atomically and durably (fsynced) on its own, with
+    /// a fresh `updated_at`: for the rare change that has no journal line.
     pub fn save(&mut self, layout: &Layout) -> Result<(), RecordError> {
+        self.write_view(layout, true)
+    }
+
+    /// [`JobRecord::save`] without the fsync: the view of a change whose
+    /// loss recovery treats as it treats its presence (a heartbeat).
+    pub fn save_unsynced(&mut self, layout: &Layout) -> Result<(), RecordError> {
+        self.write_view(layout, false)
+    }
+
+    fn write_view(&mut self, layout: &Layout, synced: bool) -> Result<(), RecordError> {
         self.updated_at = Timestamp::now();
-        fsio::write_json_atomic(layout.root(), &layout.job_json(&self.job_id), self)?;
+        let path = layout.job_json(&self.job_id);
+        if synced {
+            fsio::write_json_atomic(layout.root(), &path, self)?;
+        } else {
+            fsio::write_json_atomic_unsynced(layout.root(), &path, self)?;
+        }
         Ok(())
     }
 
-    /// [`JobRecord::save`] without the fsync (see
-    /// [`JobRecord::transition_on_start`]): durable with the next save.
-    pub fn save_unsynced(&mut self, layout: &Layout) -> Result<(), RecordError> {
+    /// Record `op` (with `fields`) in the journal with the whole record,
+    /// then write `job.json` as its view. With `durable`, the journal line
+    /// is made durable before this returns (one `fdatasync`); without, it
+    /// is durable with the next durable line. Without a journal to write
+    /// (its file refused, a failing disk), `job.json` itself is written,
+    /// fsynced when `durable`. Once the line is written the change is made:
+    /// a view that cannot be written then is logged, not an error.
+    pub fn journal(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        op: Op,
+        fields: serde_json::Value,
+        durable: Durable,
+    ) -> Result<(), RecordError> {
+        self.journal_then_view(layout, events, (op, fields), durable, false)
+    }
+
+    /// [`JobRecord::journal`] of a job's start (durable), whose view must
+    /// be written too, or an error: a job starts only where its records
+    /// can be written (an append may still fit a full disk's last block).
+    pub fn journal_start(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        op: Op,
+        fields: serde_json::Value,
+    ) -> Result<(), RecordError> {
+        self.journal_then_view(layout, events, (op, fields), Durable(true), true)
+    }
+
+    fn journal_then_view(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        (op, fields): (Op, serde_json::Value),
+        durable: Durable,
+        strict: bool,
+    ) -> Result<(), RecordError> {
         self.updated_at = Timestamp::now();
-        fsio::write_json_atomic_unsynced(layout.root(), &layout.job_json(&self.job_id), self)?;
-        Ok(())
+        let copy = serde_json::to_value(&*self).map_err(|e| RecordError::BadRecord {
+            path: layout.job_json(&self.job_id),
+            reason: e.to_string(),
+        })?;
+        let Some(seq) = events.journal(op, fields, copy) else {
+            return self.write_view(layout, durable.0);
+        };
+        self.journal_seq = Some(seq);
+        if durable.0
+            && let Err(e) = events.sync()
+        {
+            tracing::warn!(job = %self.job_id, "{e}; job.json is made durable instead");
+            return self.write_view(layout, true);
+        }
+        // The change is made (readers take the journal's line): a view
+        // that cannot be written now is behind, and written again later
+        // (the next change, the daemon settling the job, start-up).
+        match self.write_view(layout, false) {
+            Err(e) if strict => Err(e),
+            Err(e) => {
+                tracing::warn!(job = %self.job_id, "{e}; job.json is behind its journal until written again");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
+        }
     }
 
     /// Move to `to` if the transition table allows it, stamping the times
-    /// the move implies, and persist before returning. The only way a
-    /// record's state changes.
+    /// the move implies, and persist durably before returning (the `state`
+    /// line in the journal, then `job.json`). The only way a record's state
+    /// changes.
     ///
-    /// The `state` event (`from`, `to`, plus `fields`) is appended *before*
-    /// the record is written: a reader that sees the record in its new state
-    /// finds the event already there (docs/on-disk.md, "Order of writes").
+    /// The `state` event (`from`, `to`, plus `fields`) is written *before*
+    /// the record is: a reader that sees the record in its new state finds
+    /// the event already there (docs/on-disk.md, "Order of writes").
     pub fn transition(
         &mut self,
         layout: &Layout,
@@ -321,19 +442,18 @@ impl JobRecord {
         fields: serde_json::Value,
     ) -> Result<(), RecordError> {
         self.state.check_transition(to)?;
-        self.apply(events, to, reason, fields, Timestamp::now())?;
-        self.save(layout)
+        let event = self.apply(to, reason, fields, Timestamp::now());
+        self.journal(layout, events, Op::State, event, Durable(true))
     }
 
     /// [`JobRecord::transition`] to the state of a command its monitor has
-    /// just started (`preparing`, `running`, `publishing`), written without
-    /// an fsync: it records what already happened, and if a crash of the
-    /// machine loses it, recovery judges the job as it would with it. The
-    /// monitor's first record, durable before anything of the job ran,
-    /// shows its monitor had the job (its `monitor.lock` is there), and a
-    /// job whose monitor is gone is `interrupted` in every state but a
-    /// `queued` one that no monitor took. The next durable save (the end,
-    /// a heartbeat) makes it durable. A terminal state is always synced.
+    /// just started (`preparing`, `running`, `publishing`), its journal
+    /// line not synced: it records what already happened, and if a crash
+    /// of the machine loses it, recovery judges the job as it would with
+    /// it. The monitor's `monitor_started` line, durable before anything
+    /// of the job ran, shows its monitor had the job, and a job whose
+    /// monitor is gone is `interrupted` in every state but a `queued` one
+    /// that no monitor took. A terminal state is always synced.
     pub fn transition_on_start(
         &mut self,
         layout: &Layout,
@@ -341,11 +461,9 @@ impl JobRecord {
         to: JobState,
     ) -> Result<(), RecordError> {
         self.state.check_transition(to)?;
-        self.apply(events, to, None, serde_json::json!({}), Timestamp::now())?;
-        if to.is_terminal() {
-            return self.save(layout);
-        }
-        self.save_unsynced(layout)
+        let event = self.apply(to, None, serde_json::json!({}), Timestamp::now());
+        let durable = Durable(to.is_terminal());
+        self.journal(layout, events, Op::State, event, durable)
     }
 
     /// Restore a record that is not terminal to the end `to` that a second
@@ -363,20 +481,19 @@ impl JobRecord {
     ) -> Result<(), RecordError> {
         self.state.check_restore(to)?;
         let fields = serde_json::json!({"restored": true});
-        self.apply(events, to, reason, fields, finished)?;
-        self.save(layout)
+        let event = self.apply(to, reason, fields, finished);
+        self.journal(layout, events, Op::State, event, Durable(true))
     }
 
-    /// Move to `to` (already checked): the `state` event and the times the
-    /// move implies; the caller writes the record.
+    /// Move to `to` (already checked), stamping the times the move implies;
+    /// the `state` event's fields, for the caller to journal.
     fn apply(
         &mut self,
-        events: &mut EventLog,
         to: JobState,
         reason: Option<String>,
         fields: serde_json::Value,
         now: Timestamp,
-    ) -> Result<(), RecordError> {
+    ) -> serde_json::Value {
         let mut event = serde_json::json!({"from": self.state, "to": to});
         if let (Some(obj), serde_json::Value::Object(extra)) = (event.as_object_mut(), fields) {
             obj.extend(extra);
@@ -387,7 +504,6 @@ impl JobRecord {
                 obj.entry("reason").or_insert(serde_json::json!(why));
             }
         }
-        events.append(Op::State, event);
         if matches!(to, JobState::Preparing | JobState::Running) && self.started_at.is_none() {
             self.started_at = Some(now);
         }
@@ -399,9 +515,16 @@ impl JobRecord {
             self.state_reason = reason;
         }
         self.state = to;
-        Ok(())
+        event
     }
 }
+
+/// Whether a journal line must be durable before [`JobRecord::journal`]
+/// returns: `Durable(true)` at the job's durable points (its claim made
+/// durable by its monitor, its end), `Durable(false)` for what recovery
+/// can do without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durable(pub bool);
 
 #[cfg(test)]
 mod tests {

@@ -124,6 +124,16 @@ fn only_what_a_claim_writes_before_the_record_is_a_leftover() {
     }
     std::fs::write(l.run_dir(&id).join(".job.json.1.0.tmp"), "{").expect("write");
     assert!(l.is_claim_leftover(&id).expect("early files only"));
+    std::fs::write(
+        l.events(&id),
+        "{\"seq\":1,\"op\":\"queued\",\"record\":{}}\n",
+    )
+    .expect("write");
+    assert!(
+        !l.is_claim_leftover(&id)
+            .expect("a journal line is a job's record")
+    );
+    std::fs::write(l.events(&id), "x").expect("write");
     std::fs::write(l.corrupt_record(&id, 1), "{").expect("write");
     assert!(
         !l.is_claim_leftover(&id)

@@ -87,6 +87,62 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// Close the batch without its fsyncs: what it owes is handed back, to
+    /// be synced later with others ([`Deferred::commit`]). Only for writes
+    /// whose loss recovery redoes (a prompt's move to the archive after
+    /// its job's end is durable). A joined batch hands back nothing.
+    pub fn defer(mut self) -> Deferred {
+        self.done = true;
+        if self.joined {
+            return Deferred::default();
+        }
+        let owed = OWED
+            .with(|owed| owed.borrow_mut().take())
+            .unwrap_or_default();
+        Deferred(owed)
+    }
+}
+
+/// fsyncs owed by closed batches, made later all at once.
+#[derive(Default)]
+pub struct Deferred(Owed);
+
+impl Deferred {
+    /// Nothing owed.
+    pub fn is_empty(&self) -> bool {
+        self.0.handles.is_empty() && self.0.failed.is_none()
+    }
+
+    /// Owe what `other` owes too, each file or folder once; at
+    /// [`OWED_MAX`] handles, they are synced at once.
+    pub fn absorb(&mut self, other: Deferred) {
+        let Deferred(other) = other;
+        self.0.failed = self.0.failed.take().or(other.failed);
+        for handle in other.handles {
+            let seen = handle.0.metadata().map(|m| (m.dev(), m.ino()));
+            if seen.is_ok_and(|key| !self.0.seen.insert(key)) {
+                continue;
+            }
+            self.0.handles.push(handle);
+        }
+        if self.0.handles.len() >= OWED_MAX {
+            self.0.seen.clear();
+            let early = std::mem::take(&mut self.0.handles);
+            let error = sync_all(&early);
+            self.0.failed = self.0.failed.take().or(error);
+        }
+    }
+
+    /// Make everything owed durable; the first failure after all were tried.
+    pub fn commit(&mut self) -> Result<usize, IoError> {
+        let owed = std::mem::take(&mut self.0);
+        let count = owed.handles.len();
+        let error = sync_all(&owed.handles);
+        owed.failed.or(error).map_or(Ok(count), Err)
+    }
+}
+
 impl Drop for Batch {
     fn drop(&mut self) {
         if !self.done && !self.joined {
@@ -209,6 +265,23 @@ mod tests {
         // No batch open: synced at once, nothing owed.
         sync(&a, "syncing", &dir.path().join("a")).expect("synced");
         assert!(OWED.with(|o| o.borrow().is_none()));
+    }
+
+    #[test]
+    fn deferred_batches_owe_each_folder_once_until_committed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = File::open(dir.path()).expect("dir");
+        let mut later = Deferred::default();
+        for _ in 0..3 {
+            let group = batch();
+            sync(&d, "syncing directory", dir.path()).expect("owed");
+            later.absorb(group.defer());
+            assert!(OWED.with(|o| o.borrow().is_none()), "the batch is closed");
+        }
+        assert!(!later.is_empty());
+        assert_eq!(later.commit().expect("committed"), 1);
+        assert!(later.is_empty());
+        assert_eq!(later.commit().expect("nothing"), 0);
     }
 
     /// Open descriptors of this process.
