@@ -39,7 +39,8 @@ impl Daemon {
 
     /// Run `claims` as one group commit (`fsio::batch`): their writes are
     /// made durable together, each folder once (the inbox folders their
-    /// prompts were renamed in, `runs/`). Only then are the monitors of
+    /// prompts were renamed in, `runs/`), and their ledger writes are one
+    /// ledger commit. Only then are the monitors of
     /// the jobs that can start started: a job's start is durable before
     /// anything of it runs (its monitor's journal line), and must never
     /// outlive a claim a power cut took back, or the prompt would run
@@ -50,7 +51,14 @@ impl Daemon {
     pub(super) fn claiming(&mut self, claims: impl FnOnce(&mut Self)) {
         let batch = jobwarden_sys::fsio::batch();
         let held = std::mem::replace(&mut self.holding_starts, true);
+        // Their index rows as one ledger commit too, made before the
+        // folders' (a row lost with it is the start-up check's to write
+        // again: no monitor of these jobs has started).
+        let grouped = !held && self.ledger.as_mut().is_some_and(|l| l.begin_group());
         claims(self);
+        if grouped && let Some(Err(e)) = self.ledger.as_mut().map(|l| l.end_group()) {
+            tracing::warn!("{e}; the job index is written again from job.json");
+        }
         self.holding_starts = held;
         let committed = batch.commit();
         if let Err(e) = &committed {

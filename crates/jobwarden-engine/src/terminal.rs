@@ -93,6 +93,18 @@ pub fn record_handed(
     rec: &JobRecord,
     handed: Option<&Handed>,
 ) -> Recorded {
+    if let Some(handed) = handed {
+        // The common end: its row and its index row in one commit.
+        match jobwarden_ledger::backfill::record_handed_end(ledger, rec, handed) {
+            Ok(_) => {
+                return Recorded {
+                    row: true,
+                    indexed: true,
+                };
+            }
+            Err(e) => tracing::debug!(job = %rec.job_id, "{e}; written apart"),
+        }
+    }
     let row = jobwarden_ledger::backfill::ensure_row_with(layout, ledger, rec, handed);
     index_after_row(ledger, rec, row)
 }

@@ -114,12 +114,7 @@ pub fn ensure_row_with(
     if ledger.has_execution(rec.job_id.as_str())? {
         return Ok(false);
     }
-    let outcome = rec
-        .outcome
-        .as_deref()
-        .and_then(|o| o.parse::<Outcome>().ok())
-        .or_else(|| Outcome::of_state(rec.state))
-        .unwrap_or(Outcome::Interrupted);
+    let outcome = outcome_of(rec);
     if let Some(handed) = handed {
         let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
         return ledger.record(&exec, &handed.artifacts, &handed.paths);
@@ -127,6 +122,30 @@ pub fn ensure_row_with(
     let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Repair);
     let artifacts: Vec<Artifact> = log_tail(layout, rec).into_iter().collect();
     ledger.record(&exec, &artifacts, &[])
+}
+
+/// [`ensure_row_with`] of an end handed over by its monitor, and the job
+/// index told of the end, in one transaction (the daemon's common end: one
+/// commit, not two). `Ok(true)` when the row was written now.
+pub fn record_handed_end(
+    ledger: &mut Ledger,
+    rec: &JobRecord,
+    handed: &super::Handed,
+) -> Result<bool, super::LedgerError> {
+    let outcome = outcome_of(rec);
+    let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+    let indexed = crate::IndexedJob::from_record(rec);
+    ledger.record_indexed(&exec, &handed.artifacts, &handed.paths, &indexed)
+}
+
+/// The ledger outcome of an ended record: the one it names, else its
+/// state's (`interrupted` when neither says).
+fn outcome_of(rec: &JobRecord) -> Outcome {
+    rec.outcome
+        .as_deref()
+        .and_then(|o| o.parse::<Outcome>().ok())
+        .or_else(|| Outcome::of_state(rec.state))
+        .unwrap_or(Outcome::Interrupted)
 }
 
 /// The job log's tail, standing in for the per-stream tails.

@@ -4,7 +4,7 @@
 //! produced a code and which later run of the same prompt got rid of it,
 //! and which files carry the most.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::execution::Artifact;
@@ -54,7 +54,7 @@ pub struct CodeCount {
 /// Read the diagnostics of `e`'s output tails and store them with it (in
 /// the transaction that inserts its row).
 pub(super) fn store(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     e: &Execution,
     artifacts: &[Artifact],
 ) -> rusqlite::Result<()> {

@@ -283,8 +283,27 @@ impl Ledger {
         paths: &[(PathRelation, String)],
     ) -> Result<bool, LedgerError> {
         let write = |conn: &mut rusqlite::Connection| {
-            let tx = conn.transaction()?;
+            let tx = conn.savepoint()?;
             let inserted = insert(&tx, exec, artifacts, paths)?;
+            tx.commit()?;
+            Ok(inserted)
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
+    }
+
+    /// [`Ledger::record`] and the job index's row of the same job in one
+    /// transaction: an end's two writes as one commit. Both or neither.
+    pub fn record_indexed(
+        &mut self,
+        exec: &Execution,
+        artifacts: &[Artifact],
+        paths: &[(PathRelation, String)],
+        indexed: &crate::IndexedJob,
+    ) -> Result<bool, LedgerError> {
+        let write = |conn: &mut rusqlite::Connection| {
+            let tx = conn.savepoint()?;
+            let inserted = insert(&tx, exec, artifacts, paths)?;
+            crate::jobs::upsert_jobs(&tx, std::slice::from_ref(indexed))?;
             tx.commit()?;
             Ok(inserted)
         };
@@ -293,7 +312,7 @@ impl Ledger {
 }
 
 fn insert(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     e: &Execution,
     artifacts: &[Artifact],
     paths: &[(PathRelation, String)],

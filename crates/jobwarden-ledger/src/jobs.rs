@@ -102,39 +102,8 @@ impl Ledger {
     /// Index several in one transaction.
     pub fn index_jobs(&mut self, jobs: &[IndexedJob]) -> Result<(), LedgerError> {
         let write = |conn: &mut rusqlite::Connection| {
-            let tx = conn.transaction()?;
-            {
-                let mut upsert = tx.prepare_cached(
-                    "INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at,
-                         started_at, finished_at, exit_code, state_reason, updated_at, profile)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                     ON CONFLICT (id) DO UPDATE SET
-                         project = excluded.project, name = excluded.name, state = excluded.state,
-                         attempt = excluded.attempt, created_at = excluded.created_at,
-                         started_at = excluded.started_at, finished_at = excluded.finished_at,
-                         exit_code = excluded.exit_code, state_reason = excluded.state_reason,
-                         updated_at = excluded.updated_at,
-                         profile = COALESCE(excluded.profile, jobs.profile)
-                     WHERE excluded.updated_at >= jobs.updated_at",
-                )?;
-                for j in jobs {
-                    upsert.execute(params![
-                        j.id,
-                        short_id(&j.id),
-                        j.project,
-                        j.name,
-                        j.state,
-                        j.attempt,
-                        j.created_at as i64,
-                        j.started_at.map(|v| v as i64),
-                        j.finished_at.map(|v| v as i64),
-                        j.exit_code,
-                        j.state_reason,
-                        j.updated_at as i64,
-                        j.profile,
-                    ])?;
-                }
-            }
+            let tx = conn.savepoint()?;
+            upsert_jobs(&tx, jobs)?;
             tx.commit()
         };
         write(&mut self.conn).map_err(|e| self.err(e))
@@ -185,7 +154,7 @@ impl Ledger {
     /// Forget jobs whose run folders were removed.
     pub fn unindex_jobs(&mut self, ids: &[String]) -> Result<(), LedgerError> {
         let write = |conn: &mut rusqlite::Connection| {
-            let tx = conn.transaction()?;
+            let tx = conn.savepoint()?;
             {
                 let mut del = tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")?;
                 for id in ids {
@@ -438,4 +407,39 @@ pub(super) fn upper_bound(prefix: &str) -> String {
         }
     }
     "\u{7f}".repeat(65)
+}
+
+/// Upsert `jobs` into the job index inside `tx` (a newer snapshot wins).
+pub(crate) fn upsert_jobs(tx: &rusqlite::Connection, jobs: &[IndexedJob]) -> rusqlite::Result<()> {
+    let mut upsert = tx.prepare_cached(
+        "INSERT INTO jobs (id, id_short, project, name, state, attempt, created_at,
+             started_at, finished_at, exit_code, state_reason, updated_at, profile)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+         ON CONFLICT (id) DO UPDATE SET
+             project = excluded.project, name = excluded.name, state = excluded.state,
+             attempt = excluded.attempt, created_at = excluded.created_at,
+             started_at = excluded.started_at, finished_at = excluded.finished_at,
+             exit_code = excluded.exit_code, state_reason = excluded.state_reason,
+             updated_at = excluded.updated_at,
+             profile = COALESCE(excluded.profile, jobs.profile)
+         WHERE excluded.updated_at >= jobs.updated_at",
+    )?;
+    for j in jobs {
+        upsert.execute(params![
+            j.id,
+            short_id(&j.id),
+            j.project,
+            j.name,
+            j.state,
+            j.attempt,
+            j.created_at as i64,
+            j.started_at.map(|v| v as i64),
+            j.finished_at.map(|v| v as i64),
+            j.exit_code,
+            j.state_reason,
+            j.updated_at as i64,
+            j.profile,
+        ])?;
+    }
+    Ok(())
 }

@@ -193,6 +193,30 @@ impl Ledger {
         })
     }
 
+    /// Make the writes until [`Ledger::end_group`] one commit (`BEGIN
+    /// IMMEDIATE`; each write is a savepoint inside it): a burst of claims'
+    /// index rows, each page written once. False when no group could be
+    /// begun (one is open, or another writer holds the ledger past the
+    /// busy timeout): the writes are then each their own commit.
+    pub fn begin_group(&mut self) -> bool {
+        self.conn.is_autocommit() && self.conn.execute_batch("BEGIN IMMEDIATE").is_ok()
+    }
+
+    /// Commit the group [`Ledger::begin_group`] began. On failure it is
+    /// rolled back and the error returned: what it held is lost, as a
+    /// write that failed on its own (every write in a group is one the
+    /// start-up check repairs).
+    pub fn end_group(&mut self) -> Result<(), LedgerError> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        let committed = self.conn.execute_batch("COMMIT");
+        if committed.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        committed.map_err(|e| self.err(e))
+    }
+
     /// Open for reading only, as a snapshot that takes no locks and writes
     /// nothing (SQLite's `immutable`): for reading a root on a read-only
     /// filesystem, where a normal open fails (WAL needs to write its index).

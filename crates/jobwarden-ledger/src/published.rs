@@ -61,7 +61,7 @@ pub struct PublishedRow {
 /// ([`super::execution`]'s insert): settled at once when its record says
 /// so.
 pub(super) fn insert(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     id: &str,
     p: &Published,
     now_ms: u64,

@@ -3,7 +3,7 @@
 //! from the time it ran. Written with the execution row, in its
 //! transaction; append-only like it.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::{Ledger, LedgerError};
@@ -34,7 +34,7 @@ impl SlurmRun {
     }
 }
 
-pub(super) fn insert(tx: &Transaction<'_>, id: &str, run: &SlurmRun) -> rusqlite::Result<()> {
+pub(super) fn insert(tx: &Connection, id: &str, run: &SlurmRun) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT OR IGNORE INTO execution_slurm (execution_id, slurm_job_id, node, state, pending_ms, run_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

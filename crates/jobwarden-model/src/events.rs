@@ -159,6 +159,9 @@ impl EventLog {
             enabled,
         };
         match fsio::open_append(root, path) {
+            // A file just made: nothing to read (a line appended since is
+            // noticed by the first append, whose length check reads it).
+            Ok(f) if f.metadata().is_ok_and(|m| m.len() == 0) => log.file = Some(f),
             Ok(mut f) => {
                 // Under the writers' lock: an append between reading the
                 // tail and the length would be counted in one, not the other.
@@ -335,16 +338,30 @@ fn tail_of(f: &mut File) -> Vec<u8> {
 pub const RECORD_KEY: &str = "record";
 
 /// How much of the file's end is read for its last journal line: far more
-/// than the few lines that follow one.
+/// than the few lines that follow one. The last [`JOURNAL_TAIL_FIRST`]
+/// bytes are read first, which most often hold it.
 const JOURNAL_TAIL_BYTES: u64 = 256 * 1024;
+const JOURNAL_TAIL_FIRST: u64 = 16 * 1024;
 
 /// The last journal line of the file under `root`: its `seq` and the
 /// record it carries. `None` when there is none in the file's last
 /// [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read).
 pub fn last_record(root: &Path, path: &Path) -> Option<(u64, Value)> {
-    let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
+    let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
+    match last_record_in(&bytes, len > JOURNAL_TAIL_FIRST) {
+        None if len > JOURNAL_TAIL_FIRST => {
+            let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
+            last_record_in(&bytes, len > JOURNAL_TAIL_BYTES)
+        }
+        found => found,
+    }
+}
+
+/// The last journal line among `bytes`, whose first line is cut when
+/// `cut`.
+fn last_record_in(bytes: &[u8], cut: bool) -> Option<(u64, Value)> {
     let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    if len > JOURNAL_TAIL_BYTES && !lines.is_empty() {
+    if cut && !lines.is_empty() {
         lines.remove(0);
     }
     lines.into_iter().rev().find_map(|line| {
@@ -602,6 +619,14 @@ mod tests {
             .and_then(|mut f| f.write_all(b"{\"seq\": 4, \"record\": {\"state\": \"to"))
             .expect("torn write");
         let (seq, record) = last_record(dir.path(), &p).expect("found");
+        assert_eq!(seq, 2);
+        assert_eq!(record["state"], "running");
+        // Behind more than the first tail read: found in the longer one.
+        let mut log = EventLog::open(dir.path(), &p, true);
+        for _ in 0..200 {
+            log.append(Op::Notified, json!({"error": "x".repeat(100)}));
+        }
+        let (seq, record) = last_record(dir.path(), &p).expect("found further back");
         assert_eq!(seq, 2);
         assert_eq!(record["state"], "running");
     }

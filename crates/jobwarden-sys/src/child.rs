@@ -16,7 +16,9 @@
 //! prepared before the `clone`, and allocates nothing:
 //!
 //! - every signal handler set to the default (a handler would run on the
-//!   monitor's memory), `SIGPIPE` to the default too (Rust ignores it);
+//!   monitor's memory), `SIGPIPE` to the default too (Rust ignores it):
+//!   the handled ones are asked once per process ([`signals_to_reset`]),
+//!   not at every start;
 //! - `SIGKILL` when the monitor dies (`PR_SET_PDEATHSIG`), and a check
 //!   that it has not died already;
 //! - its own process group (pgid = pid);
@@ -204,7 +206,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
             stdio[2].as_raw_fd(),
         ],
         monitor: nix::unistd::getpid().as_raw(),
-        last_signal: libc::SIGRTMAX(),
+        reset_signals: signals_to_reset(),
         cgroup_procs: cmd.confinement.cgroup_procs,
         rlimits: cmd.confinement.rlimits(),
         sandbox: cmd.sandbox,
@@ -422,7 +424,8 @@ struct Setup<'a> {
     stdio: [RawFd; 3],
     monitor: libc::pid_t,
     /// The highest signal number, asked before (glibc reserves some).
-    last_signal: libc::c_int,
+    /// The signals set back to the default ([`signals_to_reset`]).
+    reset_signals: &'static [libc::c_int],
     cgroup_procs: Option<RawFd>,
     rlimits: [Option<(Resource, u64, u64)>; 4],
     sandbox: Option<Sandboxed<'a>>,
@@ -446,19 +449,8 @@ impl Setup<'_> {
     /// Only in the child of `start`'s `clone`.
     unsafe fn exec(&self, failure: &Failure) -> i32 {
         unsafe {
-            for sig in 1..=self.last_signal {
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if sig == libc::SIGKILL
-                    || sig == libc::SIGSTOP
-                    || libc::sigaction(sig, std::ptr::null(), &mut old) != 0
-                {
-                    continue;
-                }
-                if sig == libc::SIGPIPE
-                    || (old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN)
-                {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
+            for &sig in self.reset_signals {
+                libc::signal(sig, libc::SIG_DFL);
             }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return STEP_OTHER;
@@ -503,6 +495,35 @@ impl Setup<'_> {
             STEP_OTHER
         }
     }
+}
+
+/// The signals a child sets back to the default before `exec`: those this
+/// process handles, asked of the kernel once, at its first child (std and
+/// the runtime install theirs at start; a monitor installs none of its
+/// own), and always `SIGPIPE` (Rust ignores it) and `SIGCHLD` (a runtime
+/// may handle it later, when it first runs a command of its own). Asking
+/// at every start cost 64 `sigaction` calls a job.
+fn signals_to_reset() -> &'static [libc::c_int] {
+    static SET: std::sync::OnceLock<Vec<libc::c_int>> = std::sync::OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = vec![libc::SIGPIPE, libc::SIGCHLD];
+        for sig in 1..=libc::SIGRTMAX() {
+            if set.contains(&sig) || sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            // SAFETY: a query of the disposition into a zeroed struct.
+            let handled = unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction != libc::SIG_DFL
+                    && old.sa_sigaction != libc::SIG_IGN
+            };
+            if handled {
+                set.push(sig);
+            }
+        }
+        set
+    })
 }
 
 fn errno() -> i32 {

@@ -22,6 +22,7 @@ use std::path::{Component, Path};
 
 use nix::errno::Errno;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use nix::fcntl::{AtFlags, OFlag, OpenHow, RenameFlags, ResolveFlag, openat, openat2, renameat2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
@@ -149,13 +150,19 @@ pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, u64),
     Ok((read_capped_from(file, path, limit)?.0, len))
 }
 
+/// What [`read_capped_from`] makes room for before its first read.
+const READ_ROOM: u64 = 64 * 1024;
+
 /// Read at most `limit` bytes from an open file (`path` names it in errors).
 pub fn read_capped_from(
     file: impl Read,
     path: &Path,
     limit: u64,
 ) -> Result<(Vec<u8>, bool), IoError> {
-    let mut bytes = Vec::new();
+    // Room for a small file at once: one read takes it, a second sees its
+    // end (an empty vector probes and grows, a read at a time).
+    let room = usize::try_from(limit.min(READ_ROOM)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(room.saturating_add(1));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| IoError::new("reading", path, e))?;
@@ -168,11 +175,14 @@ pub fn read_capped_from(
 /// one component at a time, refusing any component that is a symlink or
 /// not a folder.
 pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
-    let (mut cur, parts) = walk_start(root, dir)?;
+    let (root_fd, parts) = walk_start(root, dir)?;
     // Most often the folder is there already: one open says so.
-    if let Some(Ok(_)) = open_resolved(cur.as_fd(), &parts, Expect::Dir, OFlag::O_RDONLY, dir) {
+    if let Some(Ok(_)) = open_resolved(root_fd.as_fd(), &parts, Expect::Dir, OFlag::O_RDONLY, dir) {
         return Ok(());
     }
+    let mut cur = root_fd
+        .try_clone()
+        .map_err(|e| IoError::new("opening root folder", root, e))?;
     for (i, part) in parts.iter().enumerate() {
         let at = component_path(root, &parts[..=i]);
         cur = match open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at) {
@@ -299,10 +309,13 @@ fn split_parent(path: &Path) -> Result<(&Path, &OsStr), IoError> {
 /// wrong on the way, by walking from `root` one component at a time, which
 /// names what is wrong and where.
 fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<OwnedFd, IoError> {
-    let (mut cur, parts) = walk_start(root, path)?;
-    if let Some(opened) = open_resolved(cur.as_fd(), &parts, expect, flags, path) {
+    let (root_fd, parts) = walk_start(root, path)?;
+    if let Some(opened) = open_resolved(root_fd.as_fd(), &parts, expect, flags, path) {
         return opened;
     }
+    let mut cur = root_fd
+        .try_clone()
+        .map_err(|e| IoError::new("opening root folder", root, e))?;
     let Some((last, dirs)) = parts.split_last() else {
         return if expect == Expect::Dir {
             Ok(cur)
@@ -384,7 +397,7 @@ fn leaf_flags(flags: OFlag, expect: Expect) -> OFlag {
 }
 
 /// The root's handle and the plain components of `path` below it.
-fn walk_start<'p>(root: &Path, path: &'p Path) -> Result<(OwnedFd, Vec<&'p OsStr>), IoError> {
+fn walk_start<'p>(root: &Path, path: &'p Path) -> Result<(Arc<OwnedFd>, Vec<&'p OsStr>), IoError> {
     let rel = path.strip_prefix(root).map_err(|_| {
         let msg = format!("is not under the root {}", root.display());
         IoError::new(
@@ -408,11 +421,30 @@ fn walk_start<'p>(root: &Path, path: &'p Path) -> Result<(OwnedFd, Vec<&'p OsStr
             }
         }
     }
-    // The root is the operator's: it is opened normally (it may be a link).
+    Ok((root_handle(root)?, parts))
+}
+
+/// The root folder's handle, opened once per process and kept: every open
+/// under the root starts from it (two system calls fewer each). The root
+/// is the operator's: it is opened normally (it may be a link), and a root
+/// replaced under a running process is not followed (restart it). One
+/// root is kept, the last asked for; another is opened in its place.
+fn root_handle(root: &Path) -> Result<Arc<OwnedFd>, IoError> {
+    static KEPT: Mutex<Option<(std::path::PathBuf, Arc<OwnedFd>)>> = Mutex::new(None);
+    let mut kept = KEPT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((path, fd)) = kept.as_ref()
+        && path == root
+    {
+        return Ok(Arc::clone(fd));
+    }
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let root_fd = nix::fcntl::open(root, flags, Mode::empty())
+    let fd = nix::fcntl::open(root, flags, Mode::empty())
         .map_err(|e| IoError::new("opening root folder", root, e.into()))?;
-    Ok((root_fd, parts))
+    let fd = Arc::new(fd);
+    *kept = Some((root.to_path_buf(), Arc::clone(&fd)));
+    Ok(fd)
 }
 
 /// One `openat` of one component, then `fstat`: the type must be `expect`.
