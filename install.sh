@@ -41,8 +41,8 @@ or for the current user (--user).
   --user              per-user install: ~/.local/bin, a user unit, no accounts
   --prefix DIR        where bin/, lib/ and share/ go
                       (default /usr/local; with --user ~/.local)
-  --binary PATH       install this binary instead of building one with
-                      cargo build --release --locked
+  --binary PATH       install this binary (and jobwarden-init beside it)
+                      instead of building them with cargo build --release --locked
   --uninstall         remove the binary, unit, scripts and examples;
                       keep the root and the config
   --purge             with --uninstall: also remove the root, the config and
@@ -178,6 +178,7 @@ resolve_paths() {
 
 derive_paths() {
     bin_path=$prefix/bin/jobwarden
+    init_path=$prefix/bin/jobwarden-init
     lib_dir=$prefix/lib/jobwarden
     # Not share/jobwarden: with --user that is the root (~/.local/share/jobwarden).
     examples_dir=$prefix/share/doc/jobwarden/examples
@@ -542,6 +543,7 @@ install_all() {
     obtain_binary
     [[ $mode == system ]] && ensure_accounts
     install_file 0755 "$binary" "$bin_path"
+    install_init
     install_scripts
     install_examples
     install_completions
@@ -596,11 +598,27 @@ next_steps() {
     fi
 }
 
+# The sandbox's init (jobwarden-init), built beside the binary: a job's
+# start loads it instead of all of jobwarden. Without one beside the
+# binary, a stale one from an earlier install is removed (jobwarden then
+# runs itself as the init).
+install_init() {
+    local init_src
+    init_src=$(dirname "$binary")/jobwarden-init
+    if [[ -f $init_src && -x $init_src ]]; then
+        install_file 0755 "$init_src" "$init_path"
+    else
+        note "no jobwarden-init beside $binary: sandboxed jobs run jobwarden itself as their init"
+        remove_file "$init_path"
+    fi
+}
+
 # --- uninstall ----------------------------------------------------------------
 
 uninstall_all() {
     warn_if_service_enabled
     remove_file "$bin_path"
+    remove_file "$init_path"
     remove_file "$unit_file"
     remove_file "$web_unit_file"
     remove_scripts

@@ -8,7 +8,8 @@
 //!
 //! This crate is the binary: `main.rs` calls [`commands::main`] (parse,
 //! start logging, run, map to an exit code), or, started as a sandboxed
-//! job's init, `jobwarden_sys::child::init`.
+//! job's init, `jobwarden_sys::child::init`; `bin/jobwarden-init.rs` is
+//! that init as a small program of its own, which monitors run instead.
 //!
 //! - [`cli`] — clap types only.
 //! - [`commands`] — one file per subcommand (`commands/history/`: one per `history` subcommand),

@@ -84,6 +84,8 @@ impl Scratch {
 /// Where a default `--user` install puts things under `home`.
 struct UserLayout {
     bin: PathBuf,
+    /// The sandbox's init, installed beside the binary.
+    init: PathBuf,
     unit: PathBuf,
     scripts: PathBuf,
     examples: PathBuf,
@@ -98,6 +100,7 @@ impl UserLayout {
         let local = home.join(".local");
         UserLayout {
             bin: local.join("bin/jobwarden"),
+            init: local.join("bin/jobwarden-init"),
             unit: home.join(".config/systemd/user/jobwarden.service"),
             scripts: local.join("lib/jobwarden"),
             examples: local.join("share/doc/jobwarden/examples"),
@@ -407,6 +410,13 @@ fn user_install_puts_every_file_in_place_and_the_binary_runs() {
 
     assert_eq!(read(&at.bin), read(Path::new(BIN)), "installed binary");
     assert_eq!(mode(&at.bin), 0o755);
+    let init_beside = Path::new(BIN).with_file_name("jobwarden-init");
+    assert_eq!(
+        read(&at.init),
+        read(&init_beside),
+        "the sandbox's init beside it"
+    );
+    assert_eq!(mode(&at.init), 0o755);
     for script in shipped_scripts() {
         let installed = at.scripts.join(&script);
         assert_eq!(
@@ -554,7 +564,7 @@ fn uninstall_keeps_root_and_config_and_purge_removes_them() {
     fs::write(&prompt, "still to do\n").expect("drop a prompt");
 
     let out = sc.ok(&["--user", "--uninstall"]);
-    for gone in [&at.bin, &at.unit, &at.scripts, &at.examples] {
+    for gone in [&at.bin, &at.init, &at.unit, &at.scripts, &at.examples] {
         assert!(
             !gone.exists(),
             "{} survived --uninstall:\n{out}",

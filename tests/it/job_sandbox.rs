@@ -258,6 +258,15 @@ while :; do sleep 0.05; done
     wait_until("the job is up", secs(10), || {
         sb.out().join("up").exists().then_some(())
     });
+    // Its init is the small program beside jobwarden, not all of jobwarden.
+    let init = job.int_field("pid").expect("the init's pid");
+    let exe = fs::read_link(format!("/proc/{init}/exe")).expect("the init's program");
+    assert_eq!(
+        exe.file_name().and_then(|n| n.to_str()),
+        Some("jobwarden-init"),
+        "{}",
+        exe.display()
+    );
     let out = sb.run(&["abort", &job.id]);
     assert_eq!(out.code(), 0, "{}", out.stderr);
     let ended = sb.wait_done("proj", "terms", secs(20));

@@ -168,10 +168,13 @@ impl Daemon {
 
     fn settle_with(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) -> bool {
         self.refresh_ledger();
+        // Whether `job.json` says what the journal says (an end's view a
+        // full disk kept behind is the daemon's to write: its monitor is
+        // gone).
+        let mut view_ok = true;
         let loaded = JobRecord::load_job_view(&self.layout, id).map(|(mut rec, behind)| {
-            // The monitor is gone: its end's view is the daemon's to write.
             if behind && rec.state.is_terminal() {
-                recover::write_view_again(&self.layout, &mut rec);
+                view_ok = recover::write_view_again(&self.layout, &mut rec);
             }
             rec
         });
@@ -249,6 +252,8 @@ impl Daemon {
                     );
                 }
                 self.unblock(&rec.prompt_name());
+                // Ended as recorded: settled once its view says so too.
+                return view_ok;
             }
             Err(e) => {
                 tracing::error!(job = %id, "after its monitor exited: {e}");

@@ -207,13 +207,18 @@ fn load(
 }
 
 /// Write `rec`, the journal's copy of a record whose `job.json` is behind
-/// it, as `job.json` again. The caller guarantees no monitor writes it.
-pub fn write_view_again(layout: &Layout, rec: &mut JobRecord) {
+/// it, as `job.json` again; false when it could not be written. The
+/// caller guarantees no monitor writes it.
+pub fn write_view_again(layout: &Layout, rec: &mut JobRecord) -> bool {
     match rec.save_unsynced(layout) {
         Ok(()) => {
             tracing::warn!(job = %rec.job_id, "job.json was behind its journal (a power cut?); written again from events.jsonl");
+            true
         }
-        Err(e) => tracing::warn!(job = %rec.job_id, "writing job.json again from its journal: {e}"),
+        Err(e) => {
+            tracing::warn!(job = %rec.job_id, "writing job.json again from its journal: {e}");
+            false
+        }
     }
 }
 

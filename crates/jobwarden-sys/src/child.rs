@@ -29,7 +29,8 @@
 //!
 //! A sandboxed job's child is made with new namespaces and enters its
 //! sandbox (`enter.rs`) before its working folder is set; it then runs the
-//! sandbox's init (`init.rs`, this program), which runs the job.
+//! sandbox's init (`init.rs`: `jobwarden-init` beside this program, else
+//! this program), which runs the job.
 //!
 //! The monitor blocks every signal around the `clone`, so that none is
 //! handled in the child before its handlers are reset. An error of any
@@ -165,6 +166,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         .iter()
         .map(|a| c_string(OsStr::new(a)))
         .collect::<io::Result<Vec<_>>>()?;
+    let mut init_fd = None;
     if let Some(sb) = &cmd.sandbox {
         // The init's arguments, then the job's program and argv.
         let mut init = init::argv(sb.init_fds);
@@ -172,6 +174,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         init.append(&mut argv);
         argv = init;
         program = SELF_EXE.to_owned();
+        init_fd = init_program();
     }
     let env = cmd
         .env
@@ -207,6 +210,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
         ],
         monitor: nix::unistd::getpid().as_raw(),
         reset_signals: signals_to_reset(),
+        init_fd,
         cgroup_procs: cmd.confinement.cgroup_procs,
         rlimits: cmd.confinement.rlimits(),
         sandbox: cmd.sandbox,
@@ -426,6 +430,9 @@ struct Setup<'a> {
     /// The highest signal number, asked before (glibc reserves some).
     /// The signals set back to the default ([`signals_to_reset`]).
     reset_signals: &'static [libc::c_int],
+    /// The sandbox's init program, executed through this handle
+    /// ([`init_program`]) instead of `program` when there is one.
+    init_fd: Option<RawFd>,
     cgroup_procs: Option<RawFd>,
     rlimits: [Option<(Resource, u64, u64)>; 4],
     sandbox: Option<Sandboxed<'a>>,
@@ -491,10 +498,43 @@ impl Setup<'_> {
             let mut none: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut none);
             libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if let Some(fd) = self.init_fd {
+                libc::syscall(
+                    libc::SYS_execveat,
+                    fd,
+                    c"".as_ptr(),
+                    self.argv,
+                    self.env,
+                    libc::AT_EMPTY_PATH,
+                );
+            }
             libc::execvpe(self.program.as_ptr(), self.argv, self.env);
             STEP_OTHER
         }
     }
+}
+
+/// The sandbox's init program: `jobwarden-init` beside this program's
+/// executable (a regular file someone may execute), opened once per
+/// process and kept open (`O_PATH`), so that a monitor runs the init of
+/// its own version even after an upgrade replaced the files, and executed
+/// through that handle (`execveat`), which no sandbox's mounts can hide.
+/// `None` where there is no such file: this program is run as the init
+/// instead (`/proc/self/exe` with [`init::ARG`]), at the cost of loading
+/// all of it for each job.
+fn init_program() -> Option<RawFd> {
+    static INIT: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    INIT.get_or_init(|| {
+        let exe = std::env::current_exe().ok()?;
+        let path = exe.parent()?.join("jobwarden-init");
+        let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::open(&path, flags, nix::sys::stat::Mode::empty()).ok()?;
+        let st = nix::sys::stat::fstat(&fd).ok()?;
+        let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+        (regular && st.st_mode & 0o111 != 0).then_some(fd)
+    })
+    .as_ref()
+    .map(AsRawFd::as_raw_fd)
 }
 
 /// The signals a child sets back to the default before `exec`: those this

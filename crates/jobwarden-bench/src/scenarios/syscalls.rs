@@ -6,7 +6,7 @@
 //! system calls, fsync-family calls, files created (distinct paths an
 //! `O_CREAT` open or a hard link made: a temporary file renamed into place
 //! counts), folders created, and files freed (unlinked, removed, or
-//! replaced by a rename). The daemon is stopped before the trace, so that
+//! replaced by a rename). The daemon is stopped within the trace, so that
 //! what it defers to its tick is counted.
 
 #![allow(clippy::disallowed_methods)] // scratch files of the harness
@@ -81,14 +81,27 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
             .ok()?;
         (rows >= JOBS as i64).then_some(())
     })?;
-    // Stopped before the trace: what it owes then (the folder syncs of
-    // the last prompts' moves, deferred to its tick) is counted too.
-    rig.stop()?;
+    // The daemon is told to stop before the trace ends, so that what it
+    // owes then (the folder syncs of the last prompts' moves, deferred to
+    // its tick) is counted too: the trace ends once `daemon.json` says it
+    // stopped, while it and its monitors still live (a tracee that exits
+    // while traced is a zombie no one here may reap, and the tracer would
+    // wait for it for good).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    let json = rig.layout.daemon_json();
+    wait_for(Duration::from_secs(60), "the daemon to stop", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).ok()?).ok()?;
+        (v["phase"] == "stopped").then_some(())
+    })?;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(tracer.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )?;
     tracer.wait()?;
+    rig.stop()?;
     let text = std::fs::read_to_string(&out).context("reading strace's output")?;
     let count = count(&text, &truth.to_string_lossy());
     let per_job = |n: usize| n as f64 / JOBS as f64;

@@ -1,5 +1,8 @@
 //! The sandbox's init: the first process of a sandboxed job's pid
-//! namespace (`jobwarden-init`, this program run with [`ARG`]).
+//! namespace: the small program `jobwarden-init` installed beside
+//! `jobwarden` (`src/bin/jobwarden-init.rs`, which starts no runtime), or,
+//! where there is none, `jobwarden` itself run with [`ARG`]. Both take
+//! the same arguments ([`argv`]) and run [`run_args`].
 //!
 //! It starts the job's command as its child, in a process group of its
 //! own, and then only waits: it reaps every process of the job that is
@@ -82,6 +85,13 @@ pub fn argv(fds: [RawFd; 2]) -> Vec<CString> {
 
 /// Run as the init if this process was started as one; else `None`.
 pub fn run_if_asked() -> Option<ExitCode> {
+    run_args().map(ExitCode::from)
+}
+
+/// Run as the init if this process's arguments ask for one (`argv[1]` is
+/// [`ARG`]); returns only an error's exit code (127), or `None` when they
+/// do not ask.
+pub fn run_args() -> Option<u8> {
     let mut args = std::env::args_os();
     let _ = args.next();
     if args.next().as_deref() != Some(std::ffi::OsStr::new(ARG)) {
@@ -94,7 +104,7 @@ pub fn run_if_asked() -> Option<ExitCode> {
             // Its stderr is the job's log; a closed one loses the line.
             let line = format!("{NAME}: {e}\n");
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            Some(ExitCode::from(127))
+            Some(127)
         }
     }
 }
