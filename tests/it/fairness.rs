@@ -213,19 +213,32 @@ fn a_profiles_max_jobs_holds_and_its_waiting_jobs_do_not_block_others() {
     );
 }
 
+/// [`TIMED`], but each job runs until `$OUT/release` exists: a test that
+/// must see a job wait behind it holds the place as long as it looks.
+const GATED: &str = r#"echo "$1" >> "$OUT/order"
+echo "start $(date +%s%N)" >> "$OUT/$1.times"
+while [ ! -e "$OUT/release" ]; do sleep 0.05; done
+echo "end $(date +%s%N)" >> "$OUT/$1.times"
+"#;
+
 #[test]
 fn a_routes_max_jobs_holds() {
-    let sb = timed("4", "0.5", &["lim/a", "lim/b"], |_, cfg| {
-        cfg.extra("[[route]]\nmatch = \"lim/**\"\nmax_jobs = 1\n")
+    let sb = timed("4", "0", &["lim/a", "lim/b"], |sb, _| {
+        let gated = sb.script("gated", GATED);
+        ConfigToml::new(&["/bin/sh", &gated, "{name}"])
+            .global("max_jobs", "4")
+            .extra("[[route]]\nmatch = \"lim/**\"\nmax_jobs = 1\n")
     });
     let _d = Daemon::start(&sb);
     sb.drop_prompt("lim/a", "l1", "x\n");
     sb.drop_prompt("lim/b", "l2", "x\n");
     let waiting = sb.wait_state("lim/b", "l2", "queued", secs(10));
+    // The daemon says why at its next heartbeat; l1 runs until then.
     wait_until("jobs to name the route's limit", secs(10), || {
         (waiting_of(&sb, &waiting.id).as_deref() == Some("limit of route lim/**: 1 running"))
             .then_some(())
     });
+    fs::write(sb.out().join("release"), "").expect("release");
     all_done(&sb, &[("lim/a", "l1"), ("lim/b", "l2")]);
     assert_one_at_a_time(&sb, &["l1", "l2"]);
 }
