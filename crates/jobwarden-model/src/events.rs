@@ -182,16 +182,6 @@ impl EventLog {
         log
     }
 
-    /// The `seq` of the last line this writer knows of (0 for none).
-    pub fn last_seq(&self) -> u64 {
-        self.next_seq.saturating_sub(1)
-    }
-
-    /// Is there a journal to write to (the file opened)?
-    pub fn has_journal(&self) -> bool {
-        self.file.is_some()
-    }
-
     /// Reopen the file if its path no longer names the file this handle
     /// appends to (a job removed or replaced it), carrying `seq` on.
     pub fn reopen_if_replaced(&mut self) {
