@@ -76,8 +76,11 @@ fn a_start_durable_in_the_journal_is_never_run_again_even_without_job_json() {
     assert_eq!(ops, ["queued", "monitor_started"], "the journal so far");
     sb.kill_everything();
     paused.daemon.wait_exit(secs(5));
-    // A power cut may take job.json with it: only the journal is durable.
-    fs::remove_file(sb.run_dir(&job.id).join("job.json")).expect("lose job.json");
+    // Only the journal holds the record: the start's view is owed.
+    assert!(
+        !sb.run_dir(&job.id).join("job.json").exists(),
+        "no job.json is written before the job runs a moment"
+    );
 
     fs::write(sb.out().join("release"), "").expect("release");
     let _daemon = Daemon::start(&sb);
@@ -160,10 +163,13 @@ fn a_claim_whose_unsynced_files_a_power_cut_took_runs_once_after_the_restart() {
     let job = only_job(&sb, "c");
     sb.kill_everything();
     paused.daemon.wait_exit(secs(5));
-    // Only the rename and the run folder were synced.
-    for file in ["job.json", "events.jsonl"] {
-        fs::remove_file(sb.run_dir(&job.id).join(file)).expect("lose an unsynced file");
-    }
+    // Only the rename and the run folder were synced. A claimed job's
+    // view is owed (its monitor writes it): the journal is all there is.
+    assert!(
+        !sb.run_dir(&job.id).join("job.json").exists(),
+        "no view yet"
+    );
+    fs::remove_file(sb.run_dir(&job.id).join("events.jsonl")).expect("lose the journal");
 
     let _daemon = Daemon::start(&sb);
     let done = sb.wait_done_excluding("proj", "c", std::slice::from_ref(&job.id), secs(15));
@@ -210,6 +216,37 @@ fn readers_prefer_the_journal_to_a_job_json_behind_it() {
     // Start-up writes the view again from the journal.
     let _again = Daemon::start(&sb);
     wait_until("job.json written again", secs(10), || {
-        (sb.read_job(&job.id)["state"] == "succeeded").then_some(())
+        let view = sb.try_read_view(&job.id)?;
+        (view["state"] == "succeeded").then_some(())
     });
+}
+
+/// A young job's view is owed (its journal holds the record); one that
+/// stays in a state has `job.json` itself say so: a job that waits for a
+/// slot is `queued` there, the one that holds it `running`, each with
+/// the journal's `seq` it shows.
+#[test]
+fn a_job_that_waits_or_runs_a_moment_has_its_view_written() {
+    let sb = Sandbox::new();
+    sb.configure(&gated(&sb).global("max_jobs", "1"));
+    let _daemon = Daemon::start(&sb);
+    sb.drop_prompt("proj", "holder", "x\n");
+    let holder = sb.wait_state("proj", "holder", "running", secs(15));
+    sb.drop_prompt("proj", "waiter", "y\n");
+    let waiter = sb.wait_job("proj", "waiter", secs(15));
+    for (job, state) in [(&holder, "running"), (&waiter, "queued")] {
+        let view = wait_until(
+            &format!("job.json of {} to say {state}", job.id),
+            secs(10),
+            || sb.try_read_view(&job.id).filter(|v| v["state"] == state),
+        );
+        let last = journal(&sb, &job.id).last().map(|e| e["seq"].clone());
+        assert_eq!(view["journal_seq"], last.unwrap_or_default(), "{view:#}");
+    }
+    fs::write(sb.out().join("release"), "").expect("release");
+    for name in ["holder", "waiter"] {
+        let done = sb.wait_done("proj", name, secs(15));
+        let view = sb.try_read_view(&done.id).expect("the end's view");
+        assert_eq!(view["state"], "succeeded", "{view:#}");
+    }
 }

@@ -72,10 +72,13 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
     let long = sb.wait_state("proj", "long", "running", secs(15));
     sb.drop_prompt("proj", "next", "fail\n");
     let next = sb.wait_state("proj", "next", "queued", secs(15));
+    // The counts come from the job index, told of a start once the
+    // command has run 100 ms: until then it counts the job as queued.
     let st = wait_until("status sees one running, one queued", secs(10), || {
         Some(json(&sb, &["status", "--json"], 0)).filter(|s| {
             s["running"].as_array().is_some_and(|r| r.len() == 1)
                 && s["queued"].as_array().is_some_and(|q| q.len() == 1)
+                && s["counts"]["running"] == 1
         })
     });
     assert_eq!(st["overall_state"], "active", "{st:#}");

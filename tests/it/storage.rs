@@ -97,9 +97,9 @@ fn a_full_disk_delays_records_and_claims_but_loses_nothing() {
     )
     .expect("drop while full");
     assert_never(
-        "the job's end recorded while nothing can be written",
+        "the job's end shown in job.json while nothing can be written",
         millis(1500),
-        || sb.job(&job.id).is_some_and(|j| j.is_terminal()),
+        || sb.view_is_terminal(&job.id),
     );
     // Between rescans it waits as `.prompt.md`; a rescan's retry holds it as
     // `.running.md` for an instant before putting it back.
@@ -184,7 +184,7 @@ fn ends_and_starts_blocked_by_a_full_disk_happen_when_space_returns() {
         "anything recorded or started while full",
         millis(1000),
         || {
-            sb.job(&first.id).is_some_and(|j| j.is_terminal())
+            sb.view_is_terminal(&first.id)
                 || sb.job(&second.id).is_some_and(|j| j.state() != "queued")
         },
     );

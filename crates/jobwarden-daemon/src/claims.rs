@@ -54,11 +54,7 @@ impl Daemon {
         // Their index rows as one ledger commit too, made before the
         // folders' (a row lost with it is the start-up check's to write
         // again: no monitor of these jobs has started).
-        let grouped = !held && self.ledger.as_mut().is_some_and(|l| l.begin_group());
-        claims(self);
-        if grouped && let Some(Err(e)) = self.ledger.as_mut().map(|l| l.end_group()) {
-            tracing::warn!("{e}; the job index is written again from job.json");
-        }
+        let _ = self.in_ledger_group(claims);
         self.holding_starts = held;
         let committed = batch.commit();
         if let Err(e) = &committed {
@@ -292,6 +288,7 @@ impl Daemon {
                 self.claims.insert(rec.prompt_name(), rec.job_id.clone());
                 self.work_seen = true;
                 self.enqueue(&rec);
+                self.views_owed.push(rec);
                 drop(_span);
                 self.dispatch();
             }

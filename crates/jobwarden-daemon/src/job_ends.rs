@@ -15,12 +15,29 @@ use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::PromptName;
 use jobwarden_sys::storage;
 
+/// A row of handed-over ends finished together
+/// ([`Daemon::on_monitor_reports`]).
+#[derive(Default)]
+pub(super) struct EndGroup {
+    /// The jobs whose ends it holds: their ledger writes are one commit,
+    /// and are owed again if it fails.
+    ended: Vec<JobId>,
+    /// Their prompts' moves (the record, and whether this daemon's claim
+    /// is proven), made once the group's ledger commit is over.
+    moves: Vec<(JobRecord, bool)>,
+    /// The blocked prompts their ends let go: claimed after the moves, in
+    /// a group commit of their own, never with syncs owed to a later tick.
+    unblocked: Vec<std::path::PathBuf>,
+}
+
 /// How many monitors a Slurm job may lose before it is interrupted.
 const MAX_REATTACH: u32 = 5;
 
 impl Daemon {
     /// Monitors' reports, `first` and those already arrived after it. The
-    /// ends handed over in a row are finished as one group: the folder
+    /// ends handed over in a row are finished as one group, their ledger
+    /// writes one commit ([`Daemon::in_ledger_group`]) made before any of
+    /// their prompts moves to the archive, and the folder
     /// syncs of their prompts' moves are deferred to the next tick
     /// ([`Daemon::commit_owed_moves`]), each folder synced once for every
     /// end since the last. Each such end is recoverable from its journal
@@ -35,15 +52,42 @@ impl Daemon {
                 return;
             }
             let batch = jobwarden_sys::fsio::batch();
-            let mut handed = Some(next);
-            while let Some(end) = handed.take() {
-                self.on_monitor_report(end);
-                match self.monitors.try_next() {
-                    Some(more) if more.is_handed_end() => handed = Some(more),
-                    other => report = other,
+            self.ending = Some(EndGroup::default());
+            let committed;
+            (report, committed) = self.in_ledger_group(|daemon| {
+                let mut handed = Some(next);
+                while let Some(end) = handed.take() {
+                    daemon.on_monitor_report(end);
+                    match daemon.monitors.try_next() {
+                        Some(more) if more.is_handed_end() => handed = Some(more),
+                        other => return other,
+                    }
                 }
+                None
+            });
+            let group = self.ending.take().unwrap_or_default();
+            if !committed {
+                // Their rows and index rows went with the group.
+                group.ended.iter().for_each(|id| self.owe_row(id));
+            }
+            // Only now do their prompts leave: an archived prompt's job has
+            // its ledger row, for whoever reads the ledger next.
+            for (mut rec, proven) in group.moves {
+                let ledger = self.ledger.as_mut();
+                jobwarden_engine::terminal::resume_end(
+                    &self.layout,
+                    &self.config,
+                    ledger,
+                    &mut rec,
+                    proven,
+                );
             }
             self.owed_moves.absorb(batch.defer());
+            // And then the prompts their moves let go.
+            if !group.unblocked.is_empty() {
+                let unblocked = group.unblocked;
+                self.claiming(|daemon| unblocked.iter().for_each(|p| daemon.consider(p)));
+            }
         }
     }
 
@@ -151,6 +195,9 @@ impl Daemon {
     /// end's ledger row, if it did (see `terminal.rs`).
     fn on_job_ended(&mut self, id: &JobId, how: &str, handed: Option<&Handed>) {
         let span = tracing::info_span!("job", id = %id).entered();
+        if let Some(group) = self.ending.as_mut() {
+            group.ended.push(id.clone());
+        }
         self.free_slot(id);
         if !self.settle_with(id, how, handed) {
             tracing::warn!(job = %id, "its end could not be recorded yet; retrying every heartbeat");
@@ -242,14 +289,19 @@ impl Daemon {
                 let prompt = rec.prompt_name();
                 let proven = self.claims.get(&prompt) == Some(id);
                 if self.release_claim(&prompt, id) {
-                    let ledger = self.ledger.as_mut();
-                    jobwarden_engine::terminal::resume_end(
-                        &self.layout,
-                        &self.config,
-                        ledger,
-                        &mut rec,
-                        proven,
-                    );
+                    match self.ending.as_mut() {
+                        Some(group) => group.moves.push((rec.clone(), proven)),
+                        None => {
+                            let ledger = self.ledger.as_mut();
+                            jobwarden_engine::terminal::resume_end(
+                                &self.layout,
+                                &self.config,
+                                ledger,
+                                &mut rec,
+                                proven,
+                            );
+                        }
+                    }
                 }
                 self.unblock(&rec.prompt_name());
                 // Ended as recorded: settled once its view says so too.
@@ -383,12 +435,17 @@ impl Daemon {
     /// A job of `prompt` ended: a same-name prompt waiting for it may go.
     pub(super) fn unblock(&mut self, prompt: &PromptName) {
         if let Some(path) = self.blocked.remove(prompt) {
-            self.consider(&path);
+            match self.ending.as_mut() {
+                Some(group) => group.unblocked.push(path),
+                None => self.consider(&path),
+            }
         }
     }
 
     pub(super) fn abort_if_queued(&mut self, id: &JobId) {
         let _span = tracing::info_span!("job", id = %id).entered();
+        // Its view first, while it is queued: the record is read next.
+        self.write_owed_view(id);
         if !self.dequeue(id) {
             return;
         }

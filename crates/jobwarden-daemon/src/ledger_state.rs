@@ -34,6 +34,23 @@ impl Daemon {
         }
     }
 
+    /// Run `writes` with the ledger writes they make as one commit
+    /// ([`Ledger::begin_group`]): a burst of claims' index rows, a row of
+    /// ends' ledger and index rows, each page written once. Inside a group
+    /// already open, they join it. A group that does not commit is lost
+    /// whole, and each write in it is one the start-up check makes again
+    /// (an index row that says a job ended is written with its ledger row).
+    /// False with what `writes` returned when the group did not commit.
+    pub(super) fn in_ledger_group<T>(&mut self, writes: impl FnOnce(&mut Self) -> T) -> (T, bool) {
+        let grouped = self.ledger.as_mut().is_some_and(|l| l.begin_group());
+        let out = writes(self);
+        if grouped && let Some(Err(e)) = self.ledger.as_mut().map(|l| l.end_group()) {
+            tracing::warn!("{e}; what it held is written again from the jobs' records");
+            return (out, false);
+        }
+        (out, true)
+    }
+
     /// Reopen the ledger if `ledger.db` is no longer the file we hold open
     /// (an operator replaced it, or `history repair` rebuilt it): decisions
     /// must read the same history the monitors write. A damaged file is

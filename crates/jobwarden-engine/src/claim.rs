@@ -268,7 +268,9 @@ impl Claimer<'_> {
         }
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
         events.append(Op::Claimed, fields);
-        rec.journal(
+        // Its view is the daemon's to write if the job waits; a job that
+        // starts at once has its first view written by its monitor.
+        rec.journal_view_owed(
             self.layout,
             &mut events,
             Op::Queued,

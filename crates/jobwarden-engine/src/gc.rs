@@ -211,7 +211,7 @@ fn remove_job(
         return;
     }
     remove_run_dir(report, dir);
-    if fs::symlink_metadata(layout.job_json(id)).is_ok() {
+    if layout.has_record(id) {
         return; // The record survived: the next pass retries both, in order.
     }
     if let Err(e) = ledger.unindex_jobs(&[id.to_string()]) {

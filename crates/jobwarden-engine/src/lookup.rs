@@ -364,9 +364,7 @@ fn made(layout: &Layout, j: IndexedJob) -> IndexedJob {
         return j;
     };
     let deadline = std::time::Instant::now() + CLAIM_PATIENCE;
-    while std::fs::symlink_metadata(layout.job_json(&id)).is_err()
-        && std::time::Instant::now() < deadline
-    {
+    while !layout.has_record(&id) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     j

@@ -212,7 +212,7 @@ fn load(
 pub fn write_view_again(layout: &Layout, rec: &mut JobRecord) -> bool {
     match rec.save_unsynced(layout) {
         Ok(()) => {
-            tracing::warn!(job = %rec.job_id, "job.json was behind its journal (a power cut?); written again from events.jsonl");
+            tracing::warn!(job = %rec.job_id, "job.json was behind its journal; written again from events.jsonl");
             true
         }
         Err(e) => {
@@ -230,7 +230,7 @@ fn live_ids(live: &LiveMonitors) -> impl Iterator<Item = JobId> + '_ {
 /// removed it; the monitor puts it back at its next write)? Then its
 /// prompt is unknown.
 fn live_without_folder(layout: &Layout, live: &LiveMonitors) -> bool {
-    live_ids(live).any(|id| std::fs::symlink_metadata(layout.job_json(&id)).is_err())
+    live_ids(live).any(|id| !layout.has_record(&id))
 }
 
 /// Is `loaded` a record that is not there at all (as opposed to one that

@@ -229,6 +229,16 @@ impl EventLog {
         }
     }
 
+    /// Reserve room for `len` more bytes of lines ([`fsio::reserve`]):
+    /// false when the filesystem cannot or there is no journal (records
+    /// then go to `job.json`), an error when the disk is full.
+    pub fn reserve(&self, len: u64) -> Result<bool, IoError> {
+        match self.file.as_ref() {
+            Some(file) => fsio::reserve(file, &self.path, len),
+            None => Ok(false),
+        }
+    }
+
     fn write(&mut self, op: Op, fields: Value, record: Option<Value>) -> Option<u64> {
         let file = self.file.as_mut()?;
         let _lock = FileLock::exclusive(file);

@@ -153,6 +153,14 @@ impl Layout {
         self.run_dir(id).join("job.json")
     }
 
+    /// Whether job `id` has a record on disk: its view, `job.json`, or a
+    /// journal line that carries it (the view of a job claimed or started
+    /// a moment ago is owed: docs/on-disk.md, "The journal").
+    pub fn has_record(&self, id: &JobId) -> bool {
+        std::fs::symlink_metadata(self.job_json(id)).is_ok()
+            || crate::events::last_record(&self.root, &self.events(id)).is_some()
+    }
+
     pub fn prompt_copy(&self, id: &JobId) -> PathBuf {
         self.run_dir(id).join(PROMPT_COPY_FILE)
     }

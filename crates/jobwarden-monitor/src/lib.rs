@@ -129,8 +129,17 @@ pub async fn run(
 /// `ABORT` then would wait), and not at all for a command over sooner, whose
 /// end is indexed anyway. Until then the index says `queued`: a job that
 /// started less than this ago is counted and filtered (`jobs --state`) as
-/// queued, though each row shown is shown as its `job.json` says.
-const INDEX_AFTER: Duration = Duration::from_millis(100);
+/// queued, though each row shown is shown as its `job.json` says. The
+/// view of the record, `job.json`, is owed as long: until then it is the
+/// journal's last line that says what the job is doing, and a command over
+/// sooner has its view written once, at its end.
+const INDEX_AFTER: Duration = jobwarden_model::job::VIEW_OWED_FOR;
+
+/// Room reserved in a job's journal before it starts: the lines of a
+/// command's start and end (each journal line a copy of the record, about
+/// 2 KiB; a whole short job's `events.jsonl` is about 6 KiB). Kept small:
+/// what is not used stays allocated to the file until it is pruned.
+const JOURNAL_ROOM: u64 = 8 * 1024;
 
 struct Monitor<'a> {
     layout: Layout,
@@ -146,6 +155,8 @@ struct Monitor<'a> {
     /// The job index has not been told of the state the job is in (see
     /// [`INDEX_AFTER`]).
     index_owed: bool,
+    /// `job.json` is behind the journal's last line (see [`INDEX_AFTER`]).
+    view_owed: bool,
     /// Hand the end over to the daemon when the ledger cannot change it.
     hand_over: bool,
     /// What was handed over, once the end is recorded that way.
@@ -201,6 +212,7 @@ impl<'a> Monitor<'a> {
             heartbeat_failing: false,
             lease_failing: false,
             index_owed: false,
+            view_owed: false,
             hand_over,
             handed: None,
             artifacts: Vec::new(),
@@ -299,14 +311,27 @@ impl Monitor<'_> {
     /// and start time), `fdatasync`ed, then the run folder fsynced (the
     /// journal's, the prompt's and the body's names in it). The claim's
     /// own folders (the inbox's, `runs/`) were synced by the daemon's group
-    /// commit before it started this monitor. A full or read-only disk is
-    /// the record's failure (its view, `job.json`, must be written too):
-    /// the job stays queued.
+    /// commit before it started this monitor. Its view, `job.json`, is
+    /// owed ([`INDEX_AFTER`]).
+    ///
+    /// A job starts only where its records can be written: room for the
+    /// journal's lines is reserved first ([`JOURNAL_ROOM`]), so that a
+    /// full or read-only disk fails here and the job stays queued, not
+    /// half-way through its start (an append may fit a full disk's last
+    /// block). A filesystem that reserves nothing has the view written
+    /// now instead, as the test of room.
     fn save_with_claim(&mut self) -> Result<(), JobError> {
+        let reserved = self.events.reserve(JOURNAL_ROOM)?;
         let fields = json!({"monitor_pid": self.rec.monitor_pid});
         let (layout, events) = (&self.layout, &mut self.events);
-        self.rec
-            .journal_start(layout, events, Op::MonitorStarted, fields)?;
+        let durable = jobwarden_model::job::Durable(true);
+        self.view_owed =
+            self.rec
+                .journal_view_owed(layout, events, Op::MonitorStarted, fields, durable)?;
+        if self.view_owed && !reserved {
+            self.rec.save_unsynced(&self.layout)?;
+            self.view_owed = false;
+        }
         let run_dir = self.layout.events(&self.rec.job_id);
         fsio::sync_parent(self.layout.root(), &run_dir)?;
         Ok(())
@@ -320,6 +345,18 @@ impl Monitor<'_> {
         };
         if let Err(e) = ledger.index_job(&self.rec) {
             tracing::warn!(job = %self.rec.job_id, "{e}; the job index is refreshed at the next start");
+        }
+    }
+
+    /// Write `job.json` if it is behind the journal (fail-soft: readers
+    /// take the journal's line, and the next heartbeat or change writes
+    /// the view again).
+    fn write_owed_view(&mut self) {
+        if !std::mem::take(&mut self.view_owed) {
+            return;
+        }
+        if let Err(e) = self.rec.save_unsynced(&self.layout) {
+            tracing::warn!(job = %self.rec.job_id, "{e}; job.json is behind its journal until written again");
         }
     }
 

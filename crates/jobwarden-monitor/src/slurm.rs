@@ -105,12 +105,15 @@ impl Monitor<'_> {
             Op::Started,
             json!({"argv": plan.recorded_argv, "executor": "slurm", "batch_dir": dir}),
         );
-        if let Err(e) =
-            self.rec
-                .transition_on_start(&self.layout, &mut self.events, JobState::Running)
-        {
+        // A Slurm job's start takes longer than its view is owed for.
+        let recorded = self
+            .rec
+            .transition_on_start(&self.layout, &mut self.events, JobState::Running)
+            .map(|owed| self.view_owed = owed);
+        if let Err(e) = recorded {
             return Err(Stop::Fatal(e.into()));
         }
+        self.write_owed_view();
         let mut env = plan.env().to_vec();
         env.push(("JOBWARDEN_SLURM_DIR".into(), dir.clone().into_os_string()));
         if let Some(stdin) = &stdin {

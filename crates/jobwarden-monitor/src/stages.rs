@@ -347,7 +347,8 @@ impl Monitor<'_> {
         self.events.append(op, fields);
         let mut recorded = self
             .rec
-            .transition_on_start(&self.layout, &mut self.events, to);
+            .transition_on_start(&self.layout, &mut self.events, to)
+            .map(|owed| self.view_owed = owed);
         if recorded.is_err() && self.rec.state == to {
             // Only the write failed: the job, already running, may have
             // removed the run folder. Put it back and write once more.
@@ -368,7 +369,8 @@ impl Monitor<'_> {
             return Err(self.start_failed(stage, NotStarted::Other(reason)));
         }
         tracing::info!(job = %self.rec.job_id, state = %to, pid, "job {to}");
-        // Told in `watch`, once the command has run a moment.
+        // Told in `watch`, once the command has run a moment, when its
+        // view is written too.
         self.index_owed = true;
         Ok(child)
     }

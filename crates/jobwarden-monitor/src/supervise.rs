@@ -100,6 +100,7 @@ impl Monitor<'_> {
                 status = &mut exited => return (status, ending),
                 () = &mut index_at, if self.index_owed => {
                     self.index_owed = false;
+                    self.write_owed_view();
                     self.index_running();
                 }
                 () = abort_watch.fired(), if ending.is_none() => {

@@ -297,6 +297,23 @@ pub fn sync_open(file: &File, path: &Path) -> Result<(), IoError> {
     batch::sync(file, "syncing", path)
 }
 
+/// Reserve `len` bytes of room past the end of `file` (at `path`) without
+/// changing its length (`fallocate`, `FALLOC_FL_KEEP_SIZE`): appends up to
+/// that much then never meet a full disk. False when the filesystem
+/// reserves nothing (it does not support it); a full disk is the error.
+pub fn reserve(file: &File, path: &Path, len: u64) -> Result<bool, IoError> {
+    use nix::fcntl::{FallocateFlags, fallocate};
+    let end = file.metadata().ctx("reserving room in", path)?.len();
+    let (Ok(offset), Ok(len)) = (i64::try_from(end), i64::try_from(len)) else {
+        return Ok(false);
+    };
+    match fallocate(file, FallocateFlags::FALLOC_FL_KEEP_SIZE, offset, len) {
+        Ok(()) => Ok(true),
+        Err(Errno::EOPNOTSUPP | Errno::ENOSYS) => Ok(false),
+        Err(e) => Err(IoError::new("reserving room in", path, e.into())),
+    }
+}
+
 /// fsync the folder handle `dir`, which holds `path`.
 fn sync_dir(dir: &File, path: &Path) -> Result<(), IoError> {
     let folder = path.parent().unwrap_or(path);

@@ -501,10 +501,10 @@ impl Sandbox {
         dirs
     }
 
-    /// job.json of `id`, if it exists. A file that exists but does not parse
-    /// fails the test: job.json is written atomically, readers never see a
-    /// partial file.
-    pub fn try_read_job(&self, id: &str) -> Option<Value> {
+    /// job.json of `id` as it is on disk, if it exists. A file that exists
+    /// but does not parse fails the test: job.json is written atomically,
+    /// readers never see a partial file.
+    pub fn try_read_view(&self, id: &str) -> Option<Value> {
         let path = self.run_dir(id).join("job.json");
         let bytes = fs::read(&path).ok()?;
         let value: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
@@ -516,10 +516,53 @@ impl Sandbox {
         Some(value)
     }
 
-    /// job.json of `id`; panics when missing.
+    /// The record of job `id` as every reader in the project takes it
+    /// (docs/on-disk.md, "The journal"): job.json, unless the journal's
+    /// last line carrying the record is newer (its `seq` past the view's
+    /// `journal_seq`) or job.json is missing, as it is while a young
+    /// job's view is owed.
+    pub fn try_read_job(&self, id: &str) -> Option<Value> {
+        let view = self.try_read_view(id);
+        let seen = view
+            .as_ref()
+            .and_then(|v| v["journal_seq"].as_u64())
+            .unwrap_or(0);
+        // A job may have put a FIFO there: only a regular file is read.
+        let path = self.run_dir(id).join("events.jsonl");
+        let regular = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+        let raw = if regular {
+            fs::read_to_string(&path).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let journal = raw
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e.get("record").is_some_and(Value::is_object));
+        match journal {
+            Some(line) if view.is_none() || line["seq"].as_u64().unwrap_or(0) > seen => {
+                let mut record = line["record"].clone();
+                record["journal_seq"] = line["seq"].clone();
+                Some(record)
+            }
+            _ => view,
+        }
+    }
+
+    /// Does job `id`'s `job.json` itself say it ended? (Its journal may
+    /// hold the end first: a line fits the room reserved for it on a
+    /// full disk, a new view does not.)
+    pub fn view_is_terminal(&self, id: &str) -> bool {
+        self.try_read_view(id)
+            .is_some_and(|v| TERMINAL.contains(&v["state"].as_str().unwrap_or("")))
+    }
+
+    /// The record of job `id` ([`Sandbox::try_read_job`]); panics when
+    /// there is none.
     pub fn read_job(&self, id: &str) -> Value {
         self.try_read_job(id)
-            .unwrap_or_else(|| panic!("no job.json for job {id}"))
+            .unwrap_or_else(|| panic!("no record for job {id}"))
     }
 
     /// The job `id` as a [`Job`], if its record exists.

@@ -4,8 +4,9 @@
 //! from the `execve` of the job's program on is the job's, not ours (the
 //! clone before it, the sandbox's setup and its init are ours). Per job:
 //! system calls, fsync-family calls, files created (distinct paths an
-//! `O_CREAT` open or a hard link made: a temporary file renamed into place
-//! counts), folders created, and files freed (unlinked, removed, or
+//! `O_CREAT` open made: a temporary file renamed into place counts),
+//! names linked (a hard link: a second name for a file that exists, no
+//! file made), folders created, and files freed (unlinked, removed, or
 //! replaced by a rename). The daemon is stopped within the trace, so that
 //! what it defers to its tick is counted.
 
@@ -130,6 +131,12 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         ),
         Figure::info(
             S,
+            "names linked per job (no file made)",
+            per_job(count.linked),
+            "names",
+        ),
+        Figure::info(
+            S,
             "folders created per job",
             per_job(count.folders),
             "folders",
@@ -168,6 +175,7 @@ struct Count {
     calls: usize,
     fsyncs: usize,
     created: usize,
+    linked: usize,
     folders: usize,
     freed: usize,
     /// Processes that executed the job's program.
@@ -235,6 +243,7 @@ fn count(text: &str, program: &str) -> Count {
         }
     }
     c.created = files.created.len();
+    c.linked = files.linked.len();
     c.folders = files.folders.len();
     c.freed = files.freed;
     c
@@ -245,6 +254,8 @@ fn count(text: &str, program: &str) -> Count {
 struct Files {
     /// Distinct paths an `O_CREAT` open made.
     created: HashSet<String>,
+    /// Distinct paths a hard link made.
+    linked: HashSet<String>,
     /// Distinct paths a `mkdir` made.
     folders: HashSet<String>,
     /// Paths known to hold a file now (made, or renamed to).
@@ -296,7 +307,7 @@ impl Files {
             }
             "link" | "linkat" => {
                 if let [_, to, ..] = paths.as_slice() {
-                    self.created.insert(to.clone());
+                    self.linked.insert(to.clone());
                     self.present.insert(to.clone());
                 }
             }
@@ -403,8 +414,10 @@ mod tests {
                 // unlinkat, linkat
                 calls: 9,
                 fsyncs: 1,
-                // the temporary file, made twice under one name; the link
-                created: 2,
+                // the temporary file, made twice under one name
+                created: 1,
+                // prompt.md
+                linked: 1,
                 // mkdir failed
                 folders: 0,
                 // job.json replaced once, a temporary file unlinked

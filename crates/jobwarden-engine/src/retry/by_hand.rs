@@ -179,7 +179,7 @@ fn check_ended(rec: &JobRecord, label: &str) -> anyhow::Result<()> {
 }
 
 fn load_record(layout: &Layout, id: &JobId) -> anyhow::Result<JobRecord> {
-    if !layout.job_json(id).exists() {
+    if !layout.has_record(id) {
         return Err(No(format!(
             "job {id} has no record under {} (pruned by retention?)",
             layout.runs().display()

@@ -11,6 +11,7 @@ pub use crate::state::{InvalidTransition, JobState};
 pub use placed::{already_placed, holds_claimed_bytes};
 pub use record::{
     DISPOSITION_MISSING, Durable, JobRecord, Overrides, Reconciled, RecordError, SCHEMA_VERSION,
+    VIEW_OWED_FOR,
 };
 pub use slurm::{SlurmRecord, SlurmState};
 

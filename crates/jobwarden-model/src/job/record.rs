@@ -373,56 +373,63 @@ impl JobRecord {
         fields: serde_json::Value,
         durable: Durable,
     ) -> Result<(), RecordError> {
-        self.journal_then_view(layout, events, (op, fields), durable, false)
+        self.journal_then_view(layout, events, (op, fields), durable, true)
+            .map(|_| ())
     }
 
-    /// [`JobRecord::journal`] of a job's start (durable), whose view must
-    /// be written too, or an error: a job starts only where its records
-    /// can be written (an append may still fit a full disk's last block).
-    pub fn journal_start(
+    /// [`JobRecord::journal`] with the view owed: the journal line alone,
+    /// which every reader in the project takes over `job.json` (see
+    /// [`JobRecord::load_job_view`]). True when the view is owed: the
+    /// caller writes it ([`JobRecord::save_unsynced`]) once the job has
+    /// stayed in this state a moment, and the next change writes it
+    /// anyway; a short job's view is written once, at its end. Without a
+    /// journal to write, `job.json` is written now, as by `journal`, and
+    /// nothing is owed.
+    pub fn journal_view_owed(
         &mut self,
         layout: &Layout,
         events: &mut EventLog,
         op: Op,
         fields: serde_json::Value,
-    ) -> Result<(), RecordError> {
-        self.journal_then_view(layout, events, (op, fields), Durable(true), true)
+        durable: Durable,
+    ) -> Result<bool, RecordError> {
+        self.journal_then_view(layout, events, (op, fields), durable, false)
     }
 
+    /// The journal line, then the view when `view` (else owed: true).
     fn journal_then_view(
         &mut self,
         layout: &Layout,
         events: &mut EventLog,
         (op, fields): (Op, serde_json::Value),
         durable: Durable,
-        strict: bool,
-    ) -> Result<(), RecordError> {
+        view: bool,
+    ) -> Result<bool, RecordError> {
         self.updated_at = Timestamp::now();
         let copy = serde_json::to_value(&*self).map_err(|e| RecordError::BadRecord {
             path: layout.job_json(&self.job_id),
             reason: e.to_string(),
         })?;
         let Some(seq) = events.journal(op, fields, copy) else {
-            return self.write_view(layout, durable.0);
+            return self.write_view(layout, durable.0).map(|()| false);
         };
         self.journal_seq = Some(seq);
         if durable.0
             && let Err(e) = events.sync()
         {
             tracing::warn!(job = %self.job_id, "{e}; job.json is made durable instead");
-            return self.write_view(layout, true);
+            return self.write_view(layout, true).map(|()| false);
+        }
+        if !view {
+            return Ok(true);
         }
         // The change is made (readers take the journal's line): a view
         // that cannot be written now is behind, and written again later
         // (the next change, the daemon settling the job, start-up).
-        match self.write_view(layout, false) {
-            Err(e) if strict => Err(e),
-            Err(e) => {
-                tracing::warn!(job = %self.job_id, "{e}; job.json is behind its journal until written again");
-                Ok(())
-            }
-            Ok(()) => Ok(()),
+        if let Err(e) = self.write_view(layout, false) {
+            tracing::warn!(job = %self.job_id, "{e}; job.json is behind its journal until written again");
         }
+        Ok(false)
     }
 
     /// Move to `to` if the transition table allows it, stamping the times
@@ -454,16 +461,26 @@ impl JobRecord {
     /// of the job ran, shows its monitor had the job, and a job whose
     /// monitor is gone is `interrupted` in every state but a `queued` one
     /// that no monitor took. A terminal state is always synced.
+    ///
+    /// Its view is owed (true returned; see
+    /// [`JobRecord::journal_view_owed`]): the monitor writes `job.json`
+    /// once the command has run a moment, so that a short job's view is
+    /// written once, at its end.
     pub fn transition_on_start(
         &mut self,
         layout: &Layout,
         events: &mut EventLog,
         to: JobState,
-    ) -> Result<(), RecordError> {
+    ) -> Result<bool, RecordError> {
         self.state.check_transition(to)?;
         let event = self.apply(to, None, serde_json::json!({}), Timestamp::now());
         let durable = Durable(to.is_terminal());
-        self.journal(layout, events, Op::State, event, durable)
+        if to.is_terminal() {
+            return self
+                .journal(layout, events, Op::State, event, durable)
+                .map(|()| false);
+        }
+        self.journal_view_owed(layout, events, Op::State, event, durable)
     }
 
     /// Restore a record that is not terminal to the end `to` that a second
@@ -525,6 +542,12 @@ impl JobRecord {
 /// can do without.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Durable(pub bool);
+
+/// The longest a job's view, `job.json`, is owed while the job stays in a
+/// state ([`JobRecord::journal_view_owed`]): a job that is queued, or
+/// running, longer has its view written; a shorter one's is written once,
+/// at its end.
+pub const VIEW_OWED_FOR: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[cfg(test)]
 mod tests {
