@@ -140,6 +140,17 @@ pub struct EventLog {
     known_len: u64,
     /// Ordinary events are written; journal lines always are.
     enabled: bool,
+    /// Lines held back since [`EventLog::hold`], written together.
+    held: Option<Vec<Line>>,
+}
+
+/// A line not yet written: its `seq` is given when it is.
+#[derive(Debug)]
+struct Line {
+    op: Op,
+    ts: String,
+    fields: Value,
+    record: Option<Value>,
 }
 
 impl EventLog {
@@ -157,6 +168,7 @@ impl EventLog {
             next_seq: 1,
             known_len: 0,
             enabled,
+            held: None,
         };
         match fsio::open_append(root, path) {
             // A file just made: nothing to read (a line appended since is
@@ -194,9 +206,10 @@ impl EventLog {
             _ => false,
         };
         if !same {
-            let next = self.next_seq;
+            let (next, held) = (self.next_seq, self.held.take());
             *self = EventLog::open(&self.root, &self.path, self.enabled);
             self.next_seq = self.next_seq.max(next);
+            self.held = held;
         }
     }
 
@@ -215,10 +228,43 @@ impl EventLog {
         self.write(op, fields, Some(record))
     }
 
+    /// Hold the lines appended from now on, to write them in one `write`
+    /// at the next [`EventLog::flush`] or [`EventLog::sync`] (or when this
+    /// handle is dropped): a burst of lines a moment apart, such as a
+    /// command's start (`limits`, `started`, its `state` line), costs one
+    /// append, not one each. A line's `seq` is the one
+    /// [`EventLog::journal`] returned, unless another writer appended in
+    /// between (then it follows theirs). Never hold across a wait: the
+    /// lines are seen only once written.
+    pub fn hold(&mut self) {
+        if self.held.is_none() {
+            self.held = Some(Vec::new());
+        }
+    }
+
+    /// Write the lines held since [`EventLog::hold`], and stop holding.
+    /// False when there were some and they could not be written (a full
+    /// disk, no journal): a journal line among them is then not the
+    /// record, and the caller writes `job.json` instead.
+    #[must_use = "a journal line held may not have been written"]
+    pub fn flush(&mut self) -> bool {
+        match self.held.take() {
+            Some(lines) if !lines.is_empty() => self.write_lines(lines).is_some(),
+            _ => true,
+        }
+    }
+
     /// Make every line written so far durable (`fdatasync`, or owed to an
-    /// open group commit, `fsio::batch`). An error when there is no
-    /// journal to sync.
-    pub fn sync(&self) -> Result<(), IoError> {
+    /// open group commit, `fsio::batch`), the held ones written first. An
+    /// error when there is no journal to sync.
+    pub fn sync(&mut self) -> Result<(), IoError> {
+        if !self.flush() {
+            return Err(IoError::new(
+                "appending to",
+                &self.path,
+                std::io::Error::other("the lines held could not be written"),
+            ));
+        }
         match self.file.as_ref() {
             Some(file) => fsio::sync_open(file, &self.path),
             None => Err(IoError::new(
@@ -240,6 +286,26 @@ impl EventLog {
     }
 
     fn write(&mut self, op: Op, fields: Value, record: Option<Value>) -> Option<u64> {
+        self.file.as_ref()?;
+        let line = Line {
+            op,
+            ts: Timestamp::now().to_string(),
+            fields,
+            record,
+        };
+        match self.held.as_mut() {
+            Some(held) => {
+                held.push(line);
+                let ahead = held.len().saturating_sub(1) as u64;
+                Some(self.next_seq.saturating_add(ahead))
+            }
+            None => self.write_lines(vec![line]),
+        }
+    }
+
+    /// Append `lines` in one `write(2)` under the writers' lock; the first
+    /// one's `seq`, `None` when they could not be written.
+    fn write_lines(&mut self, lines: Vec<Line>) -> Option<u64> {
         let file = self.file.as_mut()?;
         let _lock = FileLock::exclusive(file);
         let len = file.metadata().map(|m| m.len()).unwrap_or(self.known_len);
@@ -249,32 +315,37 @@ impl EventLog {
             self.next_seq =
                 last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
         }
-        let mut obj = Map::new();
-        obj.insert("seq".into(), json!(self.next_seq));
-        obj.insert("op".into(), json!(op.as_str()));
-        obj.insert("ts".into(), json!(Timestamp::now().to_string()));
-        // A field never replaces the event's own seq, op or time.
-        if let Value::Object(extra) = fields {
-            for (key, value) in extra {
-                obj.entry(key).or_insert(value);
+        let first = self.next_seq;
+        let mut text = String::new();
+        let ops: Vec<Op> = lines.iter().map(|l| l.op).collect();
+        for (n, line) in lines.into_iter().enumerate() {
+            let mut obj = Map::new();
+            obj.insert("seq".into(), json!(first.saturating_add(n as u64)));
+            obj.insert("op".into(), json!(line.op.as_str()));
+            obj.insert("ts".into(), json!(line.ts));
+            // A field never replaces the event's own seq, op or time.
+            if let Value::Object(extra) = line.fields {
+                for (key, value) in extra {
+                    obj.entry(key).or_insert(value);
+                }
             }
+            match line.record {
+                Some(record) => obj.insert(RECORD_KEY.into(), record),
+                None => obj.remove(RECORD_KEY),
+            };
+            text.push_str(&Value::Object(obj).to_string());
+            text.push('\n');
         }
-        match record {
-            Some(record) => obj.insert(RECORD_KEY.into(), record),
-            None => obj.remove(RECORD_KEY),
-        };
-        let mut line = Value::Object(obj).to_string();
-        line.push('\n');
-        // One write(2) per line on an O_APPEND file: lines never interleave.
-        match file.write_all(line.as_bytes()) {
+        // One write(2) on an O_APPEND file: lines never interleave.
+        match file.write_all(text.as_bytes()) {
             Ok(()) => {
-                let seq = self.next_seq;
-                self.next_seq = self.next_seq.saturating_add(1);
-                self.known_len = len + line.len() as u64;
-                Some(seq)
+                self.next_seq = first.saturating_add(ops.len() as u64);
+                self.known_len = len + text.len() as u64;
+                Some(first)
             }
             Err(e) => {
-                tracing::warn!(path = %self.path.display(), "writing event {op}: {e}");
+                let ops: Vec<&str> = ops.iter().map(|op| op.as_str()).collect();
+                tracing::warn!(path = %self.path.display(), "writing events {ops:?}: {e}");
                 // A part written (a full disk) is cut off again, so that
                 // the next line starts on a line of its own; if it cannot
                 // be, the next reopen closes the torn line.
@@ -284,6 +355,13 @@ impl EventLog {
                 None
             }
         }
+    }
+}
+
+impl Drop for EventLog {
+    /// Held lines are written, not lost, when the handle goes.
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
 
@@ -487,6 +565,44 @@ mod tests {
         let events = read_all(dir.path(), &p).expect("read");
         assert_eq!(events.len(), 3, "{events:?}");
         drop(holder);
+    }
+
+    #[test]
+    fn held_lines_are_one_append_whose_seqs_follow_another_writers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut log = EventLog::open(dir.path(), &p, true);
+        log.append(Op::Claimed, json!({}));
+        log.hold();
+        log.append(Op::Limits, json!({}));
+        let seq = log.journal(
+            Op::State,
+            json!({"to": "running"}),
+            json!({"state": "running"}),
+        );
+        assert_eq!(seq, Some(3), "the seq it will have");
+        assert_eq!(read_all(dir.path(), &p).expect("read").len(), 1, "held");
+        // Another writer appends meanwhile: the held lines follow it.
+        EventLog::open(dir.path(), &p, true).append(Op::Adopted, json!({}));
+        let before = std::fs::metadata(&p).expect("meta").len();
+        assert!(log.flush(), "written");
+        let events = read_all(dir.path(), &p).expect("read");
+        let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        let ops: Vec<&str> = events.iter().filter_map(|e| e["op"].as_str()).collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
+        assert_eq!(ops, ["claimed", "adopted", "limits", "state"]);
+        assert!(std::fs::metadata(&p).expect("meta").len() > before);
+        let (seq, record) = last_record(dir.path(), &p).expect("the journal line");
+        assert_eq!((seq, record["state"].as_str()), (4, Some("running")));
+        // Dropping a handle writes what it holds.
+        log.hold();
+        log.append(Op::Exited, json!({"code": 0}));
+        drop(log);
+        let events = read_all(dir.path(), &p).expect("read");
+        assert_eq!(
+            events.last().map(|e| e["op"].clone()),
+            Some(json!("exited"))
+        );
     }
 
     #[test]

@@ -288,6 +288,9 @@ impl Monitor<'_> {
         // Stamped before the first fork, so the recorded run time covers
         // all of it (the `preparing`/`running` transitions keep it).
         self.rec.started_at = Some(Timestamp::now());
+        // The containment's line and the first command's start are one
+        // append (written when that command is started, `launch`).
+        self.events.hold();
         self.contain();
         let ending = self.stages(plan, &sink, &mut abort_watch).await;
         abort_watch.stop();

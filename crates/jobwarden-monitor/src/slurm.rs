@@ -113,6 +113,10 @@ impl Monitor<'_> {
         if let Err(e) = recorded {
             return Err(Stop::Fatal(e.into()));
         }
+        if !self.events.flush() {
+            // Its lines could not be written: the view is the record.
+            self.view_owed = true;
+        }
         self.write_owed_view();
         let mut env = plan.env().to_vec();
         env.push(("JOBWARDEN_SLURM_DIR".into(), dir.clone().into_os_string()));

@@ -339,6 +339,7 @@ impl Monitor<'_> {
             Stage::Publish => Op::PublishStarted,
         };
         self.restore_records();
+        self.events.hold();
         let mut fields = json!({"pid": pid, "argv": plan.recorded_argv});
         if self.under_init && !child.proc_mounted {
             // The job sees the machine's /proc, whose pids are not its own.
@@ -349,6 +350,12 @@ impl Monitor<'_> {
             .rec
             .transition_on_start(&self.layout, &mut self.events, to)
             .map(|owed| self.view_owed = owed);
+        // Its lines are one append (held since the containment's, or here);
+        // if they cannot be written, the view is the record.
+        if recorded.is_ok() && !self.events.flush() {
+            recorded = self.rec.save_unsynced(&self.layout);
+            self.view_owed = recorded.is_err();
+        }
         if recorded.is_err() && self.rec.state == to {
             // Only the write failed: the job, already running, may have
             // removed the run folder. Put it back and write once more.
@@ -423,6 +430,9 @@ impl Monitor<'_> {
             );
             map.insert("duration_ms".into(), json!(took));
         }
+        // Written with the line that follows: the end's (synced), or the
+        // next stage's start.
+        self.events.hold();
         if stage == Stage::Run {
             self.events.append(Op::Exited, fields);
         } else {

@@ -84,6 +84,9 @@ impl Monitor<'_> {
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
     ) -> (nix::Result<WaitStatus>, Option<EarlyEnd>) {
+        // Nothing is held while the command runs: its lines are seen now
+        // (a line that cannot be written is a warning; the end's is synced).
+        let _ = self.events.flush();
         let exited = exit_of(pid);
         tokio::pin!(exited);
         let period = self.config.heartbeat_interval;
