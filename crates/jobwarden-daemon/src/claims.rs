@@ -288,7 +288,6 @@ impl Daemon {
                 self.claims.insert(rec.prompt_name(), rec.job_id.clone());
                 self.work_seen = true;
                 self.enqueue(&rec);
-                self.views_owed.push(rec);
                 drop(_span);
                 self.dispatch();
             }

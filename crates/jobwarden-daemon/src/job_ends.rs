@@ -444,8 +444,6 @@ impl Daemon {
 
     pub(super) fn abort_if_queued(&mut self, id: &JobId) {
         let _span = tracing::info_span!("job", id = %id).entered();
-        // Its view first, while it is queued: the record is read next.
-        self.write_owed_view(id);
         if !self.dequeue(id) {
             return;
         }

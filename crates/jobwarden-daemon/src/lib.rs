@@ -150,7 +150,6 @@ pub async fn run(
         Err(e) => Err(e),
     };
     daemon.commit_owed_moves();
-    daemon.write_waiting_views();
     daemon.write_state(Phase::Stopped);
     tracing::info!(
         running = daemon.running.len(),
@@ -193,11 +192,6 @@ struct Daemon {
     blocked: HashMap<PromptName, PathBuf>,
     /// While a row of ends is finished as one group (`job_ends.rs`).
     ending: Option<job_ends::EndGroup>,
-    /// Jobs claimed since the last dispatch, whose `job.json` is owed:
-    /// written for those that did not start (`Daemon::dispatch`).
-    views_owed: Vec<jobwarden_model::job::JobRecord>,
-    /// When those views are written if their jobs still wait.
-    views_due: Option<tokio::time::Instant>,
     /// The job that holds each prompt's `.running.md`, for the claims this
     /// daemon made. A job that ended and requeued its prompt may be settled
     /// after the prompt was claimed again: the claim is then the new job's,
@@ -298,8 +292,6 @@ impl Daemon {
             clearing: JoinSet::new(),
             blocked: HashMap::new(),
             ending: None,
-            views_owed: Vec::new(),
-            views_due: None,
             claims: HashMap::new(),
             settling: DelayQueue::new(),
             settling_paths: HashSet::new(),
@@ -372,10 +364,6 @@ impl Daemon {
                     self.on_cooled(expired.into_inner());
                 }
                 _ = sleep_until(self.all_done_due), if self.all_done_due.is_some() => self.on_all_done(),
-                _ = sleep_until(self.views_due), if self.views_due.is_some() => {
-                    self.views_due = None;
-                    self.write_waiting_views();
-                }
                 _ = sleep_until(self.spare_due), if self.spare_due.is_some() => {
                     self.spare_due = None;
                     self.ready_spare();

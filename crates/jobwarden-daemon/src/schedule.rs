@@ -303,61 +303,8 @@ impl Daemon {
     }
 
     /// Start monitors while slots are free, in the queue's order; a job
-    /// held back by something of its own steps aside for the next. The
-    /// jobs just claimed that wait have their views written a moment later
-    /// ([`Daemon::write_waiting_views`]).
+    /// held back by something of its own steps aside for the next.
     pub(super) fn dispatch(&mut self) {
-        self.start_queued();
-        if !self.holding_starts && !self.views_owed.is_empty() && self.views_due.is_none() {
-            let due = tokio::time::Instant::now() + jobwarden_model::job::VIEW_OWED_FOR;
-            self.views_due = Some(due);
-        }
-    }
-
-    /// A job claimed has only its journal line (`queued`): its monitor
-    /// writes its first view if it starts within [`VIEW_OWED_FOR`] of
-    /// its claim (its end's, for a short job). One still waiting has it
-    /// written here.
-    ///
-    /// [`VIEW_OWED_FOR`]: jobwarden_model::job::VIEW_OWED_FOR
-    pub(super) fn write_waiting_views(&mut self) {
-        for claimed in std::mem::take(&mut self.views_owed) {
-            self.write_waiting_view(claimed);
-        }
-    }
-
-    /// Write the view owed of job `id` now, if it is owed (before the
-    /// daemon acts on the job).
-    pub(super) fn write_owed_view(&mut self, id: &JobId) {
-        if let Some(at) = self.views_owed.iter().position(|r| r.job_id == *id) {
-            let claimed = self.views_owed.swap_remove(at);
-            self.write_waiting_view(claimed);
-        }
-    }
-
-    /// The view of the queued job `claimed` (the record as claimed), from
-    /// its journal: an abort or a command may have changed it since. When
-    /// neither the journal nor a view can be read (a job replaced the
-    /// file), the record as claimed is written, so that the job keeps one.
-    fn write_waiting_view(&mut self, mut claimed: JobRecord) {
-        let id = claimed.job_id.clone();
-        if self.running.contains_key(&id) || !self.sched.queue.holds(&id) {
-            return;
-        }
-        let written = match JobRecord::load_job_view(&self.layout, &id) {
-            Ok((mut rec, true)) => rec.save_unsynced(&self.layout),
-            Ok((_, false)) => Ok(()),
-            Err(e) => {
-                tracing::warn!(job = %id, "{e}; its record is written again as it was claimed");
-                claimed.save_unsynced(&self.layout)
-            }
-        };
-        if let Err(e) = written {
-            tracing::warn!(job = %id, "{e}; job.json is behind its journal until written again");
-        }
-    }
-
-    fn start_queued(&mut self) {
         while !self.stopping
             && !self.holding_starts
             && self.storage.is_ok()

@@ -267,23 +267,14 @@ impl Claimer<'_> {
             };
         }
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
-        // The `claimed` event and the `queued` line: one append.
-        events.hold();
         events.append(Op::Claimed, fields);
-        // Its view is the daemon's to write if the job waits; a job that
-        // starts at once has its first view written by its monitor.
-        rec.journal_view_owed(
+        rec.journal(
             self.layout,
             &mut events,
             Op::Queued,
             json!({}),
             Durable(false),
         )?;
-        if !events.flush() {
-            // Its lines could not be written: the record is `job.json`'s,
-            // as when the journal refuses a line.
-            rec.save(self.layout)?;
-        }
         Ok(Claimed::Queued(rec))
     }
 

@@ -173,10 +173,6 @@ impl Ledger {
         // 512 KiB of page cache per connection (SQLite's default is 2 MiB):
         // the queries walk indexes, and the daemon and monitors stay small.
         conn.pragma_update(None, "cache_size", -512).map_err(err)?;
-        // A group's savepoints keep their undo pages in memory, not in a
-        // temporary file they spill to (a group holds a few hundred rows).
-        conn.pragma_update(None, "temp_store", "MEMORY")
-            .map_err(err)?;
         let migrated = migrations::migrate(&mut conn).map_err(health::migration_error);
         match migrated.map_err(err)? {
             migrations::MigrateOutcome::Current => {}

@@ -154,8 +154,8 @@ impl Layout {
     }
 
     /// Whether job `id` has a record on disk: its view, `job.json`, or a
-    /// journal line that carries it (the view of a job claimed or started
-    /// a moment ago is owed: docs/on-disk.md, "The journal").
+    /// journal line that carries it (docs/on-disk.md, "The journal": a
+    /// view may be lost to a power cut, or replaced by a job).
     pub fn has_record(&self, id: &JobId) -> bool {
         std::fs::symlink_metadata(self.job_json(id)).is_ok()
             || crate::events::last_record(&self.root, &self.events(id)).is_some()

@@ -99,11 +99,10 @@ pub fn records(rig: &Rig) -> anyhow::Result<Vec<JobRecord>> {
     Ok(out)
 }
 
-/// One job's record.
+/// One job's record, as every reader takes it: `job.json`, or its
+/// journal's newer line (a young job's view is owed).
 pub fn record(rig: &Rig, id: &JobId) -> anyhow::Result<JobRecord> {
-    let path = rig.layout.job_json(id);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+    JobRecord::load_job(&rig.layout, id).with_context(|| format!("reading the record of job {id}"))
 }
 
 /// A job id the harness chose (front matter `job_id`).

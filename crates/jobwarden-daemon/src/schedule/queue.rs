@@ -131,11 +131,6 @@ impl Queue {
         self.jobs.len()
     }
 
-    /// Is job `id` queued (ready or parked)?
-    pub fn holds(&self, id: &JobId) -> bool {
-        self.jobs.contains_key(id)
-    }
-
     /// Every queued job's id, in no order.
     pub fn ids(&self) -> impl Iterator<Item = &JobId> {
         self.jobs.keys()
