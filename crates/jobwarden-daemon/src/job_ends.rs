@@ -73,14 +73,7 @@ impl Daemon {
             // Only now do their prompts leave: an archived prompt's job has
             // its ledger row, for whoever reads the ledger next.
             for (mut rec, proven) in group.moves {
-                let ledger = self.ledger.as_mut();
-                jobwarden_engine::terminal::resume_end(
-                    &self.layout,
-                    &self.config,
-                    ledger,
-                    &mut rec,
-                    proven,
-                );
+                self.resume_end(&mut rec, proven);
             }
             self.owed_moves.absorb(batch.defer());
             // And then the prompts their moves let go.
@@ -89,6 +82,13 @@ impl Daemon {
                 self.claiming(|daemon| unblocked.iter().for_each(|p| daemon.consider(p)));
             }
         }
+    }
+
+    /// Finish the end of `rec`, whose record is terminal: its prompt moved
+    /// to the archive or the inbox (`proven`: the claim is this daemon's).
+    fn resume_end(&mut self, rec: &mut JobRecord, proven: bool) {
+        let ledger = self.ledger.as_mut();
+        jobwarden_engine::terminal::resume_end(&self.layout, &self.config, ledger, rec, proven);
     }
 
     /// Make the deferred moves of ended jobs' prompts durable (the tick,
@@ -291,16 +291,7 @@ impl Daemon {
                 if self.release_claim(&prompt, id) {
                     match self.ending.as_mut() {
                         Some(group) => group.moves.push((rec.clone(), proven)),
-                        None => {
-                            let ledger = self.ledger.as_mut();
-                            jobwarden_engine::terminal::resume_end(
-                                &self.layout,
-                                &self.config,
-                                ledger,
-                                &mut rec,
-                                proven,
-                            );
-                        }
+                        None => self.resume_end(&mut rec, proven),
                     }
                 }
                 self.unblock(&rec.prompt_name());
