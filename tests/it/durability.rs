@@ -219,10 +219,10 @@ fn readers_prefer_the_journal_to_a_job_json_behind_it() {
     });
 }
 
-/// A young job's view is owed (its journal holds the record); one that
-/// stays in a state has `job.json` itself say so: a job that waits for a
-/// slot is `queued` there, the one that holds it `running`, each with
-/// the journal's `seq` it shows.
+/// A start's view is owed (its journal holds the record); a command that
+/// runs a moment has `job.json` itself say so. The one holding the slot is
+/// `running` there, the one waiting for it `queued` (the claim's view),
+/// each view carrying the `seq` of the journal's last line.
 #[test]
 fn a_job_that_waits_or_runs_a_moment_has_its_view_written() {
     let sb = Sandbox::new();
