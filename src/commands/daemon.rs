@@ -23,7 +23,7 @@ pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     stop_on_panic();
-    jobwarden_sys::procfs::share_heaps();
+    jobwarden_sys::memory::share_heaps();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

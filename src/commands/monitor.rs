@@ -52,7 +52,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
     // The pages freed by start-up (argument parsing, the config's text and
     // tables): a monitor lives as long as its job, and every running job
     // has one.
-    jobwarden_sys::procfs::release_free_memory();
+    jobwarden_sys::memory::release_free_memory();
     let mut job = match &args.job {
         Some(job) => job.clone(),
         // A spare: ready before its job exists, it waits for the id. The
@@ -105,7 +105,7 @@ pub fn run(global: &GlobalArgs, args: &MonitorArgs) -> anyhow::Result<ExitCode> 
             }
             break ExitCode::SUCCESS;
         }
-        jobwarden_sys::procfs::release_free_memory();
+        jobwarden_sys::memory::release_free_memory();
         match next_job(&mut stdin)? {
             Some(next) => job = next,
             None => break ExitCode::SUCCESS,

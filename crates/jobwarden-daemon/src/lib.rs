@@ -411,7 +411,7 @@ impl Daemon {
         if let Some(ledger) = &self.ledger {
             ledger.release_memory();
         }
-        jobwarden_sys::procfs::release_free_memory();
+        jobwarden_sys::memory::release_free_memory();
         tracing::debug!("a backlog drained; its memory was given back");
     }
 

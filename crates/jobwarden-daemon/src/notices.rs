@@ -96,13 +96,20 @@ impl Daemon {
     }
 
     /// The quiet time passed, still drained: tell `all_done`, with the
-    /// batch's summary.
+    /// batch's summary. The batch's code is not run again until the next
+    /// work arrives: its pages go back (see `memory`).
     pub(super) fn on_all_done(&mut self) {
         self.all_done_due = None;
         if !self.drained() {
             return;
         }
         self.work_seen = false;
+        self.tell_all_done();
+        jobwarden_sys::memory::release_free_memory();
+        jobwarden_sys::memory::release_program_pages();
+    }
+
+    fn tell_all_done(&self) {
         let summary = self
             .ledger
             .as_ref()

@@ -269,6 +269,10 @@ impl Daemon {
         self.dispatch();
         self.startup.rx = None;
         self.startup.done = true;
+        // What start-up ran (the config, the recovery, this check) does not
+        // run again: its heap and its code's pages go back (see `memory`).
+        jobwarden_sys::memory::release_free_memory();
+        jobwarden_sys::memory::release_program_pages();
         let took = self
             .startup
             .started

@@ -9,8 +9,8 @@
 //! `events.jsonl`, or the daemon's log for what concerns no one job
 //! (`all_done`). Nothing here is ever waited for by a claim or a job.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -324,7 +324,9 @@ pub struct Hub {
     hooks: Arc<Vec<Hook>>,
     /// Whether jobs' events are written (the config's `events`).
     events: bool,
-    client: reqwest::Client,
+    /// Made at the first delivery: a daemon without hooks never maps the
+    /// HTTP client's code or loads its certificates.
+    client: Arc<OnceLock<reqwest::Client>>,
     pending: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
 }
@@ -335,7 +337,7 @@ impl Hub {
             layout,
             hooks: Arc::new(hooks),
             events,
-            client: client(),
+            client: Arc::new(OnceLock::new()),
             pending: Arc::new(AtomicUsize::new(0)),
             dropped: Arc::new(AtomicU64::new(0)),
         }
@@ -369,7 +371,7 @@ impl Hub {
             }
             let (hub, hook, notice) = (self.clone(), hook.clone(), notice.clone());
             tokio::spawn(async move {
-                let done = deliver(&hook, &notice, &hub.client).await;
+                let done = deliver(&hook, &notice, hub.client.get_or_init(client)).await;
                 hub.record(&hook, &notice, &done);
                 hub.pending.fetch_sub(1, Ordering::AcqRel);
             });

@@ -47,7 +47,7 @@ use jobwarden_model::events::{EventLog, Op};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::Layout;
 use jobwarden_sys::clock::Timestamp;
-use jobwarden_sys::{fsio, procfs, storage};
+use jobwarden_sys::{fsio, memory, procfs, storage};
 
 use abort_watch::AbortWatch;
 use contain::Containment;
@@ -375,7 +375,7 @@ impl Monitor<'_> {
         // The ledger's connection (its schema, its page cache) is gone:
         // give its pages back, for as long as the job runs, beside every
         // other running job's monitor.
-        procfs::release_free_memory();
+        memory::release_free_memory();
     }
 
     /// The ledger, opened for one write (so a replaced file is never

@@ -105,6 +105,9 @@ impl Monitor<'_> {
                     self.index_owed = false;
                     self.write_owed_view();
                     self.index_running();
+                    // The command runs on: the code that started it is
+                    // not run again before its end (see `memory`).
+                    jobwarden_sys::memory::release_program_pages();
                 }
                 () = abort_watch.fired(), if ending.is_none() => {
                     let why = self.abort_ending();

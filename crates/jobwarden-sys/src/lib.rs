@@ -7,6 +7,7 @@
 //! - [`storage`] — is a folder accepting writes (full, read-only); a tmpfs for tests.
 //! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`procfs`] — facts about processes from `/proc`: start times, lock holders, descendants, CPU time.
+//! - [`memory`] — this process's memory: its heaps, and its program's pages let go of once run.
 //! - [`child`] — a child started without copying its parent, in a sandbox when asked;
 //!   `enter.rs` the namespaces entered, `init.rs` the sandbox's first process (`jobwarden-init`).
 //! - [`cgroup`] — a job's own cgroup v2 where a subtree is delegated: limits, OOM count, `cgroup.kill`.
@@ -28,5 +29,6 @@ pub mod git;
 pub mod host;
 pub mod inotify;
 pub mod logging;
+pub mod memory;
 pub mod procfs;
 pub mod storage;

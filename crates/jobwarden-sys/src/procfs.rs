@@ -257,32 +257,6 @@ pub fn restore_fd_limit((soft, hard): FdLimit) -> std::io::Result<()> {
     setrlimit(Resource::RLIMIT_NOFILE, soft, hard).map_err(std::io::Error::from)
 }
 
-/// Let this process's threads share two heaps instead of one each (the
-/// allocator's default, up to 8 per core): the daemon's short-lived threads
-/// (syncs, the start-up check) each left a heap of their own behind, about
-/// 0.3 MiB of its idle memory. Call before any thread starts. An operator's
-/// `MALLOC_ARENA_MAX` wins.
-pub fn share_heaps() {
-    #[cfg(target_env = "gnu")]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt takes two integers; called before other threads exist.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-}
-
-/// Give the heap pages this process has freed back to the kernel (the
-/// allocator keeps them otherwise): after a start-up's or a backlog's
-/// transient tables.
-pub fn release_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim takes an integer and only returns free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
