@@ -77,14 +77,14 @@ pub(super) fn store(
             .file
             .as_deref()
             .map(|f| super::execution::stored_path(e.workdir.as_deref(), f));
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR IGNORE INTO execution_diagnostics
                  (execution_id, seq, severity, code, file, path, line, col, message)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                e.id, seq, d.severity, d.code, d.file, path, d.line, d.column, d.message
-            ],
-        )?;
+        )?
+        .execute(params![
+            e.id, seq, d.severity, d.code, d.file, path, d.line, d.column, d.message
+        ])?;
     }
     Ok(())
 }

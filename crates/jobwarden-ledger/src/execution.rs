@@ -321,33 +321,51 @@ fn insert(
         .command
         .as_ref()
         .map(|c| serde_json::to_string(c).unwrap_or_default());
-    let n = tx.execute(
+    // Each statement compiled once per connection (with the triggers it
+    // fires): an end recorded is then a few steps, not a parse.
+    let mut row = tx.prepare_cached(
         "INSERT OR IGNORE INTO executions (id, project, name, attempt, retry_of, profile, command, workdir,
              started_at, finished_at, duration_ms, outcome, exit_code, signal, failure_stage,
              error_message, result_ref, host, prompt_sha256, disposition, source)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-        params![
-            e.id, e.project, e.name, e.attempt, e.retry_of, e.profile, command, e.workdir,
-            e.started_at.map(|v| v as i64), e.finished_at as i64, e.duration_ms.map(|v| v as i64),
-            e.outcome.as_str(), e.exit_code, e.signal, e.failure_stage, e.error_message,
-            e.result_ref, e.host, e.prompt_sha256, e.disposition, e.source.as_str(),
-        ],
     )?;
+    let n = row.execute(params![
+        e.id,
+        e.project,
+        e.name,
+        e.attempt,
+        e.retry_of,
+        e.profile,
+        command,
+        e.workdir,
+        e.started_at.map(|v| v as i64),
+        e.finished_at as i64,
+        e.duration_ms.map(|v| v as i64),
+        e.outcome.as_str(),
+        e.exit_code,
+        e.signal,
+        e.failure_stage,
+        e.error_message,
+        e.result_ref,
+        e.host,
+        e.prompt_sha256,
+        e.disposition,
+        e.source.as_str(),
+    ])?;
     if n == 0 {
         return Ok(false);
     }
     for a in artifacts {
         let content = serde_json::to_string(a).unwrap_or_else(|_| "{}".into());
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO execution_artifacts (execution_id, kind, content) VALUES (?1, ?2, ?3)",
-            params![e.id, a.kind, content],
-        )?;
+        )?
+        .execute(params![e.id, a.kind, content])?;
     }
     for (relation, path) in paths {
-        tx.execute(
-            "INSERT OR IGNORE INTO execution_paths (execution_id, relation, path) VALUES (?1, ?2, ?3)",
-            params![e.id, relation.as_str(), path],
-        )?;
+        let sql = "INSERT OR IGNORE INTO execution_paths (execution_id, relation, path) VALUES (?1, ?2, ?3)";
+        tx.prepare_cached(sql)?
+            .execute(params![e.id, relation.as_str(), path])?;
     }
     super::diagnostics::store(tx, e, artifacts)?;
     if let Some(published) = &e.published {

@@ -69,24 +69,24 @@ pub(super) fn insert(
     let git = &p.git;
     let settled = p.settled.as_ref().map(|(how, _)| how.as_str());
     let merged = p.settled.as_ref().and_then(|(_, m)| m.as_ref());
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR IGNORE INTO published (execution_id, repo, branch, target, fetch, worktree,
              tip, settled, settled_at, merged_at, merge_commit)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![
-            id,
-            git.repo,
-            git.branch,
-            git.target,
-            git.fetch,
-            git.worktree,
-            git.tip,
-            settled,
-            settled.map(|_| now_ms as i64),
-            merged.map(|(at, _)| *at as i64),
-            merged.map(|(_, commit)| commit),
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        git.repo,
+        git.branch,
+        git.target,
+        git.fetch,
+        git.worktree,
+        git.tip,
+        settled,
+        settled.map(|_| now_ms as i64),
+        merged.map(|(at, _)| *at as i64),
+        merged.map(|(_, commit)| commit),
+    ])?;
     Ok(())
 }
 

@@ -35,9 +35,11 @@ impl SlurmRun {
 }
 
 pub(super) fn insert(tx: &Connection, id: &str, run: &SlurmRun) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR IGNORE INTO execution_slurm (execution_id, slurm_job_id, node, state, pending_ms, run_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+)?
+.execute(
         params![
             id,
             run.slurm_job_id,

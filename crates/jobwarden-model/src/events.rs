@@ -20,6 +20,8 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use jobwarden_sys::clock::Timestamp;
@@ -422,33 +424,42 @@ const JOURNAL_TAIL_BYTES: u64 = 256 * 1024;
 const JOURNAL_TAIL_FIRST: u64 = 16 * 1024;
 
 /// The last journal line of the file under `root`: its `seq` and the
-/// record it carries. `None` when there is none in the file's last
-/// [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read).
-pub fn last_record(root: &Path, path: &Path) -> Option<(u64, Value)> {
+/// record it carries, read as `T`. `None` when there is none in the file's
+/// last [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read), or
+/// when the last one's record is not a `T`.
+pub fn last_record<T: DeserializeOwned>(root: &Path, path: &Path) -> Option<(u64, T)> {
     let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
-    match last_record_in(&bytes, len > JOURNAL_TAIL_FIRST) {
+    let found = match last_record_in(&bytes, len > JOURNAL_TAIL_FIRST) {
         None if len > JOURNAL_TAIL_FIRST => {
             let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
-            last_record_in(&bytes, len > JOURNAL_TAIL_BYTES)
+            return last_record_in(&bytes, len > JOURNAL_TAIL_BYTES)
+                .and_then(|(seq, raw)| Some((seq, serde_json::from_str(raw.get()).ok()?)));
         }
         found => found,
-    }
+    };
+    found.and_then(|(seq, raw)| Some((seq, serde_json::from_str(raw.get()).ok()?)))
+}
+
+/// What a reader of the journal's tail needs of a line: its `seq`, and its
+/// copy of the record still as text, parsed only for the line returned.
+#[derive(serde::Deserialize)]
+struct TailLine<'a> {
+    seq: u64,
+    #[serde(borrow, default)]
+    record: Option<&'a RawValue>,
 }
 
 /// The last journal line among `bytes`, whose first line is cut when
 /// `cut`.
-fn last_record_in(bytes: &[u8], cut: bool) -> Option<(u64, Value)> {
-    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    if cut && !lines.is_empty() {
-        lines.remove(0);
+fn last_record_in(bytes: &[u8], cut: bool) -> Option<(u64, &RawValue)> {
+    let mut lines = bytes.split(|&b| b == b'\n');
+    if cut {
+        lines.next();
     }
-    lines.into_iter().rev().find_map(|line| {
-        let mut v: Value = serde_json::from_slice(line).ok()?;
-        let seq = v.get("seq")?.as_u64()?;
-        match v.as_object_mut()?.remove(RECORD_KEY)? {
-            record @ Value::Object(_) => Some((seq, record)),
-            _ => None,
-        }
+    lines.rev().find_map(|line| {
+        let line: TailLine = serde_json::from_slice(line).ok()?;
+        let record = line.record.filter(|r| r.get().starts_with('{'))?;
+        Some((line.seq, record))
     })
 }
 
@@ -464,8 +475,8 @@ fn shown(mut v: Value) -> Value {
 pub fn last_seq(tail: &[u8]) -> Option<u64> {
     tail.split(|&b| b == b'\n')
         .rev()
-        .filter_map(|line| serde_json::from_slice::<Value>(line).ok())
-        .find_map(|v| v.get("seq").and_then(Value::as_u64))
+        .find_map(|line| serde_json::from_slice::<TailLine>(line).ok())
+        .map(|line| line.seq)
 }
 
 /// The most of an `events.jsonl` a reader reads; the rest is reported as
@@ -592,7 +603,7 @@ mod tests {
         assert_eq!(seqs, [1, 2, 3, 4]);
         assert_eq!(ops, ["claimed", "adopted", "limits", "state"]);
         assert!(std::fs::metadata(&p).expect("meta").len() > before);
-        let (seq, record) = last_record(dir.path(), &p).expect("the journal line");
+        let (seq, record): (u64, Value) = last_record(dir.path(), &p).expect("the journal line");
         assert_eq!((seq, record["state"].as_str()), (4, Some("running")));
         // Dropping a handle writes what it holds.
         log.hold();
@@ -723,7 +734,7 @@ mod tests {
     fn the_last_journal_line_is_found_behind_later_events() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        assert_eq!(last_record(dir.path(), &p), None, "no file");
+        assert_eq!(last_record::<Value>(dir.path(), &p), None, "no file");
         let mut log = EventLog::open(dir.path(), &p, true);
         log.journal(Op::Queued, json!({}), json!({"state": "queued"}));
         log.journal(Op::State, json!({"record": 1}), json!({"state": "running"}));
@@ -734,7 +745,7 @@ mod tests {
             .open(&p)
             .and_then(|mut f| f.write_all(b"{\"seq\": 4, \"record\": {\"state\": \"to"))
             .expect("torn write");
-        let (seq, record) = last_record(dir.path(), &p).expect("found");
+        let (seq, record): (u64, Value) = last_record(dir.path(), &p).expect("found");
         assert_eq!(seq, 2);
         assert_eq!(record["state"], "running");
         // Behind more than the first tail read: found in the longer one.
@@ -742,7 +753,7 @@ mod tests {
         for _ in 0..200 {
             log.append(Op::Notified, json!({"error": "x".repeat(100)}));
         }
-        let (seq, record) = last_record(dir.path(), &p).expect("found further back");
+        let (seq, record): (u64, Value) = last_record(dir.path(), &p).expect("found further back");
         assert_eq!(seq, 2);
         assert_eq!(record["state"], "running");
     }

@@ -158,7 +158,8 @@ impl Layout {
     /// view may be lost to a power cut, or replaced by a job).
     pub fn has_record(&self, id: &JobId) -> bool {
         std::fs::symlink_metadata(self.job_json(id)).is_ok()
-            || crate::events::last_record(&self.root, &self.events(id)).is_some()
+            || crate::events::last_record::<serde::de::IgnoredAny>(&self.root, &self.events(id))
+                .is_some()
     }
 
     pub fn prompt_copy(&self, id: &JobId) -> PathBuf {
@@ -231,7 +232,8 @@ impl Layout {
                 return Ok(false);
             }
         }
-        let journal = crate::events::last_record(&self.root, &self.events(id));
+        let journal =
+            crate::events::last_record::<serde::de::IgnoredAny>(&self.root, &self.events(id));
         Ok(journal.is_none())
     }
 

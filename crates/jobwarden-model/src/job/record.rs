@@ -280,8 +280,7 @@ impl JobRecord {
         let seen = view.as_ref().ok().map_or(0, |r| r.journal_seq.unwrap_or(0));
         let journal = crate::events::last_record(layout.root(), &layout.events(id))
             .filter(|(seq, _)| *seq > seen || view.is_err())
-            .and_then(|(seq, copy)| {
-                let mut rec: JobRecord = serde_json::from_value(copy).ok()?;
+            .and_then(|(seq, mut rec): (u64, JobRecord)| {
                 rec.journal_seq = Some(seq);
                 rec.check(id).ok().map(|()| rec)
             });
