@@ -77,6 +77,10 @@ pub struct Machine {
     pub cpu_model: String,
     pub kernel: String,
     pub memory_gib: f64,
+    /// Where the temporary roots are made (`TMPDIR`) and its filesystem's
+    /// type: a job creates files, and what that costs is the filesystem's.
+    pub roots_in: String,
+    pub roots_filesystem: String,
 }
 
 impl Machine {
@@ -98,8 +102,27 @@ impl Machine {
                 .unwrap_or_else(|| "unknown".into()),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_owned(),
             memory_gib: mem_kb / (1024.0 * 1024.0),
+            roots_in: std::env::temp_dir().display().to_string(),
+            roots_filesystem: filesystem_of(&std::env::temp_dir()),
         }
     }
+}
+
+/// The type of the filesystem `dir` is on, from the mount table (the
+/// longest mount point it is under).
+fn filesystem_of(dir: &std::path::Path) -> String {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            let (point, kind) = (fields.nth(1)?, fields.next()?);
+            dir.starts_with(point)
+                .then(|| (point.len(), kind.to_owned()))
+        })
+        .max_by_key(|(len, _)| *len)
+        .map_or_else(|| "unknown".into(), |(_, kind)| kind)
 }
 
 fn shown(value: f64, unit: &str) -> String {
@@ -118,8 +141,13 @@ fn shown(value: f64, unit: &str) -> String {
 
 pub fn print_table(machine: &Machine, figures: &[Figure]) {
     println!(
-        "machine: {} CPU(s), {}, kernel {}, {:.0} GiB",
-        machine.cpus, machine.cpu_model, machine.kernel, machine.memory_gib
+        "machine: {} CPU(s), {}, kernel {}, {:.0} GiB; roots in {} ({})",
+        machine.cpus,
+        machine.cpu_model,
+        machine.kernel,
+        machine.memory_gib,
+        machine.roots_in,
+        machine.roots_filesystem
     );
     println!(
         "{:<13} {:<38} {:>14} {:>16}  verdict",
