@@ -134,8 +134,7 @@ pub async fn run(
     tracing::info!(root = %daemon.layout.root().display(), config = %daemon.config.source, "daemon ready");
     // Start-up's code (the arguments, the config, the ledger's migrations,
     // the recovery) does not run again (see `memory`).
-    jobwarden_sys::memory::release_free_memory();
-    jobwarden_sys::memory::release_program_pages();
+    jobwarden_sys::memory::release_after_work();
     // After the first claims, off the loop: the ledger's quick check, and
     // what start-up did not read (see `recover.rs`).
     daemon.start_startup_check();

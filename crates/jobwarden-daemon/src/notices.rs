@@ -105,8 +105,7 @@ impl Daemon {
         }
         self.work_seen = false;
         self.tell_all_done();
-        jobwarden_sys::memory::release_free_memory();
-        jobwarden_sys::memory::release_program_pages();
+        jobwarden_sys::memory::release_after_work();
     }
 
     fn tell_all_done(&self) {

@@ -271,8 +271,7 @@ impl Daemon {
         self.startup.done = true;
         // What start-up ran (the config, the recovery, this check) does not
         // run again: its heap and its code's pages go back (see `memory`).
-        jobwarden_sys::memory::release_free_memory();
-        jobwarden_sys::memory::release_program_pages();
+        jobwarden_sys::memory::release_after_work();
         let took = self
             .startup
             .started

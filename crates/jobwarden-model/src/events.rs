@@ -428,16 +428,15 @@ const JOURNAL_TAIL_FIRST: u64 = 16 * 1024;
 /// last [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read), or
 /// when the last one's record is not a `T`.
 pub fn last_record<T: DeserializeOwned>(root: &Path, path: &Path) -> Option<(u64, T)> {
-    let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
-    let found = match last_record_in(&bytes, len > JOURNAL_TAIL_FIRST) {
-        None if len > JOURNAL_TAIL_FIRST => {
-            let (bytes, len) = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
-            return last_record_in(&bytes, len > JOURNAL_TAIL_BYTES)
-                .and_then(|(seq, raw)| Some((seq, serde_json::from_str(raw.get()).ok()?)));
-        }
-        found => found,
-    };
-    found.and_then(|(seq, raw)| Some((seq, serde_json::from_str(raw.get()).ok()?)))
+    let (first, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
+    let longer;
+    let mut found = last_record_in(&first, len > JOURNAL_TAIL_FIRST);
+    if found.is_none() && len > JOURNAL_TAIL_FIRST {
+        longer = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
+        found = last_record_in(&longer.0, longer.1 > JOURNAL_TAIL_BYTES);
+    }
+    let (seq, record) = found?;
+    Some((seq, serde_json::from_str(record.get()).ok()?))
 }
 
 /// What a reader of the journal's tail needs of a line: its `seq`, and its

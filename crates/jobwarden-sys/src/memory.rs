@@ -36,6 +36,14 @@ pub fn release_free_memory() {
     }
 }
 
+/// Both of the above, where a process goes quiet after work it will not
+/// do again soon (start-up, a batch): [`release_free_memory`] and
+/// [`release_program_pages`].
+pub fn release_after_work() {
+    release_free_memory();
+    release_program_pages();
+}
+
 /// Unmap the pages of this program's code and read-only data from the
 /// process (`MADV_DONTNEED` on its segments that are never written): the
 /// next run of any of that code maps its page again from the page cache,

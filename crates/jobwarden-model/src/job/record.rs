@@ -473,13 +473,12 @@ impl JobRecord {
     ) -> Result<bool, RecordError> {
         self.state.check_transition(to)?;
         let event = self.apply(to, None, serde_json::json!({}), Timestamp::now());
-        let durable = Durable(to.is_terminal());
         if to.is_terminal() {
             return self
-                .journal(layout, events, Op::State, event, durable)
+                .journal(layout, events, Op::State, event, Durable(true))
                 .map(|()| false);
         }
-        self.journal_view_owed(layout, events, Op::State, event, durable)
+        self.journal_view_owed(layout, events, Op::State, event, Durable(false))
     }
 
     /// Restore a record that is not terminal to the end `to` that a second
