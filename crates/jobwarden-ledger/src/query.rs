@@ -61,13 +61,16 @@ pub struct Ended {
 impl Ledger {
     /// The end the ledger holds for execution `id`, if it holds one.
     pub fn ended(&self, id: &str) -> Result<Option<Ended>, LedgerError> {
+        // Asked at every end, as the two below are at every claim and end:
+        // compiled once per connection.
         let row = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT outcome, finished_at, exit_code, signal, failure_stage, error_message, result_ref
                  FROM executions WHERE id = ?1 ORDER BY rowid DESC LIMIT 1",
-                [id],
-                |r| {
+            )
+            .and_then(|mut row| {
+                row.query_row([id], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, i64>(1)?,
@@ -81,9 +84,9 @@ impl Ledger {
                             result_ref: r.get(6)?,
                         },
                     ))
-                },
-            )
-            .optional()
+                })
+                .optional()
+            })
             .map_err(|e| self.err(e))?;
         let Some((outcome, finished_at, mut ended)) = row else {
             return Ok(None);
@@ -101,12 +104,13 @@ impl Ledger {
     pub fn last_run(&self, project: &str, name: &str) -> Result<Option<LastRun>, LedgerError> {
         let row = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id, attempt, outcome, finished_at, disposition, profile FROM executions
                  WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
                  ORDER BY finished_at DESC, rowid DESC LIMIT 1",
-                params![project, name],
-                |r| {
+            )
+            .and_then(|mut row| {
+                row.query_row(params![project, name], |r| {
                     Ok((
                         r.get::<_, String>(0)?,
                         r.get::<_, u32>(1)?,
@@ -115,9 +119,9 @@ impl Ledger {
                         r.get::<_, Option<String>>(4)?,
                         r.get::<_, Option<String>>(5)?,
                     ))
-                },
-            )
-            .optional()
+                })
+                .optional()
+            })
             .map_err(|e| self.err(e))?;
         let Some((id, attempt, outcome, finished_at, disposition, profile)) = row else {
             return Ok(None);
@@ -183,9 +187,8 @@ impl Ledger {
     /// Does a row for execution `id` exist?
     pub fn has_execution(&self, id: &str) -> Result<bool, LedgerError> {
         self.conn
-            .query_row("SELECT 1 FROM executions WHERE id = ?1", [id], |_| Ok(()))
-            .optional()
-            .map(|r| r.is_some())
+            .prepare_cached("SELECT 1 FROM executions WHERE id = ?1")
+            .and_then(|mut row| row.exists([id]))
             .map_err(|e| self.err(e))
     }
 }
