@@ -40,7 +40,7 @@ pub enum DaemonError {
     #[error("watching the inbox {}: {source}", .path.display())]
     Watch {
         path: PathBuf,
-        source: notify::Error,
+        source: std::io::Error,
     },
     #[error(transparent)]
     Ledger(#[from] jobwarden_ledger::LedgerError),

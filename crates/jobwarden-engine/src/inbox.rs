@@ -1,9 +1,9 @@
-//! Watching: the bridge from `notify` (inotify) to a channel of
-//! [`Signal`]s for the daemon's loop, and the full rescans that catch what
-//! events missed. Deciding what to claim is the daemon's; this module only
-//! says what happened and where. The same watcher follows `control/`
-//! (pause markers) and, on an inotify instance of its own, queued jobs'
-//! run folders (their `ABORT`: `inbox/queued_aborts.rs`).
+//! Watching: inotify read on the daemon's runtime (`inbox/tree_watch.rs`)
+//! turned into a channel of [`Signal`]s for the daemon's loop, and the full
+//! rescans that catch what events missed. Deciding what to claim is the
+//! daemon's; this module only says what happened and where. The same watch
+//! follows `control/` (pause markers) and, on an inotify instance of its
+//! own, queued jobs' run folders (their `ABORT`: `inbox/queued_aborts.rs`).
 //!
 //! Completeness rule (DESIGN §2): a prompt that arrived by rename, or whose
 //! writer closed it, is complete and is claimed at once. A file merely
@@ -20,8 +20,6 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, RenameMode};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::failure::DaemonError;
@@ -30,8 +28,10 @@ use jobwarden_model::layout::{Layout, PROMPT_SUFFIX};
 use jobwarden_sys::fsio;
 
 mod queued_aborts;
+mod tree_watch;
 
 use queued_aborts::QueuedAborts;
+use tree_watch::TreeWatch;
 
 /// What the watcher tells the daemon.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub enum Signal {
 /// The inbox watcher. Dropping it stops the watch.
 pub struct InboxWatcher {
     /// `None` between a failed restart and the next one.
-    watcher: Option<RecommendedWatcher>,
+    watcher: Option<TreeWatch>,
     tx: mpsc::UnboundedSender<Signal>,
     layout: Layout,
     /// Device and inode of the inbox folder being watched.
@@ -99,30 +99,16 @@ impl InboxWatcher {
             path: inbox.clone(),
             source,
         };
-        // Refuse a symlinked inbox before watching: notify would follow it.
+        // Refuse a symlinked inbox before watching (the watch would follow
+        // it; every folder below is watched without following).
         let identity = fsio::dir_identity(self.layout.root(), &inbox)?;
-        let (tx, handler_layout) = (self.tx.clone(), self.layout.clone());
-        let handler = move |res: notify::Result<Event>| {
-            for signal in translate(&handler_layout, res) {
-                // The receiver is gone only while the daemon shuts down.
-                let _ = tx.send(signal);
-            }
-        };
-        // Symlinked folders are never followed (a link to elsewhere must not
-        // make files outside the root claimable); scans agree.
-        let config = notify::Config::default().with_follow_symlinks(false);
-        let mut watcher = RecommendedWatcher::new(handler, config).map_err(watch_err)?;
-        watcher
-            .watch(&inbox, RecursiveMode::Recursive)
-            .map_err(watch_err)?;
-        // Best effort: without it the daemon's tick still reads the markers.
-        let control = self.layout.control();
-        if let Err(e) = watcher.watch(&control, RecursiveMode::Recursive) {
-            tracing::debug!(
-                "not watching {}: {e}; pause markers are read on the tick",
-                control.display()
-            );
-        }
+        let watcher = TreeWatch::start(
+            &self.layout,
+            &inbox,
+            &self.layout.control(),
+            self.tx.clone(),
+        )
+        .map_err(watch_err)?;
         self.watcher = Some(watcher);
         self.watching = identity;
         Ok(())
@@ -164,74 +150,6 @@ impl InboxWatcher {
     }
 }
 
-fn translate(layout: &Layout, res: notify::Result<Event>) -> Vec<Signal> {
-    let event = match res {
-        Ok(event) => event,
-        Err(e) => return vec![Signal::Lost(format!("inotify error: {e}"))],
-    };
-    if event.need_rescan() {
-        return vec![Signal::Lost("inotify queue overflowed".into())];
-    }
-    if event.paths.iter().any(|p| p.starts_with(layout.control())) {
-        return control_changed(&event.kind)
-            .then_some(Signal::Control)
-            .into_iter()
-            .collect();
-    }
-    if event.paths.first().is_some_and(|p| *p == layout.inbox()) {
-        match event.kind {
-            EventKind::Remove(RemoveKind::Folder | RemoveKind::Any | RemoveKind::Other) => {
-                return vec![Signal::InboxGone("deleted")];
-            }
-            EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
-                return vec![Signal::InboxGone("moved away")];
-            }
-            _ => {}
-        }
-    }
-    let target = match event.kind {
-        // A rename delivers the destination last.
-        EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both)) => {
-            event.paths.last()
-        }
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => event.paths.first(),
-        EventKind::Create(CreateKind::Folder) => {
-            return event.paths.into_iter().map(Signal::Folder).collect();
-        }
-        EventKind::Create(_) => event
-            .paths
-            .first()
-            .filter(|p| is_symlink(p) || is_abort(layout, p)),
-        _ => None,
-    };
-    let Some(path) = target else {
-        return Vec::new();
-    };
-    if let Some(id) = layout.abort_marker_job(path) {
-        return vec![Signal::Abort(id)];
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => vec![Signal::Folder(path.clone())],
-        // A claim's own rename (`x.prompt.md` → `x.running.md`): nothing to
-        // claim. A burst of thousands of claims would otherwise queue as
-        // many signals while the daemon makes them.
-        _ if jobwarden_model::layout::is_claimed_name(path) => Vec::new(),
-        _ => vec![Signal::Complete(path.clone())],
-    }
-}
-
-/// Does an event under `control/` change a marker? Opens and reads (the
-/// daemon's own, reading the markers) do not: answering them would loop.
-fn control_changed(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Create(_)
-            | EventKind::Remove(_)
-            | EventKind::Modify(ModifyKind::Name(_) | ModifyKind::Data(_) | ModifyKind::Any)
-            | EventKind::Access(AccessKind::Close(AccessMode::Write))
-    )
-}
-
 /// Say once per process that a folder in the inbox is a symlink and is
 /// never followed (a rescan meets it again every `rescan_interval`).
 fn warn_symlinked_folder(path: &Path) {
@@ -246,14 +164,6 @@ fn warn_symlinked_folder(path: &Path) {
             path.display()
         );
     }
-}
-
-fn is_symlink(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
-}
-
-fn is_abort(layout: &Layout, p: &Path) -> bool {
-    layout.abort_marker_job(p).is_some()
 }
 
 /// A prompt candidate found by a scan, with its mtime for the settle rule.
@@ -354,24 +264,6 @@ pub fn put_back(
 #[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_claims_own_rename_is_not_signalled_and_a_drop_is() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let layout = Layout::new(dir.path().to_path_buf());
-        let renamed = |to: &str| {
-            let from = layout.inbox().join("p/a.prompt.md");
-            let event = Event::new(EventKind::Modify(ModifyKind::Name(RenameMode::Both)))
-                .add_path(from)
-                .add_path(layout.inbox().join(to));
-            translate(&layout, Ok(event))
-        };
-        assert!(renamed("p/a.running.md").is_empty());
-        assert!(matches!(
-            renamed("p/b.prompt.md").as_slice(),
-            [Signal::Complete(p)] if p.ends_with("p/b.prompt.md")
-        ));
-    }
 
     #[test]
     fn scan_finds_prompts_at_any_depth_and_skips_hidden_and_symlinked_dirs() {

@@ -117,6 +117,34 @@ pub struct Ledger {
     path: PathBuf,
 }
 
+/// The undo of a savepoint (SQLite's statement journal) is kept in memory
+/// up to this size, then spilled to a temporary file. Each write in a group
+/// (see [`Ledger::begin_group`]) is a savepoint; an end's rows change about
+/// 27 pages (108 KiB), over SQLite's own 64 KiB: its undo went to a file,
+/// and once spilled, every later page of the group was written there
+/// (about 60 `pwrite`s a job). Under this size the undo is kept in memory
+/// and let go of at each savepoint's release; over it, it still spills.
+const SAVEPOINT_UNDO_IN_MEMORY: i32 = 1024 * 1024;
+
+/// Set [`SAVEPOINT_UNDO_IN_MEMORY`] for this process, once, before its
+/// first connection (SQLite takes it only before it is initialised; a
+/// process that opened a connection some other way keeps the default).
+fn keep_savepoints_in_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `sqlite3_config` with this option takes one `int`; it
+        // is called before any connection of this process is opened
+        // through the ledger, and answers SQLITE_MISUSE (ignored: the
+        // default stays) if SQLite was initialised already.
+        unsafe {
+            rusqlite::ffi::sqlite3_config(
+                rusqlite::ffi::SQLITE_CONFIG_STMTJRNL_SPILL,
+                SAVEPOINT_UNDO_IN_MEMORY,
+            );
+        }
+    });
+}
+
 impl Ledger {
     /// Open (creating if missing) and bring the schema up to date.
     ///
@@ -143,6 +171,7 @@ impl Ledger {
             path: path.to_path_buf(),
             source,
         };
+        keep_savepoints_in_memory();
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX

@@ -138,8 +138,9 @@ pub struct EventLog {
     path: PathBuf,
     file: Option<File>,
     next_seq: u64,
-    /// The file's length after our last append (or open).
-    known_len: u64,
+    /// The file's length after our last append; `None` until the file's
+    /// tail was first read (at the first line written, under the lock).
+    known_len: Option<u64>,
     /// Ordinary events are written; journal lines always are.
     enabled: bool,
     /// Lines held back since [`EventLog::hold`], written together.
@@ -162,35 +163,23 @@ impl EventLog {
     /// file that is not a regular file (a FIFO, a symlink) is refused,
     /// never waited on: nothing is written by this writer, with a warning
     /// (the record is then made durable in `job.json` itself).
+    ///
+    /// Nothing is read here: the file's tail (its last `seq`, a torn last
+    /// line) is read under the writers' lock when the first line is
+    /// written or held, which needs the lock anyway. A handle opened for
+    /// one line (the daemon's `archived`) costs one locked append.
     pub fn open(root: &Path, path: &Path, enabled: bool) -> Self {
         let mut log = EventLog {
             root: root.to_path_buf(),
             path: path.to_path_buf(),
             file: None,
             next_seq: 1,
-            known_len: 0,
+            known_len: None,
             enabled,
             held: None,
         };
         match fsio::open_append(root, path) {
-            // A file just made: nothing to read (a line appended since is
-            // noticed by the first append, whose length check reads it).
-            Ok(f) if f.metadata().is_ok_and(|m| m.len() == 0) => log.file = Some(f),
-            Ok(mut f) => {
-                // Under the writers' lock: an append between reading the
-                // tail and the length would be counted in one, not the other.
-                let lock = FileLock::exclusive(&f);
-                let tail = tail_of(&mut f);
-                log.next_seq = last_seq(&tail).map_or(1, |s| s.saturating_add(1));
-                // A torn last line (crash mid-write) is closed off so the
-                // next event starts on a line of its own.
-                if tail.last().is_some_and(|&b| b != b'\n') {
-                    let _ = f.write_all(b"\n");
-                }
-                log.known_len = f.metadata().map(|m| m.len()).unwrap_or(0);
-                drop(lock);
-                log.file = Some(f);
-            }
+            Ok(f) => log.file = Some(f),
             Err(e) => tracing::warn!("events and journal disabled for this job: {e}"),
         }
         log
@@ -289,6 +278,13 @@ impl EventLog {
 
     fn write(&mut self, op: Op, fields: Value, record: Option<Value>) -> Option<u64> {
         self.file.as_ref()?;
+        if self.held.is_some() && self.known_len.is_none() {
+            // A held line's seq is told now: read where the file ends.
+            let file = self.file.as_mut()?;
+            let _lock = FileLock::exclusive(file);
+            let len = file.metadata().map(|m| m.len()).ok();
+            self.catch_up(len);
+        }
         let line = Line {
             op,
             ts: Timestamp::now().to_string(),
@@ -305,20 +301,41 @@ impl EventLog {
         }
     }
 
+    /// Under the writers' lock, with the file's length `len` now: if it is
+    /// not the length after our last append (another writer appended, or
+    /// nothing was read yet), read the tail and continue after its last
+    /// `seq`. True when the file ends in a torn line.
+    fn catch_up(&mut self, len: Option<u64>) -> bool {
+        let Some(file) = self.file.as_mut() else {
+            return false;
+        };
+        if len == self.known_len || len == Some(0) {
+            self.known_len = len;
+            return false;
+        }
+        let tail = tail_of(file);
+        self.next_seq =
+            last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
+        self.known_len = len;
+        tail.last().is_some_and(|&b| b != b'\n')
+    }
+
     /// Append `lines` in one `write(2)` under the writers' lock; the first
     /// one's `seq`, `None` when they could not be written.
     fn write_lines(&mut self, lines: Vec<Line>) -> Option<u64> {
         let file = self.file.as_mut()?;
         let _lock = FileLock::exclusive(file);
-        let len = file.metadata().map(|m| m.len()).unwrap_or(self.known_len);
-        if len != self.known_len {
-            // Someone else appended: continue after their last seq.
-            let tail = tail_of(file);
-            self.next_seq =
-                last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
-        }
+        let len = file.metadata().map(|m| m.len()).ok();
+        // A torn last line (a crash mid-write) is closed off first, so that
+        // this one starts on a line of its own.
+        let torn = self.catch_up(len);
+        let len = len.or(self.known_len).unwrap_or(0);
+        let file = self.file.as_mut()?;
         let first = self.next_seq;
         let mut text = String::new();
+        if torn {
+            text.push('\n');
+        }
         let ops: Vec<Op> = lines.iter().map(|l| l.op).collect();
         for (n, line) in lines.into_iter().enumerate() {
             let mut obj = Map::new();
@@ -342,7 +359,7 @@ impl EventLog {
         match file.write_all(text.as_bytes()) {
             Ok(()) => {
                 self.next_seq = first.saturating_add(ops.len() as u64);
-                self.known_len = len + text.len() as u64;
+                self.known_len = Some(len + text.len() as u64);
                 Some(first)
             }
             Err(e) => {
@@ -350,10 +367,8 @@ impl EventLog {
                 tracing::warn!(path = %self.path.display(), "writing events {ops:?}: {e}");
                 // A part written (a full disk) is cut off again, so that
                 // the next line starts on a line of its own; if it cannot
-                // be, the next reopen closes the torn line.
-                if file.set_len(len).is_ok() {
-                    self.known_len = len;
-                }
+                // be, the next line written closes the torn one first.
+                self.known_len = file.set_len(len).is_ok().then_some(len);
                 None
             }
         }

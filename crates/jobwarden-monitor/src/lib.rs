@@ -171,6 +171,11 @@ struct Monitor<'a> {
     /// The command running now runs under the sandbox's init, which
     /// passes every signal on to all of its processes.
     under_init: bool,
+    /// A command of the job ran where it could write the root (not in the
+    /// sandbox, or in Slurm): what it may have removed is put back before
+    /// each write (`restore.rs`). A sandboxed command sees the root
+    /// read-only and can remove nothing of the monitor's.
+    root_exposed: bool,
     /// The job's monitor lock, held by its descriptor for the monitor's
     /// whole life, whatever becomes of the file; then the locks on every
     /// `monitor.lock` put back after the job removed or replaced it.
@@ -219,6 +224,7 @@ impl<'a> Monitor<'a> {
             containment: Containment::ProcessTree,
             sandbox: sandbox::State::Off,
             under_init: false,
+            root_exposed: false,
             locks: vec![lock],
             log: None,
             keep_archived: false,
@@ -231,7 +237,7 @@ impl Monitor<'_> {
         let id = self.rec.job_id.clone();
         let me = std::process::id() as i32;
         self.rec.monitor_pid = Some(me);
-        self.rec.monitor_start_time = procfs::start_time(me);
+        self.rec.monitor_start_time = procfs::own_start_time();
         self.rec.monitor_exe = procfs::own_exe();
         self.rec.log_path = Some(
             self.layout

@@ -17,6 +17,9 @@
 //!
 //! `job.json` itself is rewritten whole by the write that follows, so a
 //! record the job deleted or filled with garbage is restored by it.
+//!
+//! A job whose commands all ran in the sandbox (`sandbox.rs`) saw the root
+//! read-only and can have removed none of these: the pass is skipped.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -29,8 +32,12 @@ use jobwarden_sys::fsio::{self, Renamed};
 impl Monitor<'_> {
     /// Put back the run folder, the workdir, the lock, the events file and
     /// the log if the job removed or replaced them. Fail-soft: the write that
-    /// follows reports what could not be restored.
+    /// follows reports what could not be restored. Nothing to do while every
+    /// command of the job ran in the sandbox, which sees the root read-only.
     pub(super) fn restore_records(&mut self) {
+        if !self.root_exposed {
+            return;
+        }
         let id = self.rec.job_id.clone();
         let dirs = [
             self.layout.runs(),

@@ -73,6 +73,8 @@ impl Monitor<'_> {
         sink: &SharedSink,
         abort_watch: &mut AbortWatch,
     ) -> Result<(JobState, Option<String>), Stop> {
+        // Slurm runs it outside the sandbox, maybe on this machine.
+        self.root_exposed = true;
         self.begin_checks()?;
         let plan = match planned {
             Some(plan) => plan,
@@ -219,10 +221,11 @@ impl Monitor<'_> {
     /// monitor that is gone: follow it from where its record left it, then
     /// end it as the first monitor would have.
     pub(super) async fn adopt_slurm(&mut self) -> Result<Outcome, JobError> {
+        self.root_exposed = true;
         let id = self.rec.job_id.clone();
         let me = std::process::id() as i32;
         self.rec.monitor_pid = Some(me);
-        self.rec.monitor_start_time = procfs::start_time(me);
+        self.rec.monitor_start_time = procfs::own_start_time();
         self.rec.monitor_exe = procfs::own_exe();
         self.rec.heartbeat_at = Some(Timestamp::now());
         self.trust_only_its_own_batch_dir();

@@ -327,6 +327,7 @@ impl Monitor<'_> {
         let child = spawn::spawn(plan, &self.confinement(), sandbox)
             .map_err(|reason| self.start_failed(stage, reason))?;
         self.under_init = child.init.is_some();
+        self.root_exposed |= !self.under_init;
         let pid = child.pid.as_raw();
         let to = state_of(stage);
         self.rec.pid = Some(pid);

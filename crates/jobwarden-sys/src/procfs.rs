@@ -67,9 +67,29 @@ pub fn exe_id(pid: i32) -> Option<ExeId> {
     })
 }
 
-/// The executable this process runs.
+/// The executable this process runs: asked once (it cannot change while
+/// the process lives; a forked child runs the same one).
 pub fn own_exe() -> Option<ExeId> {
-    exe_id(std::process::id() as i32)
+    static OWN: std::sync::OnceLock<Option<ExeId>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| exe_id(std::process::id() as i32))
+}
+
+/// This process's start time (`/proc/self/stat`), asked once per process:
+/// a forked child asks again.
+pub fn own_start_time() -> Option<u64> {
+    static OWN: std::sync::Mutex<Option<(u32, Option<u64>)>> = std::sync::Mutex::new(None);
+    let me = std::process::id();
+    let mut own = OWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match *own {
+        Some((pid, time)) if pid == me => time,
+        _ => {
+            let time = start_time(me as i32);
+            *own = Some((me, time));
+            time
+        }
+    }
 }
 
 /// What `/proc/<pid>/stat` says, as far as proofs need it.

@@ -180,6 +180,25 @@ pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
     if let Some(Ok(_)) = open_resolved(root_fd.as_fd(), &parts, Expect::Dir, OFlag::O_RDONLY, dir) {
         return Ok(());
     }
+    // Next most often only the last is missing: made in its parent, opened
+    // once the same way. Anything else (a parent missing, the name taken
+    // meanwhile) is left to the walk, which says what is there.
+    if let Some((last, parents)) = parts.split_last() {
+        let parent = component_path(root, parents);
+        if let Some(Ok(at)) = open_resolved(
+            root_fd.as_fd(),
+            parents,
+            Expect::Dir,
+            OFlag::O_RDONLY,
+            &parent,
+        ) {
+            match mkdirat(at.as_fd(), *last, Mode::from_bits_truncate(DIR_MODE)) {
+                Ok(()) => return Ok(()),
+                Err(Errno::EEXIST) => {}
+                Err(e) => return Err(IoError::new("creating directory", dir, e.into())),
+            }
+        }
+    }
     let mut cur = root_fd
         .try_clone()
         .map_err(|e| IoError::new("opening root folder", root, e))?;

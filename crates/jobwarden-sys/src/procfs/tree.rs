@@ -36,7 +36,7 @@ fn process_table() -> Vec<(i32, i32, bool)> {
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let stat = super::read_small(&format!("/proc/{pid}/stat"))?;
             let (state, ppid) = parse_state_ppid(&stat)?;
             Some((pid, ppid, !matches!(state, "Z" | "X")))
         })
@@ -64,7 +64,7 @@ pub fn cpu_time_with_reaped(pid: i32) -> Option<std::time::Duration> {
 }
 
 fn cpu_ticks(pid: i32, reaped: bool) -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = super::read_small(&format!("/proc/{pid}/stat"))?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(11);
     let fields = if reaped { 4 } else { 2 };
     let mut ticks: u64 = 0;
