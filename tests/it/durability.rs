@@ -105,6 +105,47 @@ fn a_start_durable_in_the_journal_is_never_run_again_even_without_job_json() {
     assert_eq!(rows.len(), 2, "a row for each attempt: {rows:?}");
 }
 
+/// The monitor's lock is its run folder: no file is made for it, and a
+/// monitor that died holding only the lock ran nothing, so its job is
+/// queued again as itself (its record names no monitor).
+#[test]
+fn a_monitor_killed_before_its_first_record_line_leaves_its_job_to_run_once() {
+    let sb = Sandbox::new();
+    sb.configure(&gated(&sb));
+    fs::write(sb.out().join("release"), "").expect("the job ends at once");
+    let mut paused = Paused::start(&sb, "monitor-locked", "go");
+    sb.drop_prompt("proj", "c", "x\n");
+    paused.wait_reached("the monitor to hold its lock", secs(15));
+    let job = only_job(&sb, "c");
+    let ops: Vec<String> = journal(&sb, &job.id)
+        .iter()
+        .map(|e| e["op"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(ops, ["queued"], "the journal so far");
+    let holders = jobwarden_sys::procfs::flock_holders(&sb.run_dir(&job.id)).expect("locks");
+    assert_eq!(
+        holders.len(),
+        1,
+        "the monitor holds the run folder: {holders:?}"
+    );
+    assert!(
+        !sb.run_dir(&job.id).join("monitor.lock").exists(),
+        "no lock file is made"
+    );
+    sb.kill_everything();
+    paused.daemon.wait_exit(secs(5));
+
+    let _daemon = Daemon::start(&sb);
+    let done = wait_until("the job to end", secs(15), || {
+        sb.job(&job.id).filter(Job::is_done)
+    });
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
+    assert_eq!(done.int_field("attempt"), Some(1), "{:#}", done.record);
+    assert_eq!(sb.jobs_for("proj", "c").len(), 1, "no other attempt");
+    let ran = starts(&sb);
+    assert_eq!(ran.get(&job.id), Some(&1), "it ran once: {ran:?}");
+}
+
 #[test]
 fn an_end_durable_in_the_journal_is_finished_as_the_journal_says_after_a_kill() {
     let sb = Sandbox::new();

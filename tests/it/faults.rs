@@ -142,7 +142,6 @@ fn a_live_stranger_with_the_recorded_monitor_pid_is_not_mistaken_for_the_monitor
         serde_json::to_vec(&rec).expect("json"),
     )
     .expect("job.json");
-    fs::write(run.join("monitor.lock"), "").expect("lock file (its monitor once took it)");
 
     let _d = Daemon::start(&sb);
     let old = wait_until("the stale job judged", secs(10), || {

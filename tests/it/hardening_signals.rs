@@ -46,7 +46,8 @@ fn daemon_json(sb: &Sandbox) -> Option<Value> {
 }
 
 /// The attack on `reload`: the job links `$OUT/target.path` over
-/// `daemon.lock`, then rewrites `daemon.json` every 20 ms to name
+/// `daemon.lock` (a folder, which cannot be hard-linked, by a symlink),
+/// then rewrites `daemon.json` every 20 ms to name
 /// `$OUT/target.pid`, until `$OUT/stop` exists.
 const FORGE_DAEMON: &str = r#"python3 - <<'EOF'
 import json, os, time
@@ -55,7 +56,10 @@ root = os.path.dirname(os.path.dirname(os.environ["JOBWARDEN_RUN_DIR"]))
 target = open(os.path.join(out, "target.path")).read().strip()
 pid = int(open(os.path.join(out, "target.pid")).read().strip())
 lock = os.path.join(root, "daemon.lock")
-os.link(target, lock + ".new")
+if os.path.isdir(target):
+    os.symlink(target, lock + ".new")
+else:
+    os.link(target, lock + ".new")
 os.replace(lock + ".new", lock)
 state = os.path.join(root, "daemon.json")
 while not os.path.exists(os.path.join(out, "stop")):
@@ -106,7 +110,8 @@ fn reload_never_signals_a_monitor_that_a_job_linked_over_daemon_lock() {
     sb.drop_prompt("proj", "victim", "wait\n");
     let victim = sb.wait_state("proj", "victim", "running", secs(15));
     let monitor = monitor_pid(&victim);
-    forge_the_daemon_file(&sb, &victim.dir.join("monitor.lock"), monitor);
+    // The folder the victim's monitor holds its lock on.
+    forge_the_daemon_file(&sb, &victim.dir, monitor);
 
     let out = sb.run(&["reload", "--timeout", "3s"]);
     assert!(
@@ -243,8 +248,9 @@ fn a_fifo_at_daemon_lock_is_moved_aside_and_the_daemon_starts() {
 }
 
 /// The attack on recovery: every 20 ms the job sets the victim's
-/// `monitor_start_time` to 1 and renames an empty file over its
-/// `monitor.lock`, until `$OUT/stop` exists.
+/// `monitor_start_time` to 1 and renames an empty file over a
+/// `monitor.lock` in its run folder (where the lock was once kept), until
+/// `$OUT/stop` exists.
 const FORGE_MONITOR: &str = r#"python3 - <<'EOF'
 import json, os, time
 out = os.environ["OUT"]

@@ -23,7 +23,7 @@ try control mkdir "$R/control/jobmark"
 try archive mkdir -p "$R/archive/jobmark"
 try runs mkdir "$R/runs/jobmark"
 try own-record sh -c "echo '{}' > '$JOBWARDEN_RUN_DIR/job.json'"
-try own-lock sh -c "mv '$JOBWARDEN_RUN_DIR/monitor.lock' '$JOBWARDEN_RUN_DIR/x'"
+try own-journal sh -c "mv '$JOBWARDEN_RUN_DIR/events.jsonl' '$JOBWARDEN_RUN_DIR/x'"
 try new-at-root touch "$R/jobmark"
 try workdir sh -c "echo made > made-here"
 try affected sh -c "echo made-here >> '$JOBWARDEN_RUN_DIR/affected'"
@@ -53,7 +53,7 @@ fn assert_attacks_refused(sb: &Sandbox, job: &Job) {
         "archive",
         "runs",
         "own-record",
-        "own-lock",
+        "own-journal",
         "new-at-root",
     ] {
         assert!(

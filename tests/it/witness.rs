@@ -123,7 +123,8 @@ fn a_forged_record_and_lock_never_get_a_bystander_killed() {
     )
     .expect("forge");
     fs::write(sb.project_dir("proj").join("forged.running.md"), "forged\n").expect("claim");
-    let lock = fs::File::create(dir.join("monitor.lock")).expect("lock file");
+    // A stranger holds the monitor lock: the forged run folder itself.
+    let lock = fs::File::open(&dir).expect("run folder");
     let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|(_, e)| e)
         .expect("hold the forged lock");
@@ -228,15 +229,22 @@ while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
     wait_until("the monitor to put the record back", secs(15), || {
         (!sb.ran_lines().is_empty()).then_some(())
     });
+    // The monitor locked the folder it made again.
+    let monitor = sb
+        .job(&id)
+        .and_then(|j| j.int_field("monitor_pid"))
+        .expect("the record names its monitor") as i32;
+    wait_until("the monitor to lock its new run folder", secs(15), || {
+        jobwarden_sys::procfs::flock_holders(&sb.run_dir(&id))
+            .ok()
+            .filter(|holders| holders.contains(&monitor))
+            .map(drop)
+    });
     // A new daemon judges the job by its monitor, not by the files.
     let _daemon = restart(&sb, &mut daemon);
     release(&sb);
     let done = sb.wait_id(&id, "the job to end", secs(15), Job::is_done);
     assert_eq!(done.state(), "succeeded", "{:#}", done.record);
-    assert!(
-        sb.run_dir(&id).join("monitor.lock").is_file(),
-        "the lock is back"
-    );
     assert_eq!(sb.ran_lines(), vec!["vandal"]);
     assert_eq!(sb.jobs().len(), 1);
 }

@@ -135,6 +135,9 @@ fn shown(value: f64, unit: &str) -> String {
         "count" => format!("{value:.0}"),
         "bool" => (if value >= 1.0 { "yes" } else { "no" }).to_owned(),
         "s" => format!("{value:.1} s"),
+        // Per-job counts: a whole run's few extra (the daemon's start and
+        // stop, a folder synced for a group) show in the second decimal.
+        "calls" | "files" | "folders" | "names" => format!("{value:.2} {unit}"),
         _ => format!("{value:.1} {unit}"),
     }
 }

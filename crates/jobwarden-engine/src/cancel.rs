@@ -235,7 +235,12 @@ impl Claimer<'_> {
             return Ok(None);
         }
         let mut rec = JobRecord::load_job(self.layout, id)?;
-        let monitored = std::fs::symlink_metadata(self.layout.monitor_lock(id)).is_ok();
+        // Taken: its record says so, or a process holds its monitor lock
+        // (a monitor between its lock and its first record line).
+        let monitored = rec.monitor_took()
+            || !jobwarden_sys::procfs::flock_holders(&self.layout.monitor_lock(id))
+                .unwrap_or_default()
+                .is_empty();
         if rec.state != JobState::Queued || monitored {
             return Ok(None);
         }

@@ -10,7 +10,7 @@
 //!   started, so an upgraded binary replaced by rename is still known), and
 //!   a command line `… --root <root> … monitor <job_id>` (or, for a monitor
 //!   started as a spare before its job existed, `… monitor --spare` and the
-//!   `flock` on the job's `monitor.lock`, which a monitor takes first and
+//!   `flock` on the job's run folder, which a monitor takes first and
 //!   holds for life);
 //! - a root's **daemon** by [`prove_daemon`] (`proof/daemon.rs`): alive,
 //!   running this program and `… daemon`, holding an `flock` through a
@@ -160,12 +160,12 @@ fn is_monitor_argv(argv: &[Vec<u8>], root: &Path, job_id: &str) -> bool {
     monitor_argv(argv, root) == Some(Supervises::Job(job_id.to_owned()))
 }
 
-/// The job a spare monitor `pid` was handed: the one whose `monitor.lock`
+/// The job a spare monitor `pid` was handed: the one whose run folder
 /// under `root` it opened and holds the `flock` on (a monitor takes the
 /// lock before anything else and keeps it for life). The path is the one
 /// the kernel keeps for the descriptor, where the monitor opened it: a job
-/// that removes or replaces the file makes it ` (deleted)`, never another
-/// job's, so a monitor whose lock file was taken away is still known.
+/// that removes its folder makes it ` (deleted)`, never another job's, so
+/// a monitor whose folder was taken away is still known.
 fn spare_job(pid: i32, root: &Path) -> Option<String> {
     let layout = jobwarden_model::layout::Layout::new(root.to_path_buf());
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
@@ -177,7 +177,7 @@ fn spare_job(pid: i32, root: &Path) -> Option<String> {
         let opened_at = Path::new(std::ffi::OsStr::from_bytes(
             bytes.strip_suffix(b" (deleted)").unwrap_or(bytes),
         ));
-        let Some(id) = layout.job_of_monitor_lock(opened_at) else {
+        let Some(id) = layout.job_of_run_dir(opened_at) else {
             continue;
         };
         if holds_flock_by(pid, &fd.file_name())

@@ -9,8 +9,9 @@
 //! - an attempt the ledger holds an end for never runs again: a record
 //!   that says otherwise is restored to that end (the ledger is a second
 //!   witness) and its prompt goes where an ended job's prompt goes;
-//! - a `queued` record that no monitor ever took (no `monitor.lock` file)
-//!   goes back on the queue, oldest claim first;
+//! - a `queued` record that no monitor ever took (no `monitor_pid`: a
+//!   monitor's first record line names it before anything runs) goes
+//!   back on the queue, oldest claim first;
 //! - a job whose main command was submitted to Slurm (`running`, with
 //!   `slurm` in its record) lost only its monitor: the job goes on in
 //!   Slurm, and a new monitor follows it;

@@ -237,21 +237,20 @@ impl Layout {
         Ok(journal.is_none())
     }
 
-    /// Held (flock) by the job's monitor for its whole life, by its open
-    /// descriptor: its holders are candidates for the job's monitor, proven
-    /// from `/proc` before anyone is trusted (see `procfs`). Its presence
-    /// says that some monitor took the job.
+    /// The job's monitor lock: its run folder itself, held (flock) by the
+    /// job's monitor for its whole life by an open descriptor of the
+    /// folder. Its holders are candidates for the job's monitor, proven
+    /// from `/proc` before anyone is trusted (see `procfs`). That some
+    /// monitor took the job is said by its record (`monitor_pid`, in the
+    /// journal before anything of the job runs), not by this lock.
     pub fn monitor_lock(&self, id: &JobId) -> PathBuf {
-        self.run_dir(id).join("monitor.lock")
+        self.run_dir(id)
     }
 
-    /// The job whose `monitor.lock` is at `path`, a path as the kernel
-    /// names an open file (absolute, symlinks resolved).
-    pub fn job_of_monitor_lock(&self, path: &Path) -> Option<JobId> {
-        if path.file_name()? != "monitor.lock" {
-            return None;
-        }
-        let run_dir = path.parent()?;
+    /// The job whose run folder is at `path`, a path as the kernel names
+    /// an open folder (absolute, symlinks resolved).
+    pub fn job_of_run_dir(&self, path: &Path) -> Option<JobId> {
+        let run_dir = path;
         let runs = run_dir.parent()?;
         let ours = self.runs();
         if runs != ours && std::fs::canonicalize(&ours).ok().as_deref() != Some(runs) {

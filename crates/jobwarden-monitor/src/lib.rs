@@ -89,10 +89,10 @@ pub async fn run(
     hand_over: bool,
 ) -> Result<Outcome, JobError> {
     supervise::become_subreaper();
-    let lock_path = layout.monitor_lock(&id);
-    let Some(lock) = fsio::try_lock(layout.root(), &lock_path)? else {
+    let Some(lock) = fsio::try_lock_dir(layout.root(), &layout.monitor_lock(&id))? else {
         return Ok(Outcome::AlreadySupervised);
     };
+    jobwarden_sys::fault::pause("monitor-locked");
     if let Err(e) = jobwarden_engine::shared_inbox::renew(&layout, config) {
         tracing::warn!(job = %id, "renewing the host's lease in the shared inbox: {e}");
     }
@@ -176,9 +176,10 @@ struct Monitor<'a> {
     /// each write (`restore.rs`). A sandboxed command sees the root
     /// read-only and can remove nothing of the monitor's.
     root_exposed: bool,
-    /// The job's monitor lock, held by its descriptor for the monitor's
-    /// whole life, whatever becomes of the file; then the locks on every
-    /// `monitor.lock` put back after the job removed or replaced it.
+    /// The job's monitor lock (on its run folder), held by its descriptor
+    /// for the monitor's whole life, whatever becomes of the folder; then
+    /// the locks on every run folder put back after the job removed or
+    /// replaced it.
     locks: Vec<nix::fcntl::Flock<std::fs::File>>,
     /// Where the job's output goes, once it is open (reopened by the
     /// restore pass if the job removes it).

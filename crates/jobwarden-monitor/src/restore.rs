@@ -7,10 +7,10 @@
 //!   replaced by a symlink or a file (which every write refuses) is first
 //!   moved aside under [`Layout::displaced`](jobwarden_model::layout::Layout::displaced),
 //!   never deleted, and a real folder made in its place;
-//! - `monitor.lock`, locked again: the first lock stays held by its
-//!   descriptor whatever became of the file, and the daemon judges
-//!   liveness by the proven monitor process and the lock's holder, never
-//!   by the file's presence alone;
+//! - the monitor's lock on the run folder, taken again on a folder made
+//!   again: the first lock stays held by its descriptor whatever became of
+//!   the folder, and the daemon judges liveness by the proven monitor
+//!   process and the lock's holder, never by the lock alone;
 //! - `events.jsonl`, reopened with `seq` carried on;
 //! - `job.log`, reopened with its byte count and cap carried on
 //!   (`output.rs`).
@@ -84,7 +84,7 @@ impl Monitor<'_> {
         fsio::create_dirs(self.layout.root(), dir)
     }
 
-    /// Lock `monitor.lock` again if the file we hold is no longer there.
+    /// Lock the run folder again if the folder we hold is no longer there.
     fn relock(&mut self) {
         let path = self.layout.monitor_lock(&self.rec.job_id);
         let held = self.locks.last().and_then(|l| l.metadata().ok());
@@ -95,13 +95,13 @@ impl Monitor<'_> {
             }
         }
         let job = &self.rec.job_id;
-        match fsio::try_lock(self.layout.root(), &path) {
+        match fsio::try_lock_dir(self.layout.root(), &path) {
             Ok(Some(lock)) => {
                 tracing::warn!(job = %job, "{} was removed or replaced by the job; locked it again", path.display());
                 self.locks.push(lock);
             }
             Ok(None) => {
-                tracing::warn!(job = %job, "{} was replaced by a file another process locks; the monitor keeps its own lock", path.display())
+                tracing::warn!(job = %job, "{} was replaced by a folder another process locks; the monitor keeps its own lock", path.display())
             }
             Err(e) => tracing::warn!(job = %job, "{e}; the monitor keeps its own lock"),
         }

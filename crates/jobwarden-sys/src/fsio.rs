@@ -373,6 +373,18 @@ pub fn try_lock(root: &Path, path: &Path) -> Result<Option<Flock<File>>, IoError
     }
 }
 
+/// [`try_lock`] on the folder `dir` under `root` (never created here; a
+/// symlink or a file there is refused): the lock a job's monitor holds on
+/// its run folder.
+pub fn try_lock_dir(root: &Path, dir: &Path) -> Result<Option<Flock<File>>, IoError> {
+    let folder = beneath::open_dir(root, dir)?;
+    match Flock::lock(folder, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, e)) => Err(IoError::new("locking", dir, e.into())),
+    }
+}
+
 /// Take an exclusive `flock` on `path` under `root` (created if missing,
 /// opened as in [`try_lock`]), waiting for whoever holds it. Released when
 /// the handle is dropped (or the process ends).

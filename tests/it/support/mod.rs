@@ -1277,10 +1277,11 @@ pub fn wait_archived_event(sb: &Sandbox, id: &str) {
     });
 }
 
-/// Waits until no process holds job `id`'s monitor lock: its monitor is
-/// done with it (exited, or idle and waiting for another job).
+/// Waits until no process holds job `id`'s monitor lock (on its run
+/// folder): its monitor is done with it (exited, or idle and waiting for
+/// another job).
 pub fn wait_monitor_released(sb: &Sandbox, id: &str, deadline: Duration) {
-    let lock = sb.root.join("runs").join(id).join("monitor.lock");
+    let lock = sb.root.join("runs").join(id);
     wait_until(
         &format!("job {id}'s monitor to let go of it"),
         deadline,

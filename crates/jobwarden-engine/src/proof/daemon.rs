@@ -3,8 +3,8 @@
 //! of a daemon starting.
 //!
 //! Nothing a job can write decides it. `daemon.lock` can be replaced by a
-//! hard link to any file another process holds a lock on (another job's
-//! `monitor.lock`, a stranger's file), and `daemon.json` can name any pid.
+//! link to anything another process holds a lock on (another job's run
+//! folder, a stranger's file), and `daemon.json` can name any pid.
 //! What the kernel says of the process itself cannot be forged by writing
 //! files: it is alive (the start time read with its pid identifies it),
 //! it runs this program (the same executable file as ours, or a deleted

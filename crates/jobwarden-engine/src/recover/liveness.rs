@@ -24,7 +24,7 @@ const ORPHAN_POLL: Duration = Duration::from_millis(50);
 /// What became of a job's monitor.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Monitor {
-    /// No monitor ever took the job (no `monitor.lock`).
+    /// No monitor ever took the job ([`JobRecord::monitor_took`]).
     NeverStarted,
     /// This proven process is the job's monitor.
     Alive(Proc),
@@ -43,15 +43,14 @@ pub fn monitor_state_of(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) ->
     if let Some(p) = live_monitor(layout, id, rec) {
         return Monitor::Alive(p);
     }
-    if std::fs::symlink_metadata(layout.monitor_lock(id)).is_err() {
-        Monitor::NeverStarted
-    } else {
-        Monitor::Gone
+    match rec {
+        Some(rec) if !rec.monitor_took() => Monitor::NeverStarted,
+        _ => Monitor::Gone,
     }
 }
 
 /// The live monitor of job `id`, proven: the one its record names, else a
-/// holder of its `monitor.lock` (which the monitor holds by descriptor for
+/// holder of the lock on its run folder (which the monitor holds by descriptor for
 /// its whole life; the record may be garbage, the file replaced).
 pub fn live_monitor(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -> Option<Proc> {
     let of = MonitorOf {
@@ -86,7 +85,7 @@ fn live_monitor_anywhere(layout: &Layout, id: &JobId, rec: Option<&JobRecord>) -
     }
     let found = LiveMonitors::scan(layout).of(id, rec);
     if let Some(p) = found {
-        tracing::warn!(job = %id, pid = p.pid, "its monitor runs, though its record or its monitor.lock says otherwise (written by the job?): it is alive");
+        tracing::warn!(job = %id, pid = p.pid, "its monitor runs, though its record or the lock on its run folder says otherwise (written by the job?): it is alive");
     }
     found
 }

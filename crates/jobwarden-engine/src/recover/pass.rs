@@ -97,9 +97,8 @@ impl<'a> Pass<'a> {
             return;
         }
         self.held.insert(layout.running_prompt(&rec.prompt_name()));
-        let lock_taken = std::fs::symlink_metadata(layout.monitor_lock(&id)).is_ok();
         match rec.state {
-            JobState::Queued if !lock_taken => {
+            JobState::Queued if !rec.monitor_took() => {
                 restore_prompt_copy(layout, &rec);
                 self.queued.push((rec.created_at, id, rec.priority));
             }

@@ -167,6 +167,13 @@ pub struct Overrides {
 }
 
 impl JobRecord {
+    /// Did a monitor take this job? Its first record line (`monitor_started`,
+    /// durable before anything of the job runs) names it; a monitor that
+    /// died before writing it ran nothing, so the job may be queued again.
+    pub fn monitor_took(&self) -> bool {
+        self.monitor_pid.is_some()
+    }
+
     /// A freshly claimed job, in state `queued`.
     pub fn new_queued(id: JobId, prompt: &PromptName, inbox_path: String, host: &str) -> Self {
         let now = Timestamp::now();

@@ -22,12 +22,13 @@ fn a_monitor_lock_names_its_job_only_under_this_root() {
     let layout = Layout::new(PathBuf::from("/nonexistent-root"));
     let id = JobId::parse("j1").expect("id");
     assert_eq!(
-        layout.job_of_monitor_lock(&layout.monitor_lock(&id)),
+        layout.job_of_run_dir(&layout.monitor_lock(&id)),
         Some(id.clone())
     );
-    let elsewhere = Path::new("/other/runs/j1/monitor.lock");
-    assert_eq!(layout.job_of_monitor_lock(elsewhere), None);
-    assert_eq!(layout.job_of_monitor_lock(&layout.job_json(&id)), None);
+    let elsewhere = Path::new("/other/runs/j1");
+    assert_eq!(layout.job_of_run_dir(elsewhere), None);
+    assert_eq!(layout.job_of_run_dir(&layout.job_json(&id)), None);
+    assert_eq!(layout.job_of_run_dir(&layout.job_workdir(&id)), None);
 }
 
 #[test]
