@@ -38,6 +38,14 @@ fn journal(sb: &Sandbox, id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The ops of job `id`'s journal lines, in order.
+fn journal_ops(sb: &Sandbox, id: &str) -> Vec<String> {
+    journal(sb, id)
+        .iter()
+        .map(|e| e["op"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
 /// Put `record` back as job `id`'s `job.json`: what a power cut leaves
 /// when it takes the unsynced rewrites after it.
 fn roll_back_view(sb: &Sandbox, id: &str, record: &Value) {
@@ -69,10 +77,7 @@ fn a_start_durable_in_the_journal_is_never_run_again_even_without_job_json() {
     sb.drop_prompt("proj", "a", "x\n");
     paused.wait_reached("the monitor's start to be durable", secs(15));
     let job = only_job(&sb, "a");
-    let ops: Vec<String> = journal(&sb, &job.id)
-        .iter()
-        .map(|e| e["op"].as_str().unwrap_or("?").to_owned())
-        .collect();
+    let ops = journal_ops(&sb, &job.id);
     assert_eq!(ops, ["queued", "monitor_started"], "the journal so far");
     sb.kill_everything();
     paused.daemon.wait_exit(secs(5));
@@ -117,10 +122,7 @@ fn a_monitor_killed_before_its_first_record_line_leaves_its_job_to_run_once() {
     sb.drop_prompt("proj", "c", "x\n");
     paused.wait_reached("the monitor to hold its lock", secs(15));
     let job = only_job(&sb, "c");
-    let ops: Vec<String> = journal(&sb, &job.id)
-        .iter()
-        .map(|e| e["op"].as_str().unwrap_or("?").to_owned())
-        .collect();
+    let ops = journal_ops(&sb, &job.id);
     assert_eq!(ops, ["queued"], "the journal so far");
     let holders = jobwarden_sys::procfs::flock_holders(&sb.run_dir(&job.id)).expect("locks");
     assert_eq!(

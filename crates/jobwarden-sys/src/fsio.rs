@@ -365,23 +365,23 @@ pub fn create_dir_new(root: &Path, dir: &Path) -> Result<(), IoError> {
 /// regular file. The lock lasts as long as the returned handle (or the
 /// process); the descriptor is close-on-exec, so children never inherit it.
 pub fn try_lock(root: &Path, path: &Path) -> Result<Option<Flock<File>>, IoError> {
-    let file = beneath::open_lock_file(root, path)?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => Ok(Some(lock)),
-        Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(IoError::new("locking", path, e.into())),
-    }
+    lock_now(beneath::open_lock_file(root, path)?, path)
 }
 
 /// [`try_lock`] on the folder `dir` under `root` (never created here; a
 /// symlink or a file there is refused): the lock a job's monitor holds on
 /// its run folder.
 pub fn try_lock_dir(root: &Path, dir: &Path) -> Result<Option<Flock<File>>, IoError> {
-    let folder = beneath::open_dir(root, dir)?;
-    match Flock::lock(folder, FlockArg::LockExclusiveNonblock) {
+    lock_now(beneath::open_dir(root, dir)?, dir)
+}
+
+/// An exclusive `flock` on `file` (opened at `path`) without waiting;
+/// `None` when another process holds it.
+fn lock_now(file: File, path: &Path) -> Result<Option<Flock<File>>, IoError> {
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => Ok(Some(lock)),
         Err((_, Errno::EWOULDBLOCK)) => Ok(None),
-        Err((_, e)) => Err(IoError::new("locking", dir, e.into())),
+        Err((_, e)) => Err(IoError::new("locking", path, e.into())),
     }
 }
 
