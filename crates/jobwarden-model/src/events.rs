@@ -153,7 +153,7 @@ struct Line {
     op: Op,
     ts: String,
     fields: Value,
-    record: Option<Value>,
+    record: Option<Box<RawValue>>,
 }
 
 impl EventLog {
@@ -215,7 +215,7 @@ impl EventLog {
     /// is after it, written whether events are on or not. Returns the
     /// line's `seq`, `None` when it could not be written. Durable once
     /// [`EventLog::sync`] has returned.
-    pub fn journal(&mut self, op: Op, fields: Value, record: Value) -> Option<u64> {
+    pub fn journal(&mut self, op: Op, fields: Value, record: Box<RawValue>) -> Option<u64> {
         self.write(op, fields, Some(record))
     }
 
@@ -276,7 +276,7 @@ impl EventLog {
         }
     }
 
-    fn write(&mut self, op: Op, fields: Value, record: Option<Value>) -> Option<u64> {
+    fn write(&mut self, op: Op, fields: Value, record: Option<Box<RawValue>>) -> Option<u64> {
         self.file.as_ref()?;
         if self.held.is_some() && self.known_len.is_none() {
             // A held line's seq is told now: read where the file ends.
@@ -348,11 +348,21 @@ impl EventLog {
                     obj.entry(key).or_insert(value);
                 }
             }
+            obj.remove(RECORD_KEY);
+            let event = Value::Object(obj).to_string();
             match line.record {
-                Some(record) => obj.insert(RECORD_KEY.into(), record),
-                None => obj.remove(RECORD_KEY),
-            };
-            text.push_str(&Value::Object(obj).to_string());
+                // The record as it was serialized, spliced in as the last
+                // key: never a tree of values built and printed again.
+                Some(record) => {
+                    text.push_str(event.strip_suffix('}').unwrap_or(&event));
+                    text.push_str(",\"");
+                    text.push_str(RECORD_KEY);
+                    text.push_str("\":");
+                    text.push_str(record.get());
+                    text.push('}');
+                }
+                None => text.push_str(&event),
+            }
             text.push('\n');
         }
         // One write(2) on an O_APPEND file: lines never interleave.
@@ -555,6 +565,10 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
+    fn raw(v: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).expect("raw")
+    }
+
     #[test]
     fn a_field_never_replaces_the_event_s_own_keys() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -603,7 +617,7 @@ mod tests {
         let seq = log.journal(
             Op::State,
             json!({"to": "running"}),
-            json!({"state": "running"}),
+            raw(json!({"state": "running"})),
         );
         assert_eq!(seq, Some(3), "the seq it will have");
         assert_eq!(read_all(dir.path(), &p).expect("read").len(), 1, "held");
@@ -731,7 +745,7 @@ mod tests {
         let mut log = EventLog::open(dir.path(), &p, false);
         log.append(Op::Claimed, json!({}));
         assert_eq!(
-            log.journal(Op::Queued, json!({}), json!({"state": "queued"})),
+            log.journal(Op::Queued, json!({}), raw(json!({"state": "queued"}))),
             Some(1)
         );
         log.sync().expect("synced");
@@ -750,8 +764,12 @@ mod tests {
         let p = dir.path().join("events.jsonl");
         assert_eq!(last_record::<Value>(dir.path(), &p), None, "no file");
         let mut log = EventLog::open(dir.path(), &p, true);
-        log.journal(Op::Queued, json!({}), json!({"state": "queued"}));
-        log.journal(Op::State, json!({"record": 1}), json!({"state": "running"}));
+        log.journal(Op::Queued, json!({}), raw(json!({"state": "queued"})));
+        log.journal(
+            Op::State,
+            json!({"record": 1}),
+            raw(json!({"state": "running"})),
+        );
         log.append(Op::Exited, json!({"record": {"state": "forged"}}));
         drop(log);
         std::fs::OpenOptions::new()

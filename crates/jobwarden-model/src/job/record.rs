@@ -412,7 +412,7 @@ impl JobRecord {
         view: bool,
     ) -> Result<bool, RecordError> {
         self.updated_at = Timestamp::now();
-        let copy = serde_json::to_value(&*self).map_err(|e| RecordError::BadRecord {
+        let copy = serde_json::value::to_raw_value(&*self).map_err(|e| RecordError::BadRecord {
             path: layout.job_json(&self.job_id),
             reason: e.to_string(),
         })?;
