@@ -453,6 +453,16 @@ const JOURNAL_TAIL_FIRST: u64 = 16 * 1024;
 /// last [`JOURNAL_TAIL_BYTES`] (or no file, or one that cannot be read), or
 /// when the last one's record is not a `T`.
 pub fn last_record<T: DeserializeOwned>(root: &Path, path: &Path) -> Option<(u64, T)> {
+    last_record_after(root, path, 0)
+}
+
+/// [`last_record`], when the last journal line's `seq` is greater than
+/// `after` (a reader holding the record up to `after` then parses nothing).
+pub fn last_record_after<T: DeserializeOwned>(
+    root: &Path,
+    path: &Path,
+    after: u64,
+) -> Option<(u64, T)> {
     let (first, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
     let longer;
     let mut found = last_record_in(&first, len > JOURNAL_TAIL_FIRST);
@@ -460,7 +470,7 @@ pub fn last_record<T: DeserializeOwned>(root: &Path, path: &Path) -> Option<(u64
         longer = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
         found = last_record_in(&longer.0, longer.1 > JOURNAL_TAIL_BYTES);
     }
-    let (seq, record) = found?;
+    let (seq, record) = found.filter(|(seq, _)| *seq > after)?;
     Some((seq, serde_json::from_str(record.get()).ok()?))
 }
 

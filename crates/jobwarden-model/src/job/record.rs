@@ -284,9 +284,9 @@ impl JobRecord {
         {
             return view.map(|rec| (rec, false));
         }
+        // Only a journal line newer than the view is read as a record.
         let seen = view.as_ref().ok().map_or(0, |r| r.journal_seq.unwrap_or(0));
-        let journal = crate::events::last_record(layout.root(), &layout.events(id))
-            .filter(|(seq, _)| *seq > seen || view.is_err())
+        let journal = crate::events::last_record_after(layout.root(), &layout.events(id), seen)
             .and_then(|(seq, mut rec): (u64, JobRecord)| {
                 rec.journal_seq = Some(seq);
                 rec.check(id).ok().map(|()| rec)
