@@ -316,8 +316,11 @@ impl EventLog {
         let tail = tail_of(file);
         self.next_seq =
             last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
-        self.known_len = len;
-        tail.last().is_some_and(|&b| b != b'\n')
+        let torn = tail.last().is_some_and(|&b| b != b'\n');
+        // A torn end is looked at again by the append that closes it (a
+        // line held now is written later).
+        self.known_len = if torn { None } else { len };
+        torn
     }
 
     /// Append `lines` in one `write(2)` under the writers' lock; the first
@@ -674,6 +677,24 @@ mod tests {
         assert_eq!(seqs, vec![1, 2, 3]);
         assert_eq!(events[2]["op"], "started");
         assert_eq!(events[1]["max_jobs"], 4);
+    }
+
+    #[test]
+    fn a_torn_end_is_closed_before_lines_held_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        EventLog::open(dir.path(), &p, true).append(Op::Claimed, json!({}));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"{\"seq\": 2, \"op\": \"cla"))
+            .expect("a torn line");
+        let mut log = EventLog::open(dir.path(), &p, true);
+        log.hold();
+        let seq = log.journal(Op::Queued, json!({}), raw(json!({"state": "queued"})));
+        assert!(log.flush(), "written");
+        let (found, _): (u64, Value) = last_record(dir.path(), &p).expect("the held line reads");
+        assert_eq!(Some(found), seq);
     }
 
     #[test]

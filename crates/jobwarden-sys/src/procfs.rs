@@ -74,22 +74,12 @@ pub fn own_exe() -> Option<ExeId> {
     *OWN.get_or_init(|| exe_id(std::process::id() as i32))
 }
 
-/// This process's start time (`/proc/self/stat`), asked once per process:
-/// a forked child asks again.
+/// This process's start time (`/proc/self/stat`), asked once, as
+/// [`own_exe`] (for a process running its own program: a forked child
+/// that has not executed anything must not ask).
 pub fn own_start_time() -> Option<u64> {
-    static OWN: std::sync::Mutex<Option<(u32, Option<u64>)>> = std::sync::Mutex::new(None);
-    let me = std::process::id();
-    let mut own = OWN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    match *own {
-        Some((pid, time)) if pid == me => time,
-        _ => {
-            let time = start_time(me as i32);
-            *own = Some((me, time));
-            time
-        }
-    }
+    static OWN: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| start_time(std::process::id() as i32))
 }
 
 /// What `/proc/<pid>/stat` says, as far as proofs need it.
