@@ -267,6 +267,8 @@ impl Claimer<'_> {
             };
         }
         let fields = json!({"path": rec.inbox_path, "bytes": bytes.len(), "prompt_sha256": rec.prompt_sha256, "attempt": rec.attempt});
+        // `claimed` and the `queued` journal line are one append.
+        events.hold();
         events.append(Op::Claimed, fields);
         rec.journal(
             self.layout,
@@ -584,33 +586,40 @@ struct ReadFile {
 
 /// The prompt's text and what the read saw of its file, or why not.
 fn read_prompt(root: &Path, path: &Path, max: u64) -> Result<(String, ReadFile), Refusal> {
-    use std::os::unix::fs::MetadataExt;
-    let meta =
-        fs::symlink_metadata(path).map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
-    if meta.file_type().is_symlink() {
-        return Err(Refusal::Input("the prompt is a symlink; symlinks in the inbox are never followed, drop the file itself".into()));
+    let (file, st) = match fsio::open_file_stat(root, path) {
+        Ok(opened) => opened,
+        Err(e) if fsio::is_refusal(&e) => return Err(Refusal::Input(not_a_prompt(path))),
+        Err(e) => return Err(Refusal::Io(e)),
+    };
+    let len = u64::try_from(st.st_size).unwrap_or(0);
+    if len > max {
+        return Err(Refusal::Input(too_large(len, max)));
     }
-    if !meta.is_file() {
-        return Err(Refusal::Input("the prompt is not a regular file".into()));
-    }
-    if meta.len() > max {
-        return Err(Refusal::Input(too_large(meta.len(), max)));
-    }
-    let file = fsio::open_file(root, path).map_err(Refusal::Io)?;
-    let opened = file
-        .metadata()
-        .map_err(|e| Refusal::Io(IoError::new("inspecting", path, e)))?;
-    let (bytes, over) = fsio::read_capped_from(file, path, max).map_err(Refusal::Io)?;
+    let (bytes, over) = fsio::read_capped_at(&file, path, len, max).map_err(Refusal::Io)?;
     if over {
         return Err(Refusal::Input(too_large(max.saturating_add(1), max)));
     }
     let text = String::from_utf8(bytes)
         .map_err(|_| Refusal::Input("the prompt is not valid UTF-8 text".into()))?;
+    let modified = u64::try_from(st.st_mtime).ok().and_then(|secs| {
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+    });
     let read = ReadFile {
-        dropped_at: meta.modified().ok().map(Timestamp::from),
-        identity: (opened.dev(), opened.ino()),
+        dropped_at: modified.map(Timestamp::from),
+        identity: (st.st_dev, st.st_ino),
     };
     Ok((text, read))
+}
+
+/// Why the claimed file at `path`, which the open refused, is no prompt.
+fn not_a_prompt(path: &Path) -> String {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            "the prompt is a symlink; symlinks in the inbox are never followed, drop the file itself".into()
+        }
+        _ => "the prompt is not a regular file".into(),
+    }
 }
 
 fn too_large(len: u64, max: u64) -> String {

@@ -17,7 +17,7 @@
 //! re-read from its tail first. One `fstat` per append when nobody else wrote.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -178,8 +178,16 @@ impl EventLog {
             enabled,
             held: None,
         };
-        match fsio::open_append(root, path) {
-            Ok(f) => log.file = Some(f),
+        match fsio::open_append_len(root, path) {
+            Ok((f, len)) => {
+                log.file = Some(f);
+                // An empty file has no tail to read: its first line
+                // reads nothing, unless another writer appended first
+                // (the length is compared under the lock).
+                if len == 0 {
+                    log.known_len = Some(0);
+                }
+            }
             Err(e) => tracing::warn!("events and journal disabled for this job: {e}"),
         }
         log
@@ -202,6 +210,40 @@ impl EventLog {
             self.next_seq = self.next_seq.max(next);
             self.held = held;
         }
+    }
+
+    /// Write ordinary events (`true`) or the journal's lines alone: for a
+    /// handle opened before the record that says which was read.
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.enabled = enabled;
+    }
+
+    /// [`last_record_after`], read through this handle, which learns from
+    /// the same read where the file ends and its last `seq`: its first line
+    /// then reads nothing again, unless another writer appended meanwhile
+    /// (the length is compared under the writers' lock, as always).
+    pub fn last_record_after<T: DeserializeOwned>(&mut self, after: u64) -> Option<(u64, T)> {
+        let file = self.file.as_ref()?;
+        let len = file.metadata().ok()?.len();
+        let mut learned = None;
+        let found = record_in_file(file, &self.path, len, after, |tail| {
+            // A torn end (a crash mid-line) is left to the first append,
+            // which closes it; so is a tail with no line to read.
+            if len == 0 {
+                learned = Some(None);
+            } else if tail.last() == Some(&b'\n') {
+                learned = last_seq(tail).map(Some);
+            }
+        });
+        if self.known_len.is_none()
+            && let Some(last) = learned
+        {
+            self.known_len = Some(len);
+            if let Some(last) = last {
+                self.next_seq = self.next_seq.max(last.saturating_add(1));
+            }
+        }
+        found
     }
 
     /// Append `{"seq", "op", "ts", ...fields}`. `fields` must be a JSON object.
@@ -313,7 +355,7 @@ impl EventLog {
             self.known_len = len;
             return false;
         }
-        let tail = tail_of(file);
+        let tail = len.map_or_else(Vec::new, |len| tail_of(file, &self.path, len));
         self.next_seq =
             last_seq(&tail).map_or(self.next_seq, |s| s.saturating_add(1).max(self.next_seq));
         let torn = tail.last().is_some_and(|&b| b != b'\n');
@@ -429,17 +471,10 @@ impl Drop for FileLock {
     }
 }
 
-/// The last [`TAIL_BYTES`] of the file (empty if it cannot be read).
-fn tail_of(f: &mut File) -> Vec<u8> {
-    let mut tail = Vec::new();
-    let read = f
-        .seek(SeekFrom::End(0))
-        .and_then(|len| f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES))))
-        .and_then(|_| f.read_to_end(&mut tail));
-    if read.is_err() {
-        tail.clear();
-    }
-    tail
+/// The last [`TAIL_BYTES`] of the file's first `len` (empty if they cannot
+/// be read).
+fn tail_of(f: &File, path: &Path, len: u64) -> Vec<u8> {
+    fsio::read_end(f, path, len, TAIL_BYTES).unwrap_or_default()
 }
 
 /// The key of a journal line's copy of the job's record.
@@ -466,12 +501,27 @@ pub fn last_record_after<T: DeserializeOwned>(
     path: &Path,
     after: u64,
 ) -> Option<(u64, T)> {
-    let (first, len) = fsio::read_tail(root, path, JOURNAL_TAIL_FIRST).ok()?;
+    let (file, len) = fsio::open_file_len(root, path).ok()?;
+    record_in_file(&file, path, len, after, |_| {})
+}
+
+/// The last journal line among the first `len` bytes of `file`, when its
+/// `seq` is greater than `after`, its record read as `T`; `first` is
+/// shown the last [`JOURNAL_TAIL_FIRST`] bytes, read first.
+fn record_in_file<T: DeserializeOwned>(
+    file: &File,
+    path: &Path,
+    len: u64,
+    after: u64,
+    first: impl FnOnce(&[u8]),
+) -> Option<(u64, T)> {
+    let tail = fsio::read_end(file, path, len, JOURNAL_TAIL_FIRST).ok()?;
+    first(&tail);
     let longer;
-    let mut found = last_record_in(&first, len > JOURNAL_TAIL_FIRST);
+    let mut found = last_record_in(&tail, len > JOURNAL_TAIL_FIRST);
     if found.is_none() && len > JOURNAL_TAIL_FIRST {
-        longer = fsio::read_tail(root, path, JOURNAL_TAIL_BYTES).ok()?;
-        found = last_record_in(&longer.0, longer.1 > JOURNAL_TAIL_BYTES);
+        longer = fsio::read_end(file, path, len, JOURNAL_TAIL_BYTES).ok()?;
+        found = last_record_in(&longer, len > JOURNAL_TAIL_BYTES);
     }
     let (seq, record) = found.filter(|(seq, _)| *seq > after)?;
     Some((seq, serde_json::from_str(record.get()).ok()?))
@@ -654,6 +704,49 @@ mod tests {
         assert_eq!(
             events.last().map(|e| e["op"].clone()),
             Some(json!("exited"))
+        );
+    }
+
+    #[test]
+    fn a_record_read_through_the_handle_leaves_it_knowing_the_end_and_missing_no_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let mut first = EventLog::open(dir.path(), &p, true);
+        first.journal(Op::Queued, json!({}), raw(json!({"state": "queued"})));
+        first.append(Op::Claimed, json!({}));
+        let mut log = EventLog::open(dir.path(), &p, true);
+        let (seq, record): (u64, Value) = log.last_record_after(0).expect("the journal line");
+        assert_eq!((seq, record["state"].as_str()), (1, Some("queued")));
+        // Another writer appends after that read: the next line follows it.
+        EventLog::open(dir.path(), &p, true).append(Op::Adopted, json!({}));
+        let running = raw(json!({"state": "running"}));
+        assert_eq!(log.journal(Op::State, json!({}), running), Some(4));
+        let seqs = |p: &Path| -> Vec<u64> {
+            let events = read_all(dir.path(), p).expect("read");
+            events.iter().filter_map(|e| e["seq"].as_u64()).collect()
+        };
+        assert_eq!(seqs(&p), [1, 2, 3, 4]);
+        // Nothing newer than asked: no record, and still the end learned.
+        let mut after = EventLog::open(dir.path(), &p, true);
+        assert!(after.last_record_after::<Value>(4).is_none());
+        after.append(Op::Exited, json!({}));
+        assert_eq!(seqs(&p), [1, 2, 3, 4, 5]);
+        // A torn end the read saw is closed by the next line.
+        let mut raw_file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .expect("open");
+        std::io::Write::write_all(&mut raw_file, b"{\"seq\":6,\"op\":\"sta").expect("tear");
+        let mut torn = EventLog::open(dir.path(), &p, true);
+        let (seq, _): (u64, Value) = torn.last_record_after(0).expect("the journal line");
+        assert_eq!(seq, 4);
+        torn.append(Op::Archived, json!({}));
+        let read = read_counted(dir.path(), &p).expect("read");
+        assert_eq!(read.unreadable, 1, "the torn line alone");
+        let last = read.events.last().expect("a line");
+        assert_eq!(
+            (last["seq"].as_u64(), last["op"].as_str()),
+            (Some(6), Some("archived"))
         );
     }
 

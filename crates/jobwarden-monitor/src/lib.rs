@@ -96,10 +96,14 @@ pub async fn run(
     if let Err(e) = jobwarden_engine::shared_inbox::renew(&layout, config) {
         tracing::warn!(job = %id, "renewing the host's lease in the shared inbox: {e}");
     }
-    let rec = JobRecord::load_job(&layout, &id)?;
+    // The record is read through the job's own events handle, which then
+    // appends without reading the journal again.
+    let mut events = EventLog::open(layout.root(), &layout.events(&id), true);
+    let (rec, _) = JobRecord::load_job_logged(&layout, &id, &mut events)?;
+    events.set_enabled(config.events_for(&rec));
     if rec.state == JobState::Running && rec.slurm.is_some() {
         // Its main command runs in Slurm, and its monitor is gone: follow it.
-        let mut job = Monitor::new(layout, config, rec, hand_over, lock);
+        let mut job = Monitor::new(layout, config, rec, events, hand_over, lock);
         if job.profile.executor.slurm().is_none() {
             tracing::warn!(job = %id, "its profile no longer runs jobs on Slurm; the job submitted there is followed to its end");
         }
@@ -115,7 +119,7 @@ pub async fn run(
         });
     }
     let missing = config.profile_of(&rec).err();
-    let mut job = Monitor::new(layout, config, rec, hand_over, lock);
+    let mut job = Monitor::new(layout, config, rec, events, hand_over, lock);
     if let Some(why) = missing {
         let stop = job.start_failed(Stage::Run, spawn::NotStarted::Setup(why));
         return job.stopped(stop);
@@ -191,20 +195,17 @@ struct Monitor<'a> {
 }
 
 impl<'a> Monitor<'a> {
-    /// The monitor of `rec`, holding its `lock`; its profile, or the
-    /// default one when it is gone (the caller says so).
+    /// The monitor of `rec`, appending to its `events`, holding its
+    /// `lock`; its profile, or the default one when it is gone (the caller
+    /// says so).
     fn new(
         layout: Layout,
         config: &'a Config,
         rec: JobRecord,
+        events: EventLog,
         hand_over: bool,
         lock: nix::fcntl::Flock<std::fs::File>,
     ) -> Self {
-        let events = EventLog::open(
-            layout.root(),
-            &layout.events(&rec.job_id),
-            config.events_for(&rec),
-        );
         let profile = config
             .profile_of(&rec)
             .unwrap_or_else(|_| config.default_profile())
@@ -261,7 +262,7 @@ impl Monitor<'_> {
             tracing::warn!(job = %id, "{why}; it does not run here");
             return self.end(JobState::Interrupted, Some(why));
         }
-        if let Err(e) = fsio::create_dirs(self.layout.root(), &self.layout.job_workdir(&id)) {
+        if let Err(e) = self.create_workdir() {
             if storage::fault_of(&e.source).is_some() {
                 tracing::warn!(job = %id, "{e}; the job stays queued");
                 return Ok(Outcome::NoStorage(e.to_string()));
@@ -342,9 +343,23 @@ impl Monitor<'_> {
             self.rec.save_unsynced(&self.layout)?;
             self.view_owed = false;
         }
-        let run_dir = self.layout.events(&self.rec.job_id);
-        fsio::sync_parent(self.layout.root(), &run_dir)?;
+        let run_dir = self.layout.run_dir(&self.rec.job_id);
+        match self.locks.first() {
+            Some(held) => fsio::sync_held_dir(held, &run_dir)?,
+            None => fsio::sync_parent(self.layout.root(), &self.layout.events(&self.rec.job_id))?,
+        }
         Ok(())
+    }
+
+    /// The job's own working folder, `work/` in its run folder: made in the
+    /// run folder this monitor holds locked (one `mkdirat`).
+    fn create_workdir(&self) -> Result<(), jobwarden_sys::error::IoError> {
+        let (root, id) = (self.layout.root(), &self.rec.job_id);
+        let workdir = self.layout.job_workdir(id);
+        match (self.locks.first(), workdir.file_name()) {
+            (Some(held), Some(name)) => fsio::create_dir_in(root, held, name, &workdir),
+            _ => fsio::create_dirs(root, &workdir),
+        }
     }
 
     /// Put the record's new state in the job index (fail-soft: a stale

@@ -258,7 +258,8 @@ pub fn pump_child(
     sink: &SharedSink,
     tail_cap: usize,
 ) -> [Option<JoinHandle<()>>; 2] {
-    let reader = |fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok();
+    // The read ends of two pipes, non-blocking already (`child::start`).
+    let reader = |fd| tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(fd).ok();
     [
         reader(child.stdout).map(|s| pump(s, Stream::Stdout, sink.clone(), tail_cap)),
         reader(child.stderr).map(|s| pump(s, Stream::Stderr, sink.clone(), tail_cap)),

@@ -168,15 +168,19 @@ impl Monitor<'_> {
 
 /// Make this process the reaper of its descendants' orphans, so that a
 /// grandchild whose parent died is reparented here (and reaped here) rather
-/// than lingering as init's zombie.
+/// than lingering as init's zombie. Asked once per process (a monitor
+/// serves job after job; nothing takes the attribute away).
 pub(super) fn become_subreaper() {
-    // SAFETY: prctl with integer arguments touches no memory.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
-        tracing::debug!(
-            "PR_SET_CHILD_SUBREAPER: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    static ASKED: std::sync::Once = std::sync::Once::new();
+    ASKED.call_once(|| {
+        // SAFETY: prctl with integer arguments touches no memory.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } != 0 {
+            tracing::debug!(
+                "PR_SET_CHILD_SUBREAPER: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    });
 }
 
 /// Reap every child that has already exited (orphaned grandchildren killed

@@ -128,7 +128,7 @@ pub struct Sandboxed<'a> {
 }
 
 /// A started process: the leader of its own process group, its output
-/// on two pipes.
+/// on two pipes (their read ends here, non-blocking).
 #[derive(Debug)]
 pub struct Started {
     pub pid: Pid,
@@ -191,6 +191,11 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
     let env_ptrs = null_terminated(&env);
     let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC)?;
     let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC)?;
+    // The monitor's ends read without blocking; the command's stay as a
+    // command expects its output to be.
+    for read_end in [&out_r, &err_r] {
+        nix::fcntl::fcntl(read_end, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    }
     // The child moves these onto 0, 1 and 2: none may be one of those
     // already, or a move would close another before it is moved.
     let stdio = [

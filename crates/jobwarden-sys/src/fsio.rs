@@ -3,7 +3,7 @@
 //! directory), the claim by rename that never overwrites, directory
 //! creation with our modes, and (`fsio/beneath.rs`) every open of a path
 //! under the root: from the root's handle, never following a symlink, never
-//! blocking on a FIFO, with capped reads.
+//! blocking on a FIFO; reads of what they open are capped (`fsio/read.rs`).
 //!
 //! Writes go through the same walk as reads: every function here takes the
 //! root first, opens the target's folder from the root's handle (a
@@ -38,12 +38,15 @@ use crate::error::{IoContext, IoError};
 mod across;
 mod batch;
 mod beneath;
+mod read;
 
 pub use batch::{Batch, Deferred, batch};
 pub use beneath::{
-    create_dirs, dir_identity, is_refusal, kind_of, open_append, open_dir, open_file, read_capped,
-    read_capped_from, read_dir, read_tail, regular_identity, rename_noreplace, stat_nofollow,
+    create_dir_in, create_dirs, dir_identity, is_refusal, kind_of, open_append, open_append_len,
+    open_dir, open_file, open_file_len, open_file_stat, read_dir, regular_identity,
+    rename_noreplace, stat_nofollow,
 };
+pub use read::{read_capped, read_capped_at, read_capped_from, read_end, read_tail};
 
 pub const FILE_MODE: u32 = 0o660;
 pub const DIR_MODE: u32 = 0o770;
@@ -295,6 +298,12 @@ pub fn sync_file(root: &Path, path: &Path) -> Result<(), IoError> {
 /// journal), or owe it to the open batch. `path` names it in errors.
 pub fn sync_open(file: &File, path: &Path) -> Result<(), IoError> {
     batch::sync(file, "syncing", path)
+}
+
+/// fsync a folder this process holds open (`path` names it), or owe it
+/// to the open batch: what was made or renamed in it is durable.
+pub fn sync_held_dir(dir: &File, path: &Path) -> Result<(), IoError> {
+    batch::sync(dir, "syncing directory", path)
 }
 
 /// Reserve `len` bytes of room past the end of `file` (at `path`) without

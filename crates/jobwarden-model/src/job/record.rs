@@ -270,6 +270,30 @@ impl JobRecord {
     /// journal (the record returned is the journal's): recovery then
     /// writes it again.
     pub fn load_job_view(layout: &Layout, id: &JobId) -> Result<(Self, bool), RecordError> {
+        let events = layout.events(id);
+        Self::load_job_view_by(layout, id, |seen| {
+            crate::events::last_record_after(layout.root(), &events, seen)
+        })
+    }
+
+    /// [`JobRecord::load_job_view`], the journal read through `log`, the
+    /// job's own events handle, which then appends without reading it
+    /// again ([`EventLog::last_record_after`]).
+    pub fn load_job_logged(
+        layout: &Layout,
+        id: &JobId,
+        log: &mut EventLog,
+    ) -> Result<(Self, bool), RecordError> {
+        Self::load_job_view_by(layout, id, |seen| log.last_record_after(seen))
+    }
+
+    /// The view of `id`, or the journal's last record newer than it
+    /// (`journal` reads that: the last line's after a `seq`).
+    fn load_job_view_by(
+        layout: &Layout,
+        id: &JobId,
+        journal: impl FnOnce(u64) -> Option<(u64, JobRecord)>,
+    ) -> Result<(Self, bool), RecordError> {
         let path = layout.job_json(id);
         let view = Self::load(layout.root(), &path).and_then(|rec| {
             rec.check(id).map_err(|reason| RecordError::BadRecord {
@@ -286,11 +310,10 @@ impl JobRecord {
         }
         // Only a journal line newer than the view is read as a record.
         let seen = view.as_ref().ok().map_or(0, |r| r.journal_seq.unwrap_or(0));
-        let journal = crate::events::last_record_after(layout.root(), &layout.events(id), seen)
-            .and_then(|(seq, mut rec): (u64, JobRecord)| {
-                rec.journal_seq = Some(seq);
-                rec.check(id).ok().map(|()| rec)
-            });
+        let journal = journal(seen).and_then(|(seq, mut rec)| {
+            rec.journal_seq = Some(seq);
+            rec.check(id).ok().map(|()| rec)
+        });
         match (view, journal) {
             (_, Some(rec)) => Ok((rec, true)),
             (view, None) => view.map(|rec| (rec, false)),
@@ -419,15 +442,23 @@ impl JobRecord {
         let Some(seq) = events.journal(op, fields, copy) else {
             return self.write_view(layout, durable.0).map(|()| false);
         };
-        self.journal_seq = Some(seq);
+        let before = self.journal_seq.replace(seq);
         if durable.0
             && let Err(e) = events.sync()
         {
             tracing::warn!(job = %self.job_id, "{e}; job.json is made durable instead");
+            self.journal_seq = before;
             return self.write_view(layout, true).map(|()| false);
         }
         if !view {
             return Ok(true);
+        }
+        // A view never names a line still held: the lines held with this
+        // one (a claim's `claimed` and `queued`) are written first, in one
+        // append; if they cannot be, the view is the record.
+        if !events.flush() {
+            self.journal_seq = before;
+            return self.write_view(layout, false).map(|()| false);
         }
         // The change is made (readers take the journal's line): a view
         // that cannot be written now is behind, and written again later

@@ -79,6 +79,9 @@ pub struct Hole {
     /// Null-terminated pointers into `components`.
     ptrs: Vec<*const libc::c_char>,
     _components: Vec<CString>,
+    /// The components joined with `/`: opened in one `openat2` where the
+    /// kernel has it.
+    joined: CString,
     /// A folder (else a regular file).
     pub dir: bool,
     /// The job cannot run without it (its workdir); others are skipped
@@ -93,8 +96,14 @@ impl Hole {
             .map(|c| c.as_ptr())
             .chain(std::iter::once(std::ptr::null()))
             .collect();
+        let joined = components
+            .iter()
+            .map(|c| c.as_bytes())
+            .collect::<Vec<_>>()
+            .join(&b'/');
         Hole {
             ptrs,
+            joined: CString::new(joined).unwrap_or_default(),
             _components: components,
             dir,
             required,
@@ -245,10 +254,69 @@ unsafe fn read_only(e: &Enter) -> Result<(), i32> {
     }
 }
 
-/// Open `hole` below `root`, one component at a time without following a
-/// link, check its type, and bind it onto itself. False if any step
-/// failed.
+/// Open `hole` below `root` without following a link (one `openat2`
+/// where the kernel has it, else one component at a time), check its
+/// type, and bind it onto itself. False if any step failed.
 unsafe fn bind_hole(root: libc::c_int, hole: &Hole) -> bool {
+    unsafe {
+        let at = match open_hole_at_once(root, hole) {
+            Some(fd) => fd,
+            None => open_hole_by_components(root, hole),
+        };
+        if at < 0 {
+            return false;
+        }
+        let mut st: libc::stat = std::mem::zeroed();
+        let kind_ok = libc::fstat(at, &mut st) == 0
+            && if hole.dir {
+                st.st_mode & libc::S_IFMT == libc::S_IFDIR
+            } else {
+                st.st_mode & libc::S_IFMT == libc::S_IFREG
+            };
+        let bound = kind_ok && bind_onto_itself(at);
+        libc::close(at);
+        bound
+    }
+}
+
+/// `hole` below `root` in one `openat2` that follows no link and stays
+/// beneath the root: the descriptor, or -1 when it is not there as asked;
+/// `None` when the kernel has no `openat2` (the walk does it then).
+unsafe fn open_hole_at_once(root: libc::c_int, hole: &Hole) -> Option<libc::c_int> {
+    if hole.joined.is_empty() {
+        return Some(-1);
+    }
+    let mut flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    if hole.dir {
+        flags |= libc::O_DIRECTORY;
+    }
+    // SAFETY: a zeroed `open_how` is valid (no flags, no mode, no resolve).
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_BENEATH;
+    // SAFETY: `joined` is NUL-terminated; `how` lives on this stack.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root,
+            hole.joined.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd >= 0 {
+        return libc::c_int::try_from(fd).ok();
+    }
+    // SAFETY: reading this thread's errno.
+    match unsafe { *libc::__errno_location() } {
+        libc::ENOSYS | libc::E2BIG | libc::EPERM => None,
+        _ => Some(-1),
+    }
+}
+
+/// `hole` below `root`, one component at a time without following a
+/// link: the descriptor, or -1.
+unsafe fn open_hole_by_components(root: libc::c_int, hole: &Hole) -> libc::c_int {
     unsafe {
         let mut at = root;
         let mut i = 0;
@@ -264,24 +332,12 @@ unsafe fn bind_hole(root: libc::c_int, hole: &Hole) -> bool {
                 libc::close(at);
             }
             if next < 0 {
-                return false;
+                return -1;
             }
             at = next;
             i += 1;
         }
-        if at == root {
-            return false;
-        }
-        let mut st: libc::stat = std::mem::zeroed();
-        let kind_ok = libc::fstat(at, &mut st) == 0
-            && if hole.dir {
-                st.st_mode & libc::S_IFMT == libc::S_IFDIR
-            } else {
-                st.st_mode & libc::S_IFMT == libc::S_IFREG
-            };
-        let bound = kind_ok && bind_onto_itself(at);
-        libc::close(at);
-        bound
+        if at == root { -1 } else { at }
     }
 }
 
@@ -394,10 +450,8 @@ pub fn available(root: &Path) -> &'static Result<(), String> {
 
 /// The sandbox of the root at `root` with `holes`, as this process's user.
 pub fn enter_for(root: &Path, holes: Vec<Hole>) -> std::io::Result<Enter> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(root)?;
-    let vfs = nix::sys::statvfs::statvfs(root)?;
-    let euid = nix::unistd::geteuid();
+    let seen = root_seen(root)?;
+    let euid = nix::unistd::Uid::from_raw(seen.euid);
     let id_maps = (!euid.is_root()).then(|| {
         let egid = nix::unistd::getegid();
         IdMaps {
@@ -408,11 +462,45 @@ pub fn enter_for(root: &Path, holes: Vec<Hole>) -> std::io::Result<Enter> {
     Ok(Enter {
         id_maps,
         root: CString::new(root.as_os_str().as_bytes())?,
-        root_id: (meta.dev() as libc::dev_t, meta.ino() as libc::ino_t),
+        root_id: seen.id,
         holes,
-        keep_flags: kept_flags(vfs.flags()),
+        keep_flags: seen.keep_flags,
         drop_sys_admin: euid.is_root(),
     })
+}
+
+/// What a process saw of a root the first time it entered a sandbox of
+/// it: every later sandbox checks the root is still that folder, as every
+/// open under the root starts from the handle the process opened first
+/// (a root replaced under a running process is not followed).
+#[derive(Clone)]
+struct RootSeen {
+    path: std::path::PathBuf,
+    id: (libc::dev_t, libc::ino_t),
+    keep_flags: libc::c_ulong,
+    euid: libc::uid_t,
+}
+
+/// [`RootSeen`] of `root`, looked at once per process and root.
+fn root_seen(root: &Path) -> std::io::Result<RootSeen> {
+    use std::os::unix::fs::MetadataExt;
+    static SEEN: std::sync::Mutex<Option<RootSeen>> = std::sync::Mutex::new(None);
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(known) = seen.as_ref().filter(|s| s.path == root) {
+        return Ok(known.clone());
+    }
+    let meta = std::fs::metadata(root)?;
+    let vfs = nix::sys::statvfs::statvfs(root)?;
+    let found = RootSeen {
+        path: root.to_path_buf(),
+        id: (meta.dev() as libc::dev_t, meta.ino() as libc::ino_t),
+        keep_flags: kept_flags(vfs.flags()),
+        euid: nix::unistd::geteuid().as_raw(),
+    };
+    *seen = Some(found.clone());
+    Ok(found)
 }
 
 /// The mount flags of the root's mount that a read-only remount of it

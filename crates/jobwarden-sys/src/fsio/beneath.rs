@@ -16,7 +16,7 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Component, Path};
 
@@ -124,51 +124,27 @@ pub fn regular_identity(root: &Path, path: &Path) -> Result<Option<(u64, u64)>, 
 /// Open a regular file under `root` for reading and appending, creating it
 /// with [`FILE_MODE`] if missing. Its folders must exist.
 pub fn open_append(root: &Path, path: &Path) -> Result<File, IoError> {
+    open_append_len(root, path).map(|(file, _)| file)
+}
+
+/// [`open_append`], and the file's length as its open found it (zero for
+/// a file it made).
+pub fn open_append_len(root: &Path, path: &Path) -> Result<(File, u64), IoError> {
     let flags = OFlag::O_RDWR | OFlag::O_APPEND | OFlag::O_CREAT;
-    open_leaf(root, path, Expect::File, flags).map(File::from)
+    let (fd, st) = open_leaf_stat(root, path, Expect::File, flags)?;
+    Ok((File::from(fd), u64::try_from(st.st_size).unwrap_or(0)))
 }
 
-/// Read at most `limit` bytes of a regular file under `root`. Returns the
-/// bytes and whether the file was longer than `limit`.
-pub fn read_capped(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, bool), IoError> {
-    let file = open_file(root, path)?;
-    read_capped_from(file, path, limit)
+/// [`open_file`], and the file's length as its open found it.
+pub fn open_file_len(root: &Path, path: &Path) -> Result<(File, u64), IoError> {
+    let (file, st) = open_file_stat(root, path)?;
+    Ok((file, u64::try_from(st.st_size).unwrap_or(0)))
 }
 
-/// The last `limit` bytes of a regular file under `root` (the whole file
-/// when shorter), and the file's length: the tail of a log that may be
-/// large costs only what is read.
-pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, u64), IoError> {
-    use std::io::{Seek, SeekFrom};
-    let mut file = open_file(root, path)?;
-    let len = file
-        .metadata()
-        .map_err(|e| IoError::new("inspecting", path, e))?
-        .len();
-    file.seek(SeekFrom::Start(len.saturating_sub(limit)))
-        .map_err(|e| IoError::new("reading", path, e))?;
-    Ok((read_capped_from(file, path, limit)?.0, len))
-}
-
-/// What [`read_capped_from`] makes room for before its first read.
-const READ_ROOM: u64 = 64 * 1024;
-
-/// Read at most `limit` bytes from an open file (`path` names it in errors).
-pub fn read_capped_from(
-    file: impl Read,
-    path: &Path,
-    limit: u64,
-) -> Result<(Vec<u8>, bool), IoError> {
-    // Room for a small file at once: one read takes it, a second sees its
-    // end (an empty vector probes and grows, a read at a time).
-    let room = usize::try_from(limit.min(READ_ROOM)).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(room.saturating_add(1));
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| IoError::new("reading", path, e))?;
-    let over = bytes.len() as u64 > limit;
-    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((bytes, over))
+/// [`open_file`], and what its open found of the file (`fstat`).
+pub fn open_file_stat(root: &Path, path: &Path) -> Result<(File, FileStat), IoError> {
+    let (fd, st) = open_leaf_stat(root, path, Expect::File, OFlag::O_RDONLY)?;
+    Ok((File::from(fd), st))
 }
 
 /// Create `dir` and its missing parents under `root` with [`DIR_MODE`],
@@ -185,7 +161,7 @@ pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
     // meanwhile) is left to the walk, which says what is there.
     if let Some((last, parents)) = parts.split_last() {
         let parent = component_path(root, parents);
-        if let Some(Ok(at)) = open_resolved(
+        if let Some(Ok((at, _))) = open_resolved(
             root_fd.as_fd(),
             parents,
             Expect::Dir,
@@ -210,12 +186,23 @@ pub fn create_dirs(root: &Path, dir: &Path) -> Result<(), IoError> {
                     Ok(()) | Err(Errno::EEXIST) => {}
                     Err(e) => return Err(IoError::new("creating directory", &at, e.into())),
                 }
-                open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at)?
+                open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, dir, &at)?.0
             }
-            other => other?,
+            other => other?.0,
         };
     }
     Ok(())
+}
+
+/// Create the folder `name` in the folder `dir` holds open (`path` is
+/// where that is under `root`): one `mkdirat`. One already there is
+/// checked by [`create_dirs`] from the root: a folder, never a link.
+pub fn create_dir_in(root: &Path, dir: &File, name: &OsStr, path: &Path) -> Result<(), IoError> {
+    match mkdirat(dir.as_fd(), name, Mode::from_bits_truncate(DIR_MODE)) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => create_dirs(root, path),
+        Err(e) => Err(IoError::new("creating directory", path, e.into())),
+    }
 }
 
 /// Rename `from` to `to`, both under `root`, without ever replacing an
@@ -231,8 +218,15 @@ pub fn rename_noreplace(root: &Path, from: &Path, to: &Path) -> Result<Renamed, 
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Renamed::SourceGone),
         Err(e) => return Err(e),
     };
-    let dst = open_dir(root, to_dir)?;
-    let renamed = rename_noreplace_at((&src, from_name, from), (&dst, to_name, to))?;
+    // A rename within one folder (a claim) opens it once.
+    let other;
+    let dst = if to_dir == from_dir {
+        &src
+    } else {
+        other = open_dir(root, to_dir)?;
+        &other
+    };
+    let renamed = rename_noreplace_at((&src, from_name, from), (dst, to_name, to))?;
     if renamed == Renamed::Done && from_dir != to_dir {
         super::batch::sync(&src, "syncing directory", from_dir)?;
     }
@@ -328,6 +322,17 @@ fn split_parent(path: &Path) -> Result<(&Path, &OsStr), IoError> {
 /// wrong on the way, by walking from `root` one component at a time, which
 /// names what is wrong and where.
 fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<OwnedFd, IoError> {
+    open_leaf_stat(root, path, expect, flags).map(|(fd, _)| fd)
+}
+
+/// [`open_leaf`], with what the open's own check found there (its size,
+/// its identity): no second `fstat` for a caller that needs them.
+fn open_leaf_stat(
+    root: &Path,
+    path: &Path,
+    expect: Expect,
+    flags: OFlag,
+) -> Result<(OwnedFd, FileStat), IoError> {
     let (root_fd, parts) = walk_start(root, path)?;
     if let Some(opened) = open_resolved(root_fd.as_fd(), &parts, expect, flags, path) {
         return opened;
@@ -337,7 +342,8 @@ fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<O
         .map_err(|e| IoError::new("opening root folder", root, e))?;
     let Some((last, dirs)) = parts.split_last() else {
         return if expect == Expect::Dir {
-            Ok(cur)
+            let st = fstat(&cur).map_err(|e| IoError::new("inspecting", root, e.into()))?;
+            Ok((cur, st))
         } else {
             Err(refused(
                 path,
@@ -348,7 +354,7 @@ fn open_leaf(root: &Path, path: &Path, expect: Expect, flags: OFlag) -> Result<O
     };
     for (i, part) in dirs.iter().enumerate() {
         let at = component_path(root, &parts[..=i]);
-        cur = open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, path, &at)?;
+        cur = open_at(cur.as_fd(), part, Expect::Dir, OFlag::O_RDONLY, path, &at)?.0;
     }
     open_at(cur.as_fd(), last, expect, flags, path, path)
 }
@@ -368,7 +374,7 @@ fn open_resolved(
     expect: Expect,
     flags: OFlag,
     full: &Path,
-) -> Option<Result<OwnedFd, IoError>> {
+) -> Option<Result<(OwnedFd, FileStat), IoError>> {
     if parts.is_empty() || NO_OPENAT2.load(Ordering::Relaxed) {
         return None;
     }
@@ -398,7 +404,7 @@ fn open_resolved(
         Err(e) => return Some(Err(IoError::new("opening", full, e.into()))),
     };
     Some(match fstat(&fd) {
-        Ok(st) if expect.matches(&st) => Ok(fd),
+        Ok(st) if expect.matches(&st) => Ok((fd, st)),
         Ok(st) => Err(refused_stat(full, full, &st, expect)),
         Err(e) => Err(IoError::new("inspecting", full, e.into())),
     })
@@ -475,7 +481,7 @@ fn open_at(
     flags: OFlag,
     full: &Path,
     at: &Path,
-) -> Result<OwnedFd, IoError> {
+) -> Result<(OwnedFd, FileStat), IoError> {
     let flags = leaf_flags(flags, expect);
     let fd = match openat(dir, name, flags, Mode::from_bits_truncate(FILE_MODE)) {
         Ok(fd) => fd,
@@ -494,7 +500,7 @@ fn open_at(
     if !expect.matches(&st) {
         return Err(refused_stat(full, at, &st, expect));
     }
-    Ok(fd)
+    Ok((fd, st))
 }
 
 fn refused_stat(full: &Path, at: &Path, st: &FileStat, expect: Expect) -> IoError {
@@ -548,6 +554,7 @@ fn component_path(root: &Path, parts: &[&OsStr]) -> std::path::PathBuf {
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // fixtures
 mod tests {
+    use super::super::read::read_capped;
     use super::*;
     use std::os::unix::fs::symlink;
 
@@ -627,5 +634,39 @@ mod tests {
             rename_noreplace(&root, &from, &to).expect("rename"),
             Renamed::SourceGone
         );
+    }
+
+    #[test]
+    fn a_rename_within_one_folder_never_replaces() {
+        let (_d, root) = fixture();
+        let (from, to) = (root.join("runs/a/f"), root.join("runs/a/g"));
+        std::fs::write(&to, "taken").expect("g");
+        assert_eq!(
+            rename_noreplace(&root, &from, &to).expect("rename"),
+            Renamed::TargetExists
+        );
+        std::fs::remove_file(&to).expect("free g");
+        assert_eq!(
+            rename_noreplace(&root, &from, &to).expect("rename"),
+            Renamed::Done
+        );
+        assert_eq!(std::fs::read(&to).expect("g"), b"0123456789");
+        assert!(!from.exists());
+    }
+
+    #[test]
+    fn a_folder_made_in_a_held_folder_is_checked_when_there() {
+        let (d, root) = fixture();
+        let held = open_dir(&root, &root.join("runs/a")).expect("held");
+        let work = root.join("runs/a/work");
+        create_dir_in(&root, &held, OsStr::new("work"), &work).expect("made");
+        assert!(work.is_dir());
+        create_dir_in(&root, &held, OsStr::new("work"), &work).expect("there");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).expect("outside");
+        symlink(&outside, root.join("runs/a/link")).expect("link");
+        let e = create_dir_in(&root, &held, OsStr::new("link"), &root.join("runs/a/link"))
+            .expect_err("a link is no folder");
+        assert!(is_refusal(&e), "{e}");
     }
 }
