@@ -3,7 +3,7 @@
 //!
 //! - [`error`] — an I/O error with the path it happened at.
 //! - [`fsio`] — durable writes (atomic replace, rename without replace, locks);
-//!   `beneath.rs` every open under a root, `batch.rs` group commit, `across.rs` a copy across filesystems.
+//!   `beneath.rs` every open under a root, `read.rs` capped reads of what it opens, `batch.rs` group commit, `across.rs` a copy across filesystems.
 //! - [`storage`] — is a folder accepting writes (full, read-only); a tmpfs for tests.
 //! - [`clock`] — RFC 3339 millisecond timestamps; a point in time as an operator types it.
 //! - [`procfs`] — facts about processes from `/proc`: start times, lock holders, descendants, CPU time.
