@@ -248,15 +248,17 @@ fn a_fifo_at_daemon_lock_is_moved_aside_and_the_daemon_starts() {
 }
 
 /// The attack on recovery: every 20 ms the job sets the victim's
-/// `monitor_start_time` to 1 and renames an empty file over a
-/// `monitor.lock` in its run folder (where the lock was once kept), until
-/// `$OUT/stop` exists.
+/// `monitor_start_time` to 1 in its `job.json`, and once appends a
+/// journal line carrying that forged record (the journal wins over the
+/// view, so this is the record every reader takes), until `$OUT/stop`
+/// exists.
 const FORGE_MONITOR: &str = r#"python3 - <<'EOF'
 import json, os, time
 out = os.environ["OUT"]
 victim = open(os.path.join(out, "victim.dir")).read().strip()
 record = os.path.join(victim, "job.json")
-lock = os.path.join(victim, "monitor.lock")
+events = os.path.join(victim, "events.jsonl")
+journaled = False
 while not os.path.exists(os.path.join(out, "stop")):
     try:
         with open(record) as f:
@@ -265,8 +267,11 @@ while not os.path.exists(os.path.join(out, "stop")):
         with open(record + ".forged", "w") as f:
             json.dump(d, f)
         os.replace(record + ".forged", record)
-        open(lock + ".empty", "w").close()
-        os.replace(lock + ".empty", lock)
+        if not journaled:
+            line = {"seq": 1000000, "op": "state", "ts": d.get("updated_at", ""), "record": d}
+            with open(events, "a") as f:
+                f.write(json.dumps(line) + "\n")
+            journaled = True
         open(os.path.join(out, "forging"), "w").close()
     except (OSError, ValueError):
         pass
@@ -274,7 +279,7 @@ while not os.path.exists(os.path.join(out, "stop")):
 EOF"#;
 
 #[test]
-fn a_forged_start_time_and_a_replaced_monitor_lock_never_get_a_live_job_killed() {
+fn a_forged_start_time_in_the_view_and_the_journal_never_gets_a_live_job_killed() {
     let sb = Sandbox::new();
     let script = dispatching_script(&sb, &[("attacker", FORGE_MONITOR)]);
     sb.configure(&attack_config(&script));

@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InotifyEvent, WatchDescriptor};
@@ -61,10 +60,10 @@ impl TreeWatch {
         control: &Path,
         tx: UnboundedSender<Signal>,
     ) -> std::io::Result<Self> {
-        let watcher = Watcher {
+        let mut watcher = Watcher {
             root: layout.root().to_path_buf(),
-            fd: Arc::new(async_inotify()?),
-            table: Arc::new(Mutex::new(Table::new())),
+            fd: async_inotify()?,
+            table: Table::new(),
             tx,
         };
         watcher.add(inbox, Tree::Inbox, true)?;
@@ -87,22 +86,19 @@ impl Drop for TreeWatch {
     }
 }
 
+/// The instance and its watches, owned by the reader task once started.
 struct Watcher {
     /// The root the watched folders are under: they are listed through
     /// its handle (`fsio::read_dir`), never through a symlink.
     root: PathBuf,
-    fd: Arc<AsyncFd<InotifyFd>>,
-    table: Arc<Mutex<Table>>,
+    fd: AsyncFd<InotifyFd>,
+    table: Table,
     tx: UnboundedSender<Signal>,
-}
-
-fn lock(table: &Mutex<Table>) -> MutexGuard<'_, Table> {
-    table.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Watcher {
     /// Watch the folder `dir` (never through a symlink).
-    fn add(&self, dir: &Path, tree: Tree, top: bool) -> std::io::Result<()> {
+    fn add(&mut self, dir: &Path, tree: Tree, top: bool) -> std::io::Result<()> {
         let mut flags = AddWatchFlags::IN_CLOSE_WRITE
             | AddWatchFlags::IN_MOVED_TO
             | AddWatchFlags::IN_CREATE
@@ -117,13 +113,13 @@ impl Watcher {
         }
         let wd = self.fd.get_ref().0.add_watch(dir, flags)?;
         let path = dir.to_path_buf();
-        lock(&self.table).insert(wd, Watched { path, tree, top });
+        self.table.insert(wd, Watched { path, tree, top });
         Ok(())
     }
 
     /// Watch every real folder below `dir`. One that cannot be watched is
     /// told as lost (the daemon rescans; it is then found by the scan).
-    fn add_below(&self, dir: &Path, tree: Tree) {
+    fn add_below(&mut self, dir: &Path, tree: Tree) {
         let mut stack = vec![dir.to_path_buf()];
         while let Some(d) = stack.pop() {
             let Ok(entries) = fsio::read_dir(&self.root, &d) else {
@@ -149,7 +145,7 @@ impl Watcher {
     }
 
     /// Read events until the instance fails or the receiver is gone.
-    async fn read(self) {
+    async fn read(mut self) {
         loop {
             let Ok(mut guard) = self.fd.readable().await else {
                 return;
@@ -177,23 +173,20 @@ impl Watcher {
     }
 
     /// What `event` tells the daemon (after watching a new folder).
-    fn translate(&self, event: InotifyEvent) -> Vec<Signal> {
+    fn translate(&mut self, event: InotifyEvent) -> Vec<Signal> {
         let mask = event.mask;
         if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
             return vec![Signal::Lost("inotify queue overflowed".into())];
         }
-        let (tree, top, dir) = {
-            let mut table = lock(&self.table);
-            if mask.contains(AddWatchFlags::IN_IGNORED) {
-                // The folder is gone (or moved away): the kernel dropped it.
-                table.remove(&event.wd);
-                return Vec::new();
-            }
-            let Some(w) = table.get(&event.wd) else {
-                return Vec::new();
-            };
-            (w.tree, w.top, w.path.clone())
+        if mask.contains(AddWatchFlags::IN_IGNORED) {
+            // The folder is gone (or moved away): the kernel dropped it.
+            self.table.remove(&event.wd);
+            return Vec::new();
+        }
+        let Some(w) = self.table.get(&event.wd) else {
+            return Vec::new();
         };
+        let (tree, top, dir) = (w.tree, w.top, w.path.clone());
         if top && mask.contains(AddWatchFlags::IN_DELETE_SELF) {
             return match tree {
                 Tree::Inbox => vec![Signal::InboxGone("deleted")],
@@ -238,15 +231,15 @@ impl Watcher {
     }
 
     /// Drop the watches of `dir` and of every folder below it.
-    fn forget_below(&self, dir: &Path) {
-        let mut table = lock(&self.table);
-        let gone: Vec<WatchDescriptor> = table
+    fn forget_below(&mut self, dir: &Path) {
+        let gone: Vec<WatchDescriptor> = self
+            .table
             .iter()
             .filter(|(_, w)| w.path.starts_with(dir))
             .map(|(wd, _)| *wd)
             .collect();
         for wd in gone {
-            table.remove(&wd);
+            self.table.remove(&wd);
             let _ = self.fd.get_ref().0.rm_watch(wd);
         }
     }
