@@ -632,6 +632,16 @@ mod tests {
         serde_json::value::to_raw_value(&v).expect("raw")
     }
 
+    /// `bytes` appended to the file at `p` as a job or a crash would leave
+    /// them (a torn line, a stray write), past every writer's lock.
+    fn append_raw(p: &Path, bytes: &[u8]) {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .and_then(|mut f| f.write_all(bytes))
+            .expect("a raw append");
+    }
+
     #[test]
     fn a_field_never_replaces_the_event_s_own_keys() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -732,11 +742,7 @@ mod tests {
         after.append(Op::Exited, json!({}));
         assert_eq!(seqs(&p), [1, 2, 3, 4, 5]);
         // A torn end the read saw is closed by the next line.
-        let mut raw_file = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .expect("open");
-        std::io::Write::write_all(&mut raw_file, b"{\"seq\":6,\"op\":\"sta").expect("tear");
+        append_raw(&p, b"{\"seq\":6,\"op\":\"sta");
         let mut torn = EventLog::open(dir.path(), &p, true);
         let (seq, _): (u64, Value) = torn.last_record_after(0).expect("the journal line");
         assert_eq!(seq, 4);
@@ -758,11 +764,7 @@ mod tests {
         log.append(Op::Claimed, json!({}));
         log.append(Op::Queued, json!({"max_jobs": 4}));
         drop(log);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .and_then(|mut f| f.write_all(b"{\"seq\": 3, \"op\": \"tor"))
-            .expect("torn write");
+        append_raw(&p, b"{\"seq\": 3, \"op\": \"tor");
         let mut log = EventLog::open(dir.path(), &p, true);
         log.append(Op::Started, json!({"pid": 1}));
         let events = read_all(dir.path(), &p).expect("read");
@@ -777,11 +779,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
         EventLog::open(dir.path(), &p, true).append(Op::Claimed, json!({}));
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .and_then(|mut f| f.write_all(b"{\"seq\": 2, \"op\": \"cla"))
-            .expect("a torn line");
+        append_raw(&p, b"{\"seq\": 2, \"op\": \"cla");
         let mut log = EventLog::open(dir.path(), &p, true);
         log.hold();
         let seq = log.journal(Op::Queued, json!({}), raw(json!({"state": "queued"})));
@@ -797,11 +795,7 @@ mod tests {
         let mut log = EventLog::open(dir.path(), &p, true);
         log.append(Op::Claimed, json!({}));
         drop(log);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .and_then(|mut f| f.write_all(b"\n[1]\n{\"seq\": 2, \"op\": \"st"))
-            .expect("torn write");
+        append_raw(&p, b"\n[1]\n{\"seq\": 2, \"op\": \"st");
         let read = read_counted(dir.path(), &p).expect("read");
         assert_eq!(read.events.len(), 1);
         assert_eq!(read.unreadable, 2, "a non-object and a torn line");
@@ -896,11 +890,7 @@ mod tests {
         );
         log.append(Op::Exited, json!({"record": {"state": "forged"}}));
         drop(log);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .and_then(|mut f| f.write_all(b"{\"seq\": 4, \"record\": {\"state\": \"to"))
-            .expect("torn write");
+        append_raw(&p, b"{\"seq\": 4, \"record\": {\"state\": \"to");
         let (seq, record): (u64, Value) = last_record(dir.path(), &p).expect("found");
         assert_eq!(seq, 2);
         assert_eq!(record["state"], "running");

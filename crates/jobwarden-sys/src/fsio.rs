@@ -46,7 +46,7 @@ pub use beneath::{
     open_dir, open_file, open_file_len, open_file_stat, read_dir, regular_identity,
     rename_noreplace, stat_nofollow,
 };
-pub use read::{read_capped, read_capped_at, read_capped_from, read_end, read_tail};
+pub use read::{read_capped, read_capped_at, read_end, read_tail};
 
 pub const FILE_MODE: u32 = 0o660;
 pub const DIR_MODE: u32 = 0o770;

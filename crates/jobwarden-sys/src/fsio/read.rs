@@ -4,7 +4,7 @@
 //! they are (`pread`): a file as long as its open found it costs one read.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
 use super::beneath::open_file_len;
@@ -26,7 +26,6 @@ pub fn read_capped_at(
     len: u64,
     limit: u64,
 ) -> Result<(Vec<u8>, bool), IoError> {
-    use std::os::unix::fs::FileExt;
     let cap = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
     let first = usize::try_from(len.min(READ_ROOM)).unwrap_or(0);
     let mut bytes = vec![0u8; first.saturating_add(1).min(cap)];
@@ -38,11 +37,9 @@ pub fn read_capped_at(
             }
             bytes.resize(got.saturating_mul(2).clamp(1, cap), 0);
         }
-        match file.read_at(&mut bytes[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(IoError::new("reading", path, e)),
+        match read_at(file, &mut bytes[got..], got as u64, path)? {
+            0 => break,
+            n => got += n,
         }
         // As long as its open found it, with room for more that did not
         // come: the file's end, without a read to say so.
@@ -69,42 +66,32 @@ pub fn read_tail(root: &Path, path: &Path, limit: u64) -> Result<(Vec<u8>, u64),
 /// many reads as the bytes need, often one. Fewer when the file is
 /// shorter than `len` by now.
 pub fn read_end(file: &File, path: &Path, len: u64, limit: u64) -> Result<Vec<u8>, IoError> {
-    use std::os::unix::fs::FileExt;
     let start = len.saturating_sub(limit);
     let want = usize::try_from(len - start).unwrap_or(0);
     let mut bytes = vec![0u8; want];
     let mut got = 0;
     while got < want {
-        match file.read_at(&mut bytes[got..], start + got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(IoError::new("reading", path, e)),
+        match read_at(file, &mut bytes[got..], start + got as u64, path)? {
+            0 => break,
+            n => got += n,
         }
     }
     bytes.truncate(got);
     Ok(bytes)
 }
 
-/// What [`read_capped_from`] makes room for before its first read.
+/// What [`read_capped_at`] makes room for before its first read, at most.
 const READ_ROOM: u64 = 64 * 1024;
 
-/// Read at most `limit` bytes from an open file (`path` names it in errors).
-pub fn read_capped_from(
-    file: impl Read,
-    path: &Path,
-    limit: u64,
-) -> Result<(Vec<u8>, bool), IoError> {
-    // Room for a small file at once: one read takes it, a second sees its
-    // end (an empty vector probes and grows, a read at a time).
-    let room = usize::try_from(limit.min(READ_ROOM)).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(room.saturating_add(1));
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| IoError::new("reading", path, e))?;
-    let over = bytes.len() as u64 > limit;
-    bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    Ok((bytes, over))
+/// `pread` into `buf` at `offset`, again when a signal interrupted it.
+fn read_at(file: &File, buf: &mut [u8], offset: u64, path: &Path) -> Result<usize, IoError> {
+    use std::os::unix::fs::FileExt;
+    loop {
+        match file.read_at(buf, offset) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            read => return read.map_err(|e| IoError::new("reading", path, e)),
+        }
+    }
 }
 
 #[cfg(test)]
