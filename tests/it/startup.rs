@@ -178,3 +178,48 @@ fn a_daemon_stopped_while_its_startup_check_runs_stops_at_once() {
     let status = held.daemon.wait_exit(secs(5));
     assert_eq!(status.code(), Some(0), "{}", held.daemon.stderr());
 }
+
+#[test]
+fn jobs_claimed_while_the_startup_check_is_held_are_the_loops_and_run_once() {
+    let sb = Sandbox::new();
+    let script = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script, "{name}"]).global("max_jobs", "3"));
+    let held = held(&sb);
+    // A burst claimed before the check lists the claimed prompts: some
+    // running (gated), some queued behind them, all this daemon's.
+    let names: Vec<String> = (0..6).map(|i| format!("burst{i}")).collect();
+    for name in &names {
+        sb.drop_prompt("proj", name, "x\n");
+    }
+    for name in &names {
+        sb.wait_job("proj", name, secs(15));
+    }
+    held.release();
+    // They end while the check runs, or before, or after: whichever, the
+    // check neither judges them nor puts their prompts back.
+    fs::write(sb.out().join("release-all"), "").expect("release");
+    for name in &names {
+        let job = sb.wait_done("proj", name, secs(30));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+    }
+    wait_check_done(&sb);
+    let ran = sb.ran_lines();
+    for name in &names {
+        assert_eq!(
+            ran.iter().filter(|l| l.as_str() == name).count(),
+            1,
+            "{name} ran once: {ran:?}"
+        );
+        assert_eq!(sb.jobs_for("proj", name).len(), 1, "{name} has one job");
+    }
+    assert!(
+        sb.inbox_files()
+            .iter()
+            .all(|p| !p.to_string_lossy().ends_with(".prompt.md")),
+        "nothing put back: {:?}",
+        sb.inbox_files()
+    );
+    let stderr = held.daemon.stderr();
+    assert!(!stderr.contains("put back"), "{stderr}");
+    assert!(stderr.contains("start-up check done"), "{stderr}");
+}

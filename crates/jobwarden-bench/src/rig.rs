@@ -152,6 +152,16 @@ impl Rig {
         Ok(())
     }
 
+    /// Reap the daemon if it has exited (a stopped daemon is then
+    /// forgotten: [`Rig::stop`] has nothing left to do).
+    pub fn reap_if_exited(&mut self) {
+        if let Some(child) = self.daemon.as_mut()
+            && matches!(child.try_wait(), Ok(Some(_)))
+        {
+            self.daemon = None;
+        }
+    }
+
     /// SIGTERM the daemon and wait for it.
     pub fn stop(&mut self) -> anyhow::Result<()> {
         if let Some(mut child) = self.daemon.take() {

@@ -277,6 +277,7 @@ impl Daemon {
                     let ms = rec.created_at.epoch_ms().saturating_sub(dropped.epoch_ms());
                     self.claim_latency.observe(ms);
                 }
+                self.note_made_here(&rec.job_id);
                 Some(tracing::info_span!("job", id = %rec.job_id).entered())
             }
             _ => None,

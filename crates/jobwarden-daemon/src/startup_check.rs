@@ -41,6 +41,12 @@ pub(super) struct StartupCheck {
     held: HashSet<PathBuf>,
     /// Whether a live monitor's prompt was unknown at start.
     unknown_claims: bool,
+    /// The jobs this daemon claimed while the check had not finished:
+    /// theirs is the loop's business from claim to end, not the check's,
+    /// which is for what an earlier daemon left (a check begun just after
+    /// a burst of claims would otherwise read each of them again and look
+    /// for its monitor). Emptied when the check is done.
+    made_here: HashSet<JobId>,
     started: Option<Instant>,
     rows_inserted: usize,
     done: bool,
@@ -69,6 +75,20 @@ impl StartupCheck {
 }
 
 impl Daemon {
+    /// Remember that this daemon claimed job `id`, while the check may
+    /// still find it.
+    pub(super) fn note_made_here(&mut self, id: &JobId) {
+        if !self.startup.done && !self.startup.failed {
+            self.startup.made_here.insert(id.clone());
+        }
+    }
+
+    /// Is job `id` none of the check's business: this daemon's now, or
+    /// claimed by it since it started?
+    fn not_the_checks(&self, id: &JobId) -> bool {
+        self.owns(id) || self.startup.made_here.contains(id)
+    }
+
     /// Remember what the start-up reconciliation knows of claimed prompts.
     pub(super) fn note_recovered_claims(&mut self, recovered: &mut Recovered) {
         self.startup.held = std::mem::take(&mut recovered.held);
@@ -116,6 +136,7 @@ impl Daemon {
             tracing::error!("starting the start-up check: {e}; it is made at the next start");
             self.startup.rx = None;
             self.startup.failed = true;
+            self.startup.made_here = HashSet::new();
         }
     }
 
@@ -182,7 +203,10 @@ impl Daemon {
     /// The ledger rows of ended jobs that lack them, from their records
     /// (a job whose monitor still runs writes its own).
     fn backfill_rows(&mut self, ids: Vec<JobId>) {
-        let ids: Vec<JobId> = ids.into_iter().filter(|id| !self.owns(id)).collect();
+        let ids: Vec<JobId> = ids
+            .into_iter()
+            .filter(|id| !self.not_the_checks(id))
+            .collect();
         let Some(ledger) = self.ledger.as_mut() else {
             return;
         };
@@ -206,8 +230,9 @@ impl Daemon {
 
     /// The jobs the listing found that the start-up reconciliation did not
     /// take, judged as it would have (see `recover/pass.rs`), then the
-    /// claimed prompts the check began with. Jobs this daemon owns are
-    /// skipped, and the prompts they claimed are held.
+    /// claimed prompts the check began with. Jobs this daemon owns, or
+    /// claimed since it started, are skipped, and the prompts they claimed
+    /// are held.
     fn reconcile_findings(&mut self, findings: Findings) -> Recovered {
         let mut held = findings.held;
         held.extend(self.startup.held.iter().cloned());
@@ -216,15 +241,20 @@ impl Daemon {
             .unended
             .into_iter()
             .chain(findings.corrupt)
-            .filter(|id| !self.owns(id))
+            .filter(|id| !self.not_the_checks(id))
             .collect();
-        let ended: Vec<JobId> = findings
-            .ended
-            .into_iter()
-            .filter(|id| !self.owns(id))
-            .collect();
+        // A prompt this daemon claimed is never the check's to settle:
+        // held, whatever became of its job (the loop finishes its move).
+        let mut ended = Vec::new();
+        for (running, id) in findings.ended {
+            if self.not_the_checks(&id) {
+                held.insert(running);
+            } else {
+                ended.push(id);
+            }
+        }
         let layout = &self.layout;
-        for id in findings.behind.iter().filter(|id| !self.owns(id)) {
+        for id in findings.behind.iter().filter(|id| !self.not_the_checks(id)) {
             if let Ok((mut rec, true)) = JobRecord::load_job_view(layout, id)
                 && recover::live_monitor(layout, id, Some(&rec)).is_none()
             {
@@ -269,6 +299,7 @@ impl Daemon {
         self.dispatch();
         self.startup.rx = None;
         self.startup.done = true;
+        self.startup.made_here = HashSet::new();
         // What start-up ran (the config, the recovery, this check) does not
         // run again: its heap and its code's pages go back (see `memory`).
         jobwarden_sys::memory::release_after_work();

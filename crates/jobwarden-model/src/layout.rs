@@ -250,13 +250,15 @@ impl Layout {
     /// The job whose run folder is at `path`, a path as the kernel names
     /// an open folder (absolute, symlinks resolved).
     pub fn job_of_run_dir(&self, path: &Path) -> Option<JobId> {
-        let run_dir = path;
-        let runs = run_dir.parent()?;
+        // The name first: most of what a process holds open is no run
+        // folder, and the name says so without asking the filesystem.
+        let id = JobId::parse(path.file_name()?.to_str()?).ok()?;
+        let runs = path.parent()?;
         let ours = self.runs();
         if runs != ours && std::fs::canonicalize(&ours).ok().as_deref() != Some(runs) {
             return None;
         }
-        JobId::parse(run_dir.file_name()?.to_str()?).ok()
+        Some(id)
     }
 
     /// The job's own working folder, the default workdir: inside its run

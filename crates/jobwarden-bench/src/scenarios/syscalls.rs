@@ -8,7 +8,9 @@
 //! names linked (a hard link: a second name for a file that exists, no
 //! file made), folders created, and files freed (unlinked, removed, or
 //! replaced by a rename). The daemon is stopped within the trace, so that
-//! what it defers to its tick is counted.
+//! what it defers to its tick is counted. With `JOBWARDEN_BENCH_TRACE`
+//! set to a path, the trace is kept there to study (its first line: the
+//! daemon's pid, then the monitors' that were traced from the start).
 
 #![allow(clippy::disallowed_methods)] // scratch files of the harness
 
@@ -50,6 +52,14 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
     // The daemon and the spare monitors it started; monitors started
     // later are its children, followed by `-f`.
     let traced = family(daemon);
+    std::fs::write(
+        "/tmp/tp/bench-pids",
+        traced
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+    )?;
     let out = rig.base.join("strace.out");
     let mut cmd = Command::new(&strace);
     cmd.args(["-f", "-qq", "-y", "-o"]).arg(&out);
@@ -101,9 +111,18 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         nix::unistd::Pid::from_raw(tracer.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )?;
-    tracer.wait()?;
+    // A daemon that exits before the tracer has let go of it is a zombie
+    // the tracer waits for, and only its parent, this process, may reap
+    // it: so it is reaped here, if it exits, while the tracer is waited for.
+    wait_for(Duration::from_secs(60), "strace to stop", || {
+        rig.reap_if_exited();
+        tracer.try_wait().ok().flatten().map(drop)
+    })?;
     rig.stop()?;
     let text = std::fs::read_to_string(&out).context("reading strace's output")?;
+    if let Some(keep) = std::env::var_os(KEEP_TRACE) {
+        keep_trace(&out, Path::new(&keep), &traced)?;
+    }
     let count = count(&text, &truth.to_string_lossy());
     let per_job = |n: usize| n as f64 / JOBS as f64;
     Ok(vec![
@@ -150,6 +169,17 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         ),
         must_hold(S, "every job's program was seen", count.jobs == JOBS),
     ])
+}
+
+/// Where the trace is kept, if set.
+const KEEP_TRACE: &str = "JOBWARDEN_BENCH_TRACE";
+
+/// Copy the trace `out` to `keep`, after a line of the `traced` pids.
+fn keep_trace(out: &Path, keep: &Path, traced: &[u32]) -> anyhow::Result<()> {
+    let pids: Vec<String> = traced.iter().map(u32::to_string).collect();
+    let mut text = format!("{}\n", pids.join(" ")).into_bytes();
+    text.extend(std::fs::read(out)?);
+    std::fs::write(keep, text).with_context(|| format!("keeping the trace at {}", keep.display()))
 }
 
 /// `pid` and every live process below it.

@@ -51,8 +51,9 @@ pub struct Findings {
     pub corrupt: Vec<JobId>,
     /// Records whose `job.json` is behind their journal (read from it).
     pub behind: Vec<JobId>,
-    /// For each of `claimed`, the newest ended record naming it.
-    pub ended: Vec<JobId>,
+    /// For each of `claimed` (the path first), the newest ended record
+    /// naming it.
+    pub ended: Vec<(PathBuf, JobId)>,
     pub report: Report,
 }
 
@@ -272,7 +273,11 @@ impl Sweep<'_> {
     }
 
     fn done(mut self) -> Findings {
-        self.found.ended = self.newest_ended.into_values().map(|(_, id)| id).collect();
+        self.found.ended = self
+            .newest_ended
+            .into_iter()
+            .map(|(running, (_, id))| (running, id))
+            .collect();
         self.found.claimed = self.claimed.into_iter().collect();
         self.found
     }
