@@ -219,12 +219,14 @@ impl Daemon {
         // full disk kept behind is the daemon's to write: its monitor is
         // gone).
         let mut view_ok = true;
-        let loaded = JobRecord::load_job_view(&self.layout, id).map(|(mut rec, behind)| {
-            if behind && rec.state.is_terminal() {
-                view_ok = recover::write_view_again(&self.layout, &mut rec);
-            }
-            rec
-        });
+        let loaded = handed_record(id, handed)
+            .map_or_else(|| JobRecord::load_job_view(&self.layout, id), Ok)
+            .map(|(mut rec, behind)| {
+                if behind && rec.state.is_terminal() {
+                    view_ok = recover::write_view_again(&self.layout, &mut rec);
+                }
+                rec
+            });
         match loaded {
             Ok(rec) if self.follows_in_slurm(&rec, how) => {
                 // The job goes on in Slurm: another monitor follows it.
@@ -492,6 +494,16 @@ impl Daemon {
             tracing::error!(job = %id, "{e}");
         }
     }
+}
+
+/// The terminal record of job `id` its monitor handed over with its end
+/// (written and made durable by it: what the journal says), and whether
+/// `job.json` is behind it; `None` when there is none to take, and the
+/// job's own is read.
+fn handed_record(id: &JobId, handed: Option<&Handed>) -> Option<(JobRecord, bool)> {
+    let handed = handed?;
+    let rec = handed.record.as_deref()?;
+    (rec.job_id == *id && rec.state.is_terminal()).then(|| (rec.clone(), handed.view_behind))
 }
 
 /// Is job `id`'s end settled: recorded, and `job.json` saying so too (a

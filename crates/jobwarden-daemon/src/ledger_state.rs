@@ -56,6 +56,9 @@ impl Daemon {
     /// must read the same history the monitors write. A damaged file is
     /// not reopened until it is replaced.
     pub(super) fn refresh_ledger(&mut self) {
+        if std::mem::replace(&mut self.ledger_looked, true) {
+            return;
+        }
         let path = self.layout.ledger();
         let current = file_identity(&path);
         if current.is_some() && current == self.ledger_identity {

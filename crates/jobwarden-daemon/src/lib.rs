@@ -210,6 +210,9 @@ struct Daemon {
     ledger: Option<Ledger>,
     /// Device and inode of the `ledger.db` held open (or found damaged).
     ledger_identity: Option<(u64, u64)>,
+    /// `ledger.db` was looked at in this turn of the loop (it is looked
+    /// at once a turn, however many claims and ends the turn records).
+    ledger_looked: bool,
     ledger_condition: jobwarden_ledger::health::Condition,
     /// The start's `PRAGMA quick_check`, until its verdict is taken.
     quick_check: Option<std::sync::mpsc::Receiver<ledger_state::Verdict>>,
@@ -302,6 +305,7 @@ impl Daemon {
             cooling: DelayQueue::new(),
             ledger: None,
             ledger_identity: None,
+            ledger_looked: false,
             ledger_condition: jobwarden_ledger::health::Condition::ok(),
             quick_check: None,
             gc_running: Arc::new(AtomicBool::new(false)),
@@ -388,6 +392,7 @@ impl Daemon {
                 (&mut slurm_poll, self.config.slurm_poll_interval),
             ]);
             self.release_memory();
+            self.ledger_looked = false;
         }
     }
 

@@ -101,7 +101,13 @@ pub fn handed_line(id: &str, handed: &Handed) -> Option<String> {
         .iter()
         .map(|(relation, path)| json!([relation.as_str(), path]))
         .collect();
-    let body = json!({"artifacts": artifacts, "paths": paths}).to_string();
+    let body = json!({
+        "artifacts": artifacts,
+        "paths": paths,
+        "record": handed.record,
+        "view_behind": handed.view_behind,
+    })
+    .to_string();
     (body.len() <= HANDED_MAX).then(|| format!("{ENDED}{id} {body}\n"))
 }
 
@@ -135,7 +141,7 @@ pub fn parse_report(line: &str) -> Option<Said<'_>> {
 }
 
 fn handed_from(body: &str) -> Option<Handed> {
-    let value: Value = serde_json::from_str(body).ok()?;
+    let mut value: Value = serde_json::from_str(body).ok()?;
     let artifacts = value["artifacts"]
         .as_array()?
         .iter()
@@ -156,7 +162,17 @@ fn handed_from(body: &str) -> Option<Handed> {
             Some((relation, p[1].as_str()?.to_owned()))
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(Handed { artifacts, paths })
+    // A record that does not read back is left out: the daemon reads the
+    // job's own.
+    let record = serde_json::from_value(value["record"].take())
+        .ok()
+        .map(Box::new);
+    Some(Handed {
+        artifacts,
+        paths,
+        record,
+        view_behind: value["view_behind"].as_bool().unwrap_or(false),
+    })
 }
 
 #[cfg(test)]
@@ -207,6 +223,7 @@ mod tests {
                 bytes: 70_000,
             }],
             paths: vec![(PathRelation::Affected, "/w/src/a b.rs".into())],
+            ..Handed::default()
         };
         let line = handed_line("j1", &handed).expect("short");
         assert_eq!(line.matches('\n').count(), 1, "one line: {line}");
@@ -232,6 +249,34 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_over_carries_the_terminal_record_and_whether_its_view_is_behind() {
+        let prompt = jobwarden_model::layout::PromptName {
+            project: "p".into(),
+            name: "n".into(),
+        };
+        let id = jobwarden_model::job::JobId::generate();
+        let mut rec =
+            jobwarden_model::job::JobRecord::new_queued(id, &prompt, "inbox/p/n.md".into(), "h");
+        rec.state = jobwarden_model::job::JobState::Succeeded;
+        let handed = Handed {
+            record: Some(Box::new(rec.clone())),
+            view_behind: true,
+            ..Handed::default()
+        };
+        let line = handed_line("j1", &handed).expect("short");
+        assert_eq!(line.matches('\n').count(), 1, "one line: {line}");
+        let back = parsed(&line).and_then(|(_, h)| h).expect("handed over");
+        let record = back.record.expect("the record");
+        assert_eq!(record.job_id, rec.job_id);
+        assert_eq!(record.state, rec.state);
+        assert!(back.view_behind);
+        // A record that does not read back is left out, the rest kept.
+        let garbled = r#"ended j2 {"artifacts":[],"paths":[],"record":{"state":7}}"#;
+        let back = parsed(garbled).and_then(|(_, h)| h).expect("handed over");
+        assert!(back.record.is_none() && !back.view_behind);
+    }
+
+    #[test]
     fn a_hand_over_too_long_is_not_made() {
         let handed = Handed {
             artifacts: vec![Artifact {
@@ -241,6 +286,7 @@ mod tests {
                 bytes: HANDED_MAX as u64,
             }],
             paths: vec![],
+            ..Handed::default()
         };
         assert!(handed_line("j1", &handed).is_none());
     }

@@ -222,15 +222,18 @@ impl Finisher<'_> {
         ending: Ending,
     ) -> Result<Handed, JobError> {
         let (state, outcome) = (ending.state, ending.outcome);
-        self.write_end(rec, events, state, ending.reason, outcome, false)?;
+        let view_behind = self.write_end(rec, events, state, ending.reason, outcome, false)?;
         Ok(Handed {
             artifacts: ending.artifacts,
             paths: ending.paths,
+            record: Some(Box::new(rec.clone())),
+            view_behind,
         })
     }
 
     /// Step 1: where the prompt goes, said in the record, and the record
-    /// moved to its terminal state (durably).
+    /// moved to its terminal state (durably). True when `job.json` is
+    /// behind the record's journal line.
     fn write_end(
         &self,
         rec: &mut JobRecord,
@@ -239,7 +242,7 @@ impl Finisher<'_> {
         reason: Option<String>,
         outcome: Outcome,
         requeue: bool,
-    ) -> Result<(), JobError> {
+    ) -> Result<bool, JobError> {
         self.plan(rec, state, outcome, requeue);
         crate::shared_inbox::ending(self.layout, rec)?;
         let fields = json!({"outcome": outcome.as_str()});

@@ -379,9 +379,14 @@ fn insert(
 
 /// What a monitor hands over to its daemon for the ledger row of an end
 /// it recorded in `job.json` alone (see `terminal.rs`): the row's output
-/// tails and paths.
+/// tails and paths, and the terminal record as the monitor wrote it
+/// (durable in the journal), so that the daemon need not read it again.
 #[derive(Debug, Clone, Default)]
 pub struct Handed {
     pub artifacts: Vec<Artifact>,
     pub paths: Vec<(PathRelation, String)>,
+    /// The terminal record, if handed over.
+    pub record: Option<Box<jobwarden_model::job::JobRecord>>,
+    /// `job.json` could not be written after the record's journal line.
+    pub view_behind: bool,
 }

@@ -141,6 +141,10 @@ pub struct EventLog {
     /// The file's length after our last append; `None` until the file's
     /// tail was first read (at the first line written, under the lock).
     known_len: Option<u64>,
+    /// The file's length when it was opened, until the first read of its
+    /// tail takes it (a line appended since is found by the first append,
+    /// which compares the length under the lock).
+    opened_len: Option<u64>,
     /// Ordinary events are written; journal lines always are.
     enabled: bool,
     /// Lines held back since [`EventLog::hold`], written together.
@@ -175,12 +179,14 @@ impl EventLog {
             file: None,
             next_seq: 1,
             known_len: None,
+            opened_len: None,
             enabled,
             held: None,
         };
         match fsio::open_append_len(root, path) {
             Ok((f, len)) => {
                 log.file = Some(f);
+                log.opened_len = Some(len);
                 // An empty file has no tail to read: its first line
                 // reads nothing, unless another writer appended first
                 // (the length is compared under the lock).
@@ -224,7 +230,10 @@ impl EventLog {
     /// (the length is compared under the writers' lock, as always).
     pub fn last_record_after<T: DeserializeOwned>(&mut self, after: u64) -> Option<(u64, T)> {
         let file = self.file.as_ref()?;
-        let len = file.metadata().ok()?.len();
+        let len = match self.opened_len.take() {
+            Some(len) => len,
+            None => file.metadata().ok()?.len(),
+        };
         let mut learned = None;
         let found = record_in_file(file, &self.path, len, after, |tail| {
             // A torn end (a crash mid-line) is left to the first append,
@@ -313,7 +322,7 @@ impl EventLog {
     /// then go to `job.json`), an error when the disk is full.
     pub fn reserve(&self, len: u64) -> Result<bool, IoError> {
         match self.file.as_ref() {
-            Some(file) => fsio::reserve(file, &self.path, len),
+            Some(file) => fsio::reserve(file, &self.path, self.known_len, len),
             None => Ok(false),
         }
     }

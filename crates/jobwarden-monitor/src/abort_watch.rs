@@ -26,6 +26,9 @@ const POLL_EVERY: Duration = Duration::from_millis(100);
 pub struct AbortWatch {
     marker: PathBuf,
     source: Source,
+    /// Whether the marker's existence was looked at since the watch began
+    /// (a marker made after that is an event of the watch).
+    looked: bool,
 }
 
 enum Source {
@@ -51,7 +54,18 @@ impl AbortWatch {
                 Source::Poll(tokio::time::interval(POLL_EVERY))
             }
         };
-        AbortWatch { marker, source }
+        AbortWatch {
+            marker,
+            source,
+            looked: false,
+        }
+    }
+
+    /// The caller looked for the marker after the watch began: a marker
+    /// made since is an event of the watch, and [`AbortWatch::fired`]
+    /// need not look again before waiting for one.
+    pub fn looked(&mut self) {
+        self.looked = true;
     }
 
     /// Stop watching: nothing of the job runs any more. Removing the watch
@@ -65,10 +79,15 @@ impl AbortWatch {
         }
     }
 
-    /// Wait until the marker exists.
+    /// Wait until the marker exists. Under inotify its existence is
+    /// looked at once the watch names it (or lost events, or failed), and
+    /// before waiting only if nobody looked since the watch began.
     pub async fn fired(&mut self) {
         loop {
-            if std::fs::symlink_metadata(&self.marker).is_ok() {
+            let inotify = matches!(self.source, Source::Inotify(..));
+            if !(inotify && std::mem::replace(&mut self.looked, true))
+                && std::fs::symlink_metadata(&self.marker).is_ok()
+            {
                 return;
             }
             match &mut self.source {
@@ -77,6 +96,8 @@ impl AbortWatch {
                     tick.tick().await;
                 }
             }
+            // Woken: look now.
+            self.looked = false;
         }
     }
 }
@@ -110,8 +131,8 @@ fn instance() -> std::io::Result<Rc<AsyncFd<InotifyFd>>> {
     Ok(fd)
 }
 
-/// Wait for events until one names `name` (or the fd fails: then return and
-/// let the caller's existence check decide).
+/// Wait for events until one names `name`, or says events were lost (or
+/// the fd fails): then return and let the caller's existence check decide.
 async fn wait_for_name(fd: &AsyncFd<InotifyFd>, name: Option<&OsStr>) {
     loop {
         let Ok(mut guard) = fd.readable().await else {
@@ -119,12 +140,57 @@ async fn wait_for_name(fd: &AsyncFd<InotifyFd>, name: Option<&OsStr>) {
         };
         match guard.get_inner().0.read_events() {
             Ok(events) => {
-                if events.iter().any(|e| e.name.as_deref() == name) {
+                if events.iter().any(|e| {
+                    e.name.as_deref() == name || e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                }) {
                     return;
                 }
             }
             Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // files a test makes as a job would
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    #[test]
+    fn a_marker_made_after_the_caller_looked_fires_and_other_files_do_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("ABORT");
+        runtime().block_on(async {
+            let mut watch = AbortWatch::start(dir.path(), marker.clone());
+            watch.looked();
+            std::fs::write(dir.path().join("job.log"), "x").expect("a file of the job");
+            let early = tokio::time::timeout(Duration::from_millis(200), watch.fired()).await;
+            assert!(early.is_err(), "another file is no marker");
+            std::fs::write(&marker, "stop").expect("the marker");
+            tokio::time::timeout(Duration::from_secs(5), watch.fired())
+                .await
+                .expect("the marker fired");
+        });
+    }
+
+    #[test]
+    fn a_marker_made_before_the_watch_fires_unless_the_caller_looked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let marker = dir.path().join("ABORT");
+        std::fs::write(&marker, "stop").expect("the marker");
+        runtime().block_on(async {
+            let mut watch = AbortWatch::start(dir.path(), marker.clone());
+            tokio::time::timeout(Duration::from_secs(5), watch.fired())
+                .await
+                .expect("nobody looked: it looks first");
+        });
     }
 }

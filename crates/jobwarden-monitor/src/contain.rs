@@ -182,12 +182,15 @@ impl Monitor<'_> {
     /// left (the cgroup at once, then each descendant, again until none is
     /// left or [`KILL_LIMIT`]), reaping as they die.
     pub(super) async fn kill_leftovers(&mut self) {
-        let found = leftovers().len();
+        let Some(mut left) = leftovers().or(self.containment.cgroup().map(|_| Vec::new())) else {
+            // No child at all: nothing to kill, nothing to reap.
+            return;
+        };
+        let found = left.len();
         let cgroup_kill = self.containment.cgroup().map(JobCgroup::kill);
         let until = Instant::now() + KILL_LIMIT;
         let mut killed = 0;
         loop {
-            let left = leftovers();
             let populated = self
                 .containment
                 .cgroup()
@@ -209,6 +212,7 @@ impl Monitor<'_> {
             }
             tokio::time::sleep(KILL_ROUND).await;
             reap_orphans();
+            left = leftovers().unwrap_or_default();
         }
         reap_orphans();
         if found > 0 || killed > 0 {
@@ -307,10 +311,11 @@ impl Monitor<'_> {
     }
 }
 
-/// The monitor's live descendants. A subreaper with no children at all
-/// has none (every orphan of the job is reparented to it), which one
+/// The monitor's live descendants; `None` when it has no child at all
+/// (not even one to reap). A subreaper with no children has no
+/// descendants (every orphan of the job is reparented to it), which one
 /// `waitid` tells without reading every process in `/proc`.
-fn leftovers() -> Vec<i32> {
+fn leftovers() -> Option<Vec<i32>> {
     let none = matches!(
         waitid(
             Id::All,
@@ -318,8 +323,5 @@ fn leftovers() -> Vec<i32> {
         ),
         Err(nix::errno::Errno::ECHILD)
     );
-    if none {
-        return Vec::new();
-    }
-    procfs::descendants(std::process::id() as i32)
+    (!none).then(|| procfs::descendants(procfs::own_pid()))
 }

@@ -192,6 +192,10 @@ struct Monitor<'a> {
     /// something of this one may still run (a Slurm submission nothing
     /// proves did not happen).
     keep_archived: bool,
+    /// The job's `affected` as its last sandboxed command's sandbox bound
+    /// it (see [`sandbox::Prepared::take_affected`]); `None` when that
+    /// command ran unsandboxed, and the file is read by its path.
+    affected: Option<std::fs::File>,
 }
 
 impl<'a> Monitor<'a> {
@@ -230,6 +234,7 @@ impl<'a> Monitor<'a> {
             locks: vec![lock],
             log: None,
             keep_archived: false,
+            affected: None,
         }
     }
 }
@@ -237,7 +242,7 @@ impl<'a> Monitor<'a> {
 impl Monitor<'_> {
     async fn start(&mut self) -> Result<Outcome, JobError> {
         let id = self.rec.job_id.clone();
-        let me = std::process::id() as i32;
+        let me = procfs::own_pid();
         self.rec.monitor_pid = Some(me);
         self.rec.monitor_start_time = procfs::own_start_time();
         self.rec.monitor_exe = procfs::own_exe();
@@ -281,17 +286,17 @@ impl Monitor<'_> {
         let log_path = self.layout.job_log(&id);
         let log = self.save_with_claim().and_then(|()| {
             jobwarden_sys::fault::pause("monitor-started");
-            Ok(fsio::open_append(self.layout.root(), &log_path)?)
+            Ok(fsio::open_append_len(self.layout.root(), &log_path)?)
         });
-        let log = match log {
-            Ok(log) => log,
+        let (log, log_len) = match log {
+            Ok(opened) => opened,
             Err(e) if e.storage_fault().is_some() => {
                 tracing::warn!(job = %id, "{e}; the job stays queued");
                 return Ok(Outcome::NoStorage(e.to_string()));
             }
             Err(e) => return Err(e),
         };
-        let sink = LogSink::new(log, self.config.max_log_bytes);
+        let sink = LogSink::opened(log, log_len, self.config.max_log_bytes);
         self.log = Some(sink.clone());
         // Stamped before the first fork, so the recorded run time covers
         // all of it (the `preparing`/`running` transitions keep it).
@@ -526,8 +531,16 @@ impl Monitor<'_> {
         };
         paths.push((PathRelation::ExecutedOn, workdir.clone()));
         let list = self.layout.affected_list(&self.rec.job_id);
-        let Ok((bytes, _)) = fsio::read_capped(self.layout.root(), &list, AFFECTED_MAX_BYTES)
-        else {
+        // Through the sandbox's handle only if no command could have
+        // replaced the file.
+        let read = match self.affected.as_ref().filter(|_| !self.root_exposed) {
+            Some(file) => file
+                .metadata()
+                .map_err(|e| jobwarden_sys::error::IoError::new("reading", &list, e))
+                .and_then(|m| fsio::read_capped_at(file, &list, m.len(), AFFECTED_MAX_BYTES)),
+            None => fsio::read_capped(self.layout.root(), &list, AFFECTED_MAX_BYTES),
+        };
+        let Ok((bytes, _)) = read else {
             return paths;
         };
         for line in String::from_utf8_lossy(&bytes)

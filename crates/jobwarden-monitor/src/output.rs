@@ -99,6 +99,11 @@ pub type SharedSink = Arc<Mutex<LogSink>>;
 impl LogSink {
     pub fn new(file: File, cap: u64) -> SharedSink {
         let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        LogSink::opened(file, bytes, cap)
+    }
+
+    /// [`LogSink::new`] of a file whose open found it `bytes` long.
+    pub fn opened(file: File, bytes: u64, cap: u64) -> SharedSink {
         Arc::new(Mutex::new(LogSink {
             file,
             cap,

@@ -44,6 +44,8 @@ pub struct Prepared {
     enter: Enter,
     report: (OwnedFd, OwnedFd),
     death: (OwnedFd, OwnedFd),
+    /// The job's `affected`, as made for the sandbox to bind.
+    affected: Option<std::fs::File>,
 }
 
 impl Prepared {
@@ -53,6 +55,14 @@ impl Prepared {
             enter: &self.enter,
             init_fds: [self.report.1.as_raw_fd(), self.death.0.as_raw_fd()],
         }
+    }
+
+    /// The job's `affected` file, opened when it was made: the file the
+    /// sandbox binds, which the job may write and cannot replace (its run
+    /// folder is read-only to it), so that its list is read through this
+    /// handle at the end.
+    pub fn take_affected(&mut self) -> Option<std::fs::File> {
+        self.affected.take()
     }
 
     /// Once the child runs the init: the monitor's side of its pipes
@@ -85,9 +95,10 @@ pub fn prepare(layout: &Layout, id: &JobId, workdir: &Path) -> Result<Prepared, 
         }
         holes.push(hole_of(root, &dir, true, true)?);
     }
-    let affected = layout.affected_list(id);
-    if fsio::open_append(root, &affected).is_ok() {
-        holes.push(hole_of(root, &affected, false, false)?);
+    let affected_path = layout.affected_list(id);
+    let affected = fsio::open_append(root, &affected_path).ok();
+    if affected.is_some() {
+        holes.push(hole_of(root, &affected_path, false, false)?);
     }
     holes.push(hole_of(root, &layout.inbox(), true, false)?);
     let enter = enter_for(root, holes).map_err(|e| NotStarted::Other(e.to_string()))?;
@@ -96,6 +107,7 @@ pub fn prepare(layout: &Layout, id: &JobId, workdir: &Path) -> Result<Prepared, 
         enter,
         report: pipe()?,
         death: pipe()?,
+        affected,
     })
 }
 

@@ -203,7 +203,11 @@ impl Monitor<'_> {
         let timeout = self.stage_timeout(stage);
         let oom_before = self.oom_kills();
         let child = match self.begin(stage, planned, timeout, sink) {
-            Ok(child) => child,
+            Ok(child) => {
+                // `begin` looked for the marker since the watch began.
+                abort_watch.looked();
+                child
+            }
             Err(stop) => {
                 self.note_not_started(stage, &stop, sink);
                 return Err(stop);
@@ -317,13 +321,14 @@ impl Monitor<'_> {
     /// process's pid and deadline. A process that no record shows is never
     /// left running.
     fn launch(&mut self, stage: Stage, plan: &Plan, timeout: Duration) -> Result<Started, Stop> {
-        let sandbox = match self.sandbox {
+        let mut sandbox = match self.sandbox {
             sandbox::State::On => Some(
                 sandbox::prepare(&self.layout, &self.rec.job_id, &plan.workdir)
                     .map_err(|reason| self.start_failed(stage, reason))?,
             ),
             sandbox::State::Off | sandbox::State::Unavailable(_) => None,
         };
+        self.affected = sandbox.as_mut().and_then(sandbox::Prepared::take_affected);
         let child = spawn::spawn(plan, &self.confinement(), sandbox)
             .map_err(|reason| self.start_failed(stage, reason))?;
         self.under_init = child.init.is_some();

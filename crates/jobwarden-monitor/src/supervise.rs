@@ -51,15 +51,21 @@ impl Monitor<'_> {
             None => status,
         };
         self.under_init = false;
-        // The leader has exited but is not reaped, so its pgid is still ours:
-        // kill whatever of the group is left, then reap.
-        let _ = killpg(pid, Signal::SIGKILL);
-        // Unreaped, the leader still shows the CPU time it used.
         let cpu_used = match init {
-            Some(_) => procfs::cpu_time_with_reaped(pid.as_raw()),
-            None => procfs::cpu_time(pid.as_raw()),
+            // The init was the namespace's first process: with it, the
+            // kernel killed every process of the namespace. Its reaping
+            // counts what it and the command it reaped used.
+            Some(_) => procfs::reap_counting_cpu(pid.as_raw()),
+            None => {
+                // The leader has exited but is not reaped, so its pgid is
+                // still ours: kill whatever of the group is left, then
+                // reap. Unreaped, it still shows the CPU time it used.
+                let _ = killpg(pid, Signal::SIGKILL);
+                let cpu = procfs::cpu_time(pid.as_raw());
+                let _ = waitpid(pid, None);
+                cpu
+            }
         };
-        let _ = waitpid(pid, None);
         let took = began.elapsed();
         self.kill_leftovers().await;
         self.drain(pumps).await;

@@ -213,7 +213,7 @@ pub fn start(cmd: Command<'_>) -> io::Result<Started> {
             stdio[1].as_raw_fd(),
             stdio[2].as_raw_fd(),
         ],
-        monitor: nix::unistd::getpid().as_raw(),
+        monitor: crate::procfs::own_pid(),
         reset_signals: signals_to_reset(),
         init_fd,
         cgroup_procs: cmd.confinement.cgroup_procs,
@@ -326,7 +326,7 @@ unsafe fn clone_waited(
     namespaces: libc::c_int,
     child: &mut dyn FnMut() -> isize,
 ) -> io::Result<Pid> {
-    let mut stack = ChildStack::new(stack_len)?;
+    let mut stack = ChildStack::take(stack_len)?;
     let flags =
         CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK | CloneFlags::from_bits_retain(namespaces);
     let blocked = block_all_signals()?;
@@ -341,9 +341,17 @@ unsafe fn clone_waited(
         )
     };
     let restored = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&blocked), None);
+    stack.keep();
     let pid = cloned?;
     restored?;
     Ok(pid)
+}
+
+thread_local! {
+    /// The stack of this thread's last child, kept for its next: a
+    /// monitor starts job after job on the same thread, and a child has
+    /// called `exec` or exited before its stack is taken again.
+    static KEPT_STACK: std::cell::Cell<Option<ChildStack>> = const { std::cell::Cell::new(None) };
 }
 
 /// The child's stack: pages of its own, mapped and never touched by the
@@ -355,6 +363,20 @@ struct ChildStack {
 }
 
 impl ChildStack {
+    /// The kept stack if it is at least `len` bytes long, else a new one.
+    fn take(len: usize) -> io::Result<ChildStack> {
+        match KEPT_STACK.take() {
+            Some(kept) if kept.len.get() >= len => Ok(kept),
+            _ => ChildStack::new(len),
+        }
+    }
+
+    /// Keep this stack for the thread's next child (the one kept before,
+    /// if any, is unmapped).
+    fn keep(self) {
+        KEPT_STACK.set(Some(self));
+    }
+
     fn new(len: usize) -> io::Result<ChildStack> {
         let len = NonZeroUsize::new(len).unwrap_or(NonZeroUsize::MIN);
         let flags = MapFlags::MAP_PRIVATE | MapFlags::MAP_STACK | MapFlags::MAP_NORESERVE;

@@ -262,21 +262,21 @@ fn create_in_mode(
     batch::sync(&f, "syncing", path)
 }
 
-/// A unique temporary name beside `name`, ignored by every reader: a
-/// dotfile ending in `.tmp`.
-/// A temporary name beside `name`, unique to this process and call, and
-/// to the host: an inbox shared by several hosts is written by processes
-/// that may share a pid.
+/// A temporary name beside `name`, ignored by every reader (a dotfile
+/// ending in `.tmp`), unique to this process and call, and to the host:
+/// an inbox shared by several hosts is written by processes that may
+/// share a pid. The process's part is made once (a process writes its
+/// files from its own program, never from a child forked without `exec`).
 pub(super) fn temp_name(name: &OsStr) -> OsString {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static OURS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let host = HOST.get_or_init(|| {
+    let ours = OURS.get_or_init(|| {
         let unique = uuid::Uuid::now_v7().simple().to_string();
-        unique[unique.len() - 8..].to_owned()
+        format!("{}.{}", std::process::id(), &unique[unique.len() - 8..])
     });
     let name = name.to_string_lossy();
-    OsString::from(format!(".{name}.{}.{host}.{n}.tmp", std::process::id()))
+    OsString::from(format!(".{name}.{ours}.{n}.tmp"))
 }
 
 /// fsync the folder holding `path` under `root` (opened as in
@@ -308,11 +308,15 @@ pub fn sync_held_dir(dir: &File, path: &Path) -> Result<(), IoError> {
 
 /// Reserve `len` bytes of room past the end of `file` (at `path`) without
 /// changing its length (`fallocate`, `FALLOC_FL_KEEP_SIZE`): appends up to
-/// that much then never meet a full disk. False when the filesystem
+/// that much then never meet a full disk. `end` is where the file ends if
+/// the caller knows (else it is asked). False when the filesystem
 /// reserves nothing (it does not support it); a full disk is the error.
-pub fn reserve(file: &File, path: &Path, len: u64) -> Result<bool, IoError> {
+pub fn reserve(file: &File, path: &Path, end: Option<u64>, len: u64) -> Result<bool, IoError> {
     use nix::fcntl::{FallocateFlags, fallocate};
-    let end = file.metadata().ctx("reserving room in", path)?.len();
+    let end = match end {
+        Some(end) => end,
+        None => file.metadata().ctx("reserving room in", path)?.len(),
+    };
     let (Ok(offset), Ok(len)) = (i64::try_from(end), i64::try_from(len)) else {
         return Ok(false);
     };

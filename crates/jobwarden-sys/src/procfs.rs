@@ -32,7 +32,7 @@ mod tree;
 use group::environ_has;
 pub use group::{Group, job_group};
 pub use locks::{flock_holder, flock_holders};
-pub use tree::{cpu_time, cpu_time_with_reaped, descendants};
+pub use tree::{cpu_time, descendants, reap_counting_cpu};
 
 /// One process for good: its pid and its start time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +67,18 @@ pub fn exe_id(pid: i32) -> Option<ExeId> {
     })
 }
 
+/// This process's pid, asked once (for a process running its own
+/// program: a forked child that has not executed anything must not ask).
+pub fn own_pid() -> i32 {
+    static OWN: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| std::process::id() as i32)
+}
+
 /// The executable this process runs: asked once (it cannot change while
 /// the process lives; a forked child runs the same one).
 pub fn own_exe() -> Option<ExeId> {
     static OWN: std::sync::OnceLock<Option<ExeId>> = std::sync::OnceLock::new();
-    *OWN.get_or_init(|| exe_id(std::process::id() as i32))
+    *OWN.get_or_init(|| exe_id(own_pid()))
 }
 
 /// This process's start time (`/proc/self/stat`), asked once, as

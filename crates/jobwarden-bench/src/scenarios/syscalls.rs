@@ -1,8 +1,11 @@
 //! What each job costs the machine in system calls: the running daemon
 //! and its monitors traced with `strace -f` while 300 trivial jobs run, 8
-//! at once. The job's own process is taken off: everything a process does
-//! from the `execve` of the job's program on is the job's, not ours (the
-//! clone before it, the sandbox's setup and its init are ours). Per job:
+//! at once. The job's processes are taken off and counted apart: the
+//! process a job's record names (the sandbox's init; unsandboxed, the
+//! program's) from the clone that made it, and every process it starts.
+//! What they do before the job's program runs (the sandbox's mounts, the
+//! init, a child's set-up before `execve`) is the job's set-up; what the
+//! program does is its own. Per job, for the daemon and its monitors:
 //! system calls, fsync-family calls, files created (distinct paths an
 //! `O_CREAT` open made: a temporary file renamed into place counts),
 //! names linked (a hard link: a second name for a file that exists, no
@@ -129,10 +132,16 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         Figure::info(S, "jobs traced (8 at once)", JOBS as f64, "count"),
         Figure::at_most(
             S,
-            "system calls per job (ours)",
+            "system calls per job, daemon and monitors",
             per_job(count.calls),
             "calls",
             250.0,
+        ),
+        Figure::info(
+            S,
+            "the job's set-up per job (sandbox, init)",
+            per_job(count.setup),
+            "calls",
         ),
         Figure::at_most(
             S,
@@ -163,7 +172,7 @@ pub fn syscalls() -> anyhow::Result<Vec<Figure>> {
         Figure::info(S, "files freed per job", per_job(count.freed), "files"),
         Figure::info(
             S,
-            "the job's own calls per job (taken off)",
+            "the job's program's own calls per job",
             per_job(count.jobs_own),
             "calls",
         ),
@@ -211,6 +220,9 @@ struct Count {
     /// Processes that executed the job's program.
     jobs: usize,
     jobs_own: usize,
+    /// The job's processes' calls before its program: the sandbox's
+    /// set-up and init, a child's set-up before `exec`.
+    setup: usize,
 }
 
 /// A file call waiting for its result (`<unfinished ...>`).
@@ -219,11 +231,50 @@ struct Pending {
     args: String,
 }
 
-/// Count `strace -f -y` output; a process that executes `program` is the
-/// job's from that call on.
+/// What a process of the trace is: a job's, by what it executes.
+#[derive(Clone, Copy, PartialEq)]
+enum JobSide {
+    /// It executes the job's program: the job's own from that call on,
+    /// its set-up before.
+    Program,
+    /// It executes the sandbox's init: the job's set-up, all of it.
+    Init,
+}
+
+/// The processes of the trace that are a job's: those that execute its
+/// `program` or the sandbox's init (a job's pid is its init's).
+fn job_sides<'a>(text: &'a str, program: &str) -> HashMap<&'a str, JobSide> {
+    let exec = format!("execve(\"{program}\"");
+    let mut sides = HashMap::new();
+    for line in text.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let side = if rest.starts_with(&exec) {
+            JobSide::Program
+        } else if rest.starts_with("execve") && rest.contains(INIT_ARG) {
+            JobSide::Init
+        } else {
+            continue;
+        };
+        sides.entry(pid).or_insert(side);
+    }
+    sides
+}
+
+/// The argument that makes a program the sandbox's init.
+const INIT_ARG: &str = "\"__sandbox-init\"";
+
+/// Count `strace -f -y` output. The job's processes are taken off: the
+/// process a job's record names (the sandbox's init, or the program
+/// itself unsandboxed) from the clone that made it, and what it starts.
+/// A process that executes `program` is the job's own from that call on,
+/// its set-up before it; the init and what it does are the set-up.
 fn count(text: &str, program: &str) -> Count {
     let mut c = Count::default();
-    let mut job_pids: HashSet<&str> = HashSet::new();
+    let sides = job_sides(text, program);
+    let mut executed: HashSet<&str> = HashSet::new();
     let mut pending: HashMap<&str, Pending> = HashMap::new();
     let mut files = Files::default();
     let exec = format!("execve(\"{program}\"");
@@ -246,12 +297,22 @@ fn count(text: &str, program: &str) -> Count {
         if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             continue; // `+++ exited`, `--- SIGCHLD`
         }
-        if rest.starts_with(&exec) && job_pids.insert(pid) {
-            c.jobs += 1;
-        }
-        if job_pids.contains(pid) {
-            c.jobs_own += 1;
-            continue;
+        match sides.get(pid) {
+            Some(JobSide::Program) => {
+                if rest.starts_with(&exec) && executed.insert(pid) {
+                    c.jobs += 1;
+                }
+                match executed.contains(pid) {
+                    true => c.jobs_own += 1,
+                    false => c.setup += 1,
+                }
+                continue;
+            }
+            Some(JobSide::Init) => {
+                c.setup += 1;
+                continue;
+            }
+            None => {}
         }
         c.calls += 1;
         if FSYNC_FAMILY.contains(&name) {
@@ -432,10 +493,17 @@ mod tests {
 100 unlinkat(AT_FDCWD</r>, "inbox/a.tmp", 0) = 0
 100 linkat(6</r/inbox/p>, "a.running.md", 5</r/runs/j1>, "prompt.md", 0) = 0
 100 --- SIGCHLD {si_signo=SIGCHLD} ---
+103 mount("none", "/", NULL, MS_REC|MS_PRIVATE, NULL) = 0
+103 execveat(5</usr/lib/jobwarden-init>, "", ["jobwarden-init", "__sandbox-init", "3", "4", "/usr/bin/true"], 0x1 /* 2 vars */, AT_EMPTY_PATH) = 0
+103 rt_sigprocmask(SIG_SETMASK, ~[], NULL, 8) = 0
+104 setpgid(0, 0) = 0
+104 execve("/usr/bin/true", ["/usr/bin/true"], 0x55 /* 3 vars */) = 0
+104 exit_group(0) = ?
+103 wait4(-1, [{WIFEXITED(s) && WEXITSTATUS(s) == 0}], 0, NULL) = 2
 "#;
 
     #[test]
-    fn a_trace_is_counted_with_the_jobs_own_process_taken_off() {
+    fn a_trace_is_counted_with_the_jobs_processes_taken_off() {
         let c = count(TRACE, "/usr/bin/true");
         assert_eq!(
             c,
@@ -452,8 +520,10 @@ mod tests {
                 folders: 0,
                 // job.json replaced once, a temporary file unlinked
                 freed: 2,
-                jobs: 1,
-                jobs_own: 3,
+                jobs: 2,
+                jobs_own: 5,
+                // the init's four calls, its child's one before `execve`
+                setup: 5,
             }
         );
     }

@@ -425,7 +425,8 @@ impl JobRecord {
         self.journal_then_view(layout, events, (op, fields), durable, false)
     }
 
-    /// The journal line, then the view when `view` (else owed: true).
+    /// The journal line, then the view when `view`; true when the view is
+    /// behind the line (owed, or its write failed).
     fn journal_then_view(
         &mut self,
         layout: &Layout,
@@ -461,10 +462,11 @@ impl JobRecord {
             return self.write_view(layout, false).map(|()| false);
         }
         // The change is made (readers take the journal's line): a view
-        // that cannot be written now is behind, and written again later
-        // (the next change, the daemon settling the job, start-up).
+        // that cannot be written now is behind (true), and written again
+        // later (the next change, the daemon settling the job, start-up).
         if let Err(e) = self.write_view(layout, false) {
             tracing::warn!(job = %self.job_id, "{e}; job.json is behind its journal until written again");
+            return Ok(true);
         }
         Ok(false)
     }
@@ -477,6 +479,8 @@ impl JobRecord {
     /// The `state` event (`from`, `to`, plus `fields`) is written *before*
     /// the record is: a reader that sees the record in its new state finds
     /// the event already there (docs/on-disk.md, "Order of writes").
+    /// True when `job.json` could not be written after the line (it is
+    /// behind its journal: see [`JobRecord::load_job_view`]).
     pub fn transition(
         &mut self,
         layout: &Layout,
@@ -484,10 +488,11 @@ impl JobRecord {
         to: JobState,
         reason: Option<String>,
         fields: serde_json::Value,
-    ) -> Result<(), RecordError> {
+    ) -> Result<bool, RecordError> {
         self.state.check_transition(to)?;
         let event = self.apply(to, reason, fields, Timestamp::now());
-        self.journal(layout, events, Op::State, event, Durable(true))
+        let line = (Op::State, event);
+        self.journal_then_view(layout, events, line, Durable(true), true)
     }
 
     /// [`JobRecord::transition`] to the state of a command its monitor has

@@ -46,6 +46,10 @@ struct State {
     /// False when no writer thread could be started: callers write
     /// themselves (errors still counted, never a panic).
     threaded: bool,
+    /// The writer thread waits for a line: a line queued wakes it.
+    writer_waits: bool,
+    /// Callers of [`flush`] waiting: a line written wakes them.
+    flushers: usize,
 }
 
 struct Queue {
@@ -91,7 +95,7 @@ pub fn push(line: Vec<u8>) {
     let mut state = queue.lock();
     if !state.threaded {
         drop(state);
-        write_now(queue, &line);
+        write_now(queue, &line, 1);
         return;
     }
     if state.lines.len() >= state.capacity {
@@ -100,8 +104,13 @@ pub fn push(line: Vec<u8>) {
         return;
     }
     state.lines.push_back(line);
+    // A busy writer takes the line when it is done; only a waiting one
+    // is woken (a wake is a system call, one a line otherwise).
+    let wake = state.writer_waits;
     drop(state);
-    queue.changed.notify_all();
+    if wake {
+        queue.changed.notify_all();
+    }
 }
 
 /// Waits until every queued line is written, unless the writer is stuck
@@ -119,34 +128,44 @@ pub fn flush() {
         if idle || stuck || !state.threaded {
             return;
         }
+        state.flushers += 1;
         state = queue
             .changed
             .wait_timeout(state, FLUSH_POLL)
             .unwrap_or_else(PoisonError::into_inner)
             .0;
+        state.flushers -= 1;
     }
 }
 
-/// The writer thread: one line at a time, blocking on stderr as long as
-/// it must, outside the lock.
+/// The writer thread: the lines waiting, in one write, blocking on stderr
+/// as long as it must, outside the lock.
 fn writer_loop(queue: &'static Queue) {
     loop {
-        let line = next_line(queue);
-        write_now(queue, &line);
+        let (lines, count) = next_lines(queue);
+        write_now(queue, &lines, count);
     }
 }
 
-fn next_line(queue: &Queue) -> Vec<u8> {
+/// Every line waiting, once there is one, as one buffer; how many.
+fn next_lines(queue: &Queue) -> (Vec<u8>, u64) {
     let mut state = queue.lock();
     loop {
-        if let Some(line) = state.lines.pop_front() {
+        if let Some(mut lines) = state.lines.pop_front() {
+            let mut count = 1;
+            while let Some(line) = state.lines.pop_front() {
+                lines.extend_from_slice(&line);
+                count += 1;
+            }
             state.writing_since = Some(Instant::now());
-            return line;
+            return (lines, count);
         }
+        state.writer_waits = true;
         state = queue
             .changed
             .wait(state)
             .unwrap_or_else(PoisonError::into_inner);
+        state.writer_waits = false;
     }
 }
 
@@ -158,21 +177,24 @@ pub fn dropped_total() -> u64 {
     DROPPED_TOTAL.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Writes `line`, counts it if lost, and after a good write following
-/// losses logs how many were lost.
-fn write_now(queue: &Queue, line: &[u8]) {
-    let written = std::io::stderr().lock().write_all(line).is_ok();
+/// Writes `lines` (`count` of them), counts them if lost, and after a
+/// good write following losses logs how many were lost.
+fn write_now(queue: &Queue, lines: &[u8], count: u64) {
+    let written = std::io::stderr().lock().write_all(lines).is_ok();
     let mut state = queue.lock();
     state.writing_since = None;
     let report = if written {
         std::mem::take(&mut state.dropped)
     } else {
-        state.dropped += 1;
-        DROPPED_TOTAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        state.dropped += count;
+        DROPPED_TOTAL.fetch_add(count, std::sync::atomic::Ordering::Relaxed);
         0
     };
+    let wake = state.flushers > 0;
     drop(state);
-    queue.changed.notify_all();
+    if wake {
+        queue.changed.notify_all();
+    }
     if report > 0 {
         tracing::warn!(
             dropped = report,

@@ -54,21 +54,39 @@ fn parse_state_ppid(stat: &str) -> Option<(&str, i32)> {
 /// (fields 14 and 15), readable until the process is reaped: a zombie
 /// keeps its counts.
 pub fn cpu_time(pid: i32) -> Option<std::time::Duration> {
-    cpu_ticks(pid, false)
+    cpu_ticks(pid)
 }
 
-/// [`cpu_time`] with that of the children `pid` reaped (fields 16 and
-/// 17): a sandboxed job's, counted by its init.
-pub fn cpu_time_with_reaped(pid: i32) -> Option<std::time::Duration> {
-    cpu_ticks(pid, true)
+/// Reap our exited child `pid` (waiting for it if it has not exited),
+/// and say the CPU time it and the children it reaped used, as the kernel
+/// counts them for the reaping (`wait4`'s usage): a sandboxed job's,
+/// counted by its init. `None` when `pid` is no child of ours.
+pub fn reap_counting_cpu(pid: i32) -> Option<std::time::Duration> {
+    let mut status = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = loop {
+        // SAFETY: wait4 writes only through the two pointers, to locals
+        // that outlive the call.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r != -1 || nix::errno::Errno::last() != nix::errno::Errno::EINTR {
+            break r;
+        }
+    };
+    (reaped == pid).then(|| duration_of(usage.ru_utime) + duration_of(usage.ru_stime))
 }
 
-fn cpu_ticks(pid: i32, reaped: bool) -> Option<std::time::Duration> {
+fn duration_of(t: libc::timeval) -> std::time::Duration {
+    let secs = u64::try_from(t.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(t.tv_usec).unwrap_or(0);
+    std::time::Duration::from_secs(secs) + std::time::Duration::from_micros(micros.into())
+}
+
+fn cpu_ticks(pid: i32) -> Option<std::time::Duration> {
     let stat = super::read_small(&format!("/proc/{pid}/stat"))?;
     let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace().skip(11);
-    let fields = if reaped { 4 } else { 2 };
     let mut ticks: u64 = 0;
-    for _ in 0..fields {
+    for _ in 0..2 {
         ticks += rest.next()?.parse::<u64>().ok()?;
     }
     // SAFETY: sysconf only reads a constant.
@@ -96,6 +114,25 @@ mod tests {
         child.kill().expect("kill");
         child.wait().expect("reap");
         assert!(!descendants(me).contains(&pid));
+    }
+
+    #[test]
+    fn a_reaped_child_counts_the_cpu_it_and_its_reaped_children_used() {
+        // The shell spends its time in a child it waits for.
+        let child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'",
+            ])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id() as i32;
+        // Reaped here, not by `Child::wait`.
+        std::mem::forget(child);
+        let used = reap_counting_cpu(pid).expect("our child, reaped");
+        assert!(used >= std::time::Duration::from_millis(10), "{used:?}");
+        // Not a child of ours at all.
+        assert_eq!(reap_counting_cpu(1), None);
     }
 
     #[test]
