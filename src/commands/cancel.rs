@@ -69,6 +69,7 @@ impl<'a> Context<'a> {
             config,
             host,
             ledger: self.ledger(),
+            view_owed: false,
         }
     }
 }

@@ -81,12 +81,13 @@ fn a_start_durable_in_the_journal_is_never_run_again_even_without_job_json() {
     assert_eq!(ops, ["queued", "monitor_started"], "the journal so far");
     sb.kill_everything();
     paused.daemon.wait_exit(secs(5));
-    // The start's view is owed: job.json still says what the claim wrote.
-    let view = sb.try_read_view(&job.id).expect("the claim's view");
-    assert_eq!(view["state"], "queued", "{view:#}");
-    assert!(view["monitor_pid"].is_null(), "{view:#}");
-    // A power cut may take job.json with it: only the journal is durable.
-    fs::remove_file(sb.run_dir(&job.id).join("job.json")).expect("lose job.json");
+    // The start's view is owed, and so was its claim's (a place was free:
+    // the job started at once): only the journal holds the record.
+    assert!(
+        sb.try_read_view(&job.id).is_none(),
+        "no job.json yet: {:?}",
+        sb.try_read_view(&job.id)
+    );
 
     fs::write(sb.out().join("release"), "").expect("release");
     let _daemon = Daemon::start(&sb);
@@ -207,10 +208,11 @@ fn a_claim_whose_unsynced_files_a_power_cut_took_runs_once_after_the_restart() {
     let job = only_job(&sb, "c");
     sb.kill_everything();
     paused.daemon.wait_exit(secs(5));
-    // Only the rename and the run folder were synced.
-    for file in ["job.json", "events.jsonl"] {
-        fs::remove_file(sb.run_dir(&job.id).join(file)).expect("lose an unsynced file");
-    }
+    // Only the rename and the run folder were synced: the journal is lost
+    // (and `job.json`, which a claim whose job starts at once leaves to
+    // its monitor).
+    fs::remove_file(sb.run_dir(&job.id).join("events.jsonl")).expect("lose the journal");
+    let _ = fs::remove_file(sb.run_dir(&job.id).join("job.json"));
 
     let _daemon = Daemon::start(&sb);
     let done = sb.wait_done_excluding("proj", "c", std::slice::from_ref(&job.id), secs(15));
@@ -290,4 +292,29 @@ fn a_job_that_waits_or_runs_a_moment_has_its_view_written() {
         let view = sb.try_read_view(&done.id).expect("the end's view");
         assert_eq!(view["state"], "succeeded", "{view:#}");
     }
+}
+
+#[test]
+fn a_job_guessed_to_start_at_once_that_waits_after_all_has_its_view_written() {
+    let sb = Sandbox::new();
+    sb.configure(&gated(&sb));
+    let _daemon = Daemon::start(&sb);
+    // A place is free, but its project is paused: the claim guesses it
+    // starts at once and leaves its view; the start that did not happen
+    // writes it.
+    let paused = sb.run(&["pause", "--project", "proj"]);
+    assert_eq!(paused.code(), 0, "{}", paused.stderr);
+    sb.drop_prompt("proj", "held", "x\n");
+    let job = sb.wait_job("proj", "held", secs(15));
+    let view = wait_until("job.json of the waiting job", secs(10), || {
+        sb.try_read_view(&job.id)
+    });
+    assert_eq!(view["state"], "queued", "{view:#}");
+    let last = journal(&sb, &job.id).last().map(|e| e["seq"].clone());
+    assert_eq!(view["journal_seq"], last.unwrap_or_default(), "{view:#}");
+    let resumed = sb.run(&["resume", "--project", "proj"]);
+    assert_eq!(resumed.code(), 0, "{}", resumed.stderr);
+    fs::write(sb.out().join("release"), "").expect("release");
+    let done = sb.wait_done("proj", "held", secs(15));
+    assert_eq!(done.state(), "succeeded", "{:#}", done.record);
 }

@@ -173,13 +173,18 @@ impl Daemon {
             },
             layout::InboxEntry::InvalidName { .. } => (Prior::default(), None),
         };
+        let view_owed = self.starts_at_once();
         let mut claimer = Claimer {
             layout: &self.layout,
             config: &self.config,
             host: &self.host,
             ledger: self.ledger.as_mut(),
+            view_owed,
         };
         let claimed = claimer.claim(path, entry, &prior);
+        if let (true, Ok(Claimed::Queued(rec))) = (view_owed, &claimed) {
+            self.views_owed.insert(rec.job_id.clone());
+        }
         if let Some((prompt, request)) = request {
             // Used: the job's record now says what the request said.
             if matches!(claimed, Ok(Claimed::Queued(_) | Claimed::Rejected(_))) {

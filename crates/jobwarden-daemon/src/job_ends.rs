@@ -450,6 +450,7 @@ impl Daemon {
                     config: &self.config,
                     host: &self.host,
                     ledger: self.ledger.as_mut(),
+                    view_owed: false,
                 };
                 canceller.end_queued(&mut rec, "queued")?;
                 tracing::info!(job = %id, state = %rec.state, "stopped while queued");

@@ -210,6 +210,9 @@ struct Daemon {
     ledger: Option<Ledger>,
     /// Device and inode of the `ledger.db` held open (or found damaged).
     ledger_identity: Option<(u64, u64)>,
+    /// Jobs claimed to start at once whose view their claim left to their
+    /// monitor, until they start (see `Daemon::starts_at_once`).
+    views_owed: HashSet<JobId>,
     /// `ledger.db` was looked at in this turn of the loop (it is looked
     /// at once a turn, however many claims and ends the turn records).
     ledger_looked: bool,
@@ -305,6 +308,7 @@ impl Daemon {
             cooling: DelayQueue::new(),
             ledger: None,
             ledger_identity: None,
+            views_owed: HashSet::new(),
             ledger_looked: false,
             ledger_condition: jobwarden_ledger::health::Condition::ok(),
             quick_check: None,

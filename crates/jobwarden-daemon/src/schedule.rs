@@ -302,9 +302,45 @@ impl Daemon {
         self.sched.holds.take(job, alone);
     }
 
+    /// Would a job claimed now start at once: a place free for it behind
+    /// every job waiting or claimed before it, and nothing holding every
+    /// start back? Then its claim leaves its view to its monitor
+    /// ([`Claimer::view_owed`](jobwarden_engine::claim::Claimer)). A guess
+    /// that proves wrong (a limit of its own holds it) costs the view's
+    /// write once the claims' starts are made ([`Daemon::pay_owed_views`]).
+    pub(super) fn starts_at_once(&self) -> bool {
+        !self.stopping
+            && self.storage.is_ok()
+            && self.sched.pauses.daemon.is_none()
+            && self.running.len() + self.sched.queue.len() < self.config.max_jobs
+    }
+
+    /// Write the views of jobs claimed to start at once that still wait
+    /// (their journal line is their record until then).
+    fn pay_owed_views(&mut self) {
+        if self.holding_starts || self.views_owed.is_empty() {
+            return;
+        }
+        for id in std::mem::take(&mut self.views_owed) {
+            match JobRecord::load_job_view(&self.layout, &id) {
+                Ok((mut rec, true)) if rec.state == jobwarden_model::job::JobState::Queued => {
+                    if let Err(e) = rec.save_unsynced(&self.layout) {
+                        tracing::warn!(job = %id, "{e}; job.json is behind its journal until written again");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Start monitors while slots are free, in the queue's order; a job
     /// held back by something of its own steps aside for the next.
     pub(super) fn dispatch(&mut self) {
+        self.dispatch_queued();
+        self.pay_owed_views();
+    }
+
+    fn dispatch_queued(&mut self) {
         while !self.stopping
             && !self.holding_starts
             && self.storage.is_ok()
@@ -348,6 +384,8 @@ impl Daemon {
             return false;
         }
         self.running.insert(job.id.clone(), Slot::Child);
+        // Its view, if owed, is its monitor's to write now.
+        self.views_owed.remove(&job.id);
         self.sched.queue.started(&job.project);
         let woken_by = job.woken_by.clone();
         let alone = works_alone(&self.config, &job);

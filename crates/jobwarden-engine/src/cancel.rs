@@ -132,6 +132,7 @@ pub fn cancel_waiting_by_hand(
         config,
         host: &host,
         ledger: ledger.as_deref_mut(),
+        view_owed: false,
     };
     match canceller.cancel_waiting(prompt, reason, by)? {
         Cancelled::Ended(rec) => return Ok(WaitingCancelled::Ended(rec)),

@@ -90,6 +90,11 @@ pub struct Claimer<'a> {
     pub config: &'a Config,
     pub host: &'a str,
     pub ledger: Option<&'a mut Ledger>,
+    /// The job's view, `job.json`, is owed by whoever starts it: a claim
+    /// whose job starts at once leaves it to its monitor (which writes it
+    /// once the command has run a moment, or at the end), so that a short
+    /// job's view is written once. Its journal line is the record.
+    pub view_owed: bool,
 }
 
 impl Claimer<'_> {
@@ -270,13 +275,17 @@ impl Claimer<'_> {
         // `claimed` and the `queued` journal line are one append.
         events.hold();
         events.append(Op::Claimed, fields);
-        rec.journal(
-            self.layout,
-            &mut events,
-            Op::Queued,
-            json!({}),
-            Durable(false),
-        )?;
+        if self.view_owed {
+            rec.journal_written_view_owed(self.layout, &mut events, Op::Queued, json!({}))?;
+        } else {
+            rec.journal(
+                self.layout,
+                &mut events,
+                Op::Queued,
+                json!({}),
+                Durable(false),
+            )?;
+        }
         Ok(Claimed::Queued(rec))
     }
 

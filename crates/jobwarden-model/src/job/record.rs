@@ -425,6 +425,27 @@ impl JobRecord {
         self.journal_then_view(layout, events, (op, fields), durable, false)
     }
 
+    /// [`JobRecord::journal_view_owed`] whose line, and the lines held
+    /// with it, are written now: for a record no later line of the same
+    /// writer follows (a claim's). If they cannot be written, `job.json`
+    /// is written as the record, and nothing is owed (false).
+    pub fn journal_written_view_owed(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        op: Op,
+        fields: serde_json::Value,
+    ) -> Result<bool, RecordError> {
+        let before = self.journal_seq;
+        let owed = self.journal_view_owed(layout, events, op, fields, Durable(false))?;
+        if owed && !events.flush() {
+            self.journal_seq = before;
+            self.write_view(layout, false)?;
+            return Ok(false);
+        }
+        Ok(owed)
+    }
+
     /// The journal line, then the view when `view`; true when the view is
     /// behind the line (owed, or its write failed).
     fn journal_then_view(
