@@ -356,11 +356,14 @@ fn a_prompt_the_job_removed_is_recorded_missing_not_archived() {
     );
     let what = "an event saying where the prompt went (archived, or archive_failed)";
     let job = wait_until(what, secs(20), || {
-        let j = sb.job(&job.id)?;
-        (j.ops()
+        let said = sb
+            .job(&job.id)?
+            .ops()
             .iter()
-            .any(|o| o == "archived" || o == "archive_failed"))
-        .then_some(j)
+            .any(|o| o == "archived" || o == "archive_failed");
+        // The record is saved before its event is appended: read after
+        // the event is seen, it says what the event says.
+        said.then(|| sb.job(&job.id)).flatten()
     });
     let archive_path = job.str_field("archive_path");
     if let Some(path) = archive_path {

@@ -24,6 +24,10 @@ use jobwarden_model::job::{JobId, JobRecord};
 /// How many messages the check may have sent ahead of the loop.
 const AHEAD: usize = 4;
 
+/// How many of the jobs claimed while the check runs it is told to leave
+/// alone (a few MiB of ids at most).
+const MADE_HERE_MAX: usize = 65_536;
+
 /// How long after the first claims the check begins: the jobs they
 /// started get the machine first (a job starts within tens of
 /// milliseconds; the check of a million run folders and the read of every
@@ -76,9 +80,15 @@ impl StartupCheck {
 
 impl Daemon {
     /// Remember that this daemon claimed job `id`, while the check may
-    /// still find it.
+    /// still find it. At most [`MADE_HERE_MAX`] are remembered: a check
+    /// of a huge `runs/` under a long burst judges the jobs claimed beyond
+    /// them as it judges an earlier daemon's (correctly, at its old cost),
+    /// rather than let the set grow with the burst.
     pub(super) fn note_made_here(&mut self, id: &JobId) {
-        if !self.startup.done && !self.startup.failed {
+        if !self.startup.done
+            && !self.startup.failed
+            && self.startup.made_here.len() < MADE_HERE_MAX
+        {
             self.startup.made_here.insert(id.clone());
         }
     }
