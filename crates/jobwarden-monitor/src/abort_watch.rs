@@ -84,10 +84,10 @@ impl AbortWatch {
     /// before waiting only if nobody looked since the watch began.
     pub async fn fired(&mut self) {
         loop {
-            let inotify = matches!(self.source, Source::Inotify(..));
-            if !(inotify && std::mem::replace(&mut self.looked, true))
-                && std::fs::symlink_metadata(&self.marker).is_ok()
-            {
+            // Polled, or nobody looked since the watch began: look now.
+            let look = !self.looked || matches!(self.source, Source::Poll(_));
+            self.looked = true;
+            if look && std::fs::symlink_metadata(&self.marker).is_ok() {
                 return;
             }
             match &mut self.source {

@@ -182,8 +182,9 @@ impl Monitor<'_> {
     /// left (the cgroup at once, then each descendant, again until none is
     /// left or [`KILL_LIMIT`]), reaping as they die.
     pub(super) async fn kill_leftovers(&mut self) {
-        let Some(mut left) = leftovers().or(self.containment.cgroup().map(|_| Vec::new())) else {
-            // No child at all: nothing to kill, nothing to reap.
+        let in_cgroup = self.containment.cgroup().is_some();
+        let Some(mut left) = leftovers().or_else(|| in_cgroup.then(Vec::new)) else {
+            // No child at all, nor a cgroup: nothing to kill or reap.
             return;
         };
         let found = left.len();
