@@ -138,6 +138,94 @@ fn a_forged_record_and_lock_never_get_a_bystander_killed() {
     });
 }
 
+/// Two records for jobs that never were, each naming as the prompt it
+/// claimed another job's archived prompt (one under another prompt's name,
+/// one under that prompt's own name), and a bystander as its monitor and
+/// group: ended `interrupted` at start, the archived prompt stays where it
+/// is, untouched, and nothing runs again.
+#[test]
+fn a_forged_record_naming_an_archived_prompt_never_moves_it_or_runs_it_again() {
+    let sb = Sandbox::new();
+    let script = sb.script("count", r#"echo "$JOBWARDEN_NAME" >> "$OUT/ran""#);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &script]));
+    let mut daemon = Daemon::start(&sb);
+    sb.drop_prompt("proj", "hello", "once is enough\n");
+    let real = sb.wait_done("proj", "hello", secs(15));
+    assert_eq!(real.state(), "succeeded", "{:#}", real.record);
+    daemon.sigterm();
+    daemon.wait_exit(secs(10));
+    let archive_path = real.str_field("archive_path").expect("archive path");
+    let archived = sb.root.join(archive_path);
+    let bytes = fs::read(&archived).expect("the archived prompt");
+
+    let bystander = Bystander::start();
+    let forged = [("forged-1", "forged"), ("forged-2", "hello")];
+    for (id, name) in forged {
+        let dir = sb.run_dir(id);
+        fs::create_dir_all(&dir).expect("forged run dir");
+        let mut rec: Value = real.record.clone();
+        for (k, v) in [
+            ("job_id", json!(id)),
+            ("name", json!(name)),
+            ("state", json!("running")),
+            ("inbox_path", json!(archive_path)),
+            ("monitor_pid", json!(bystander.pid)),
+            ("monitor_start_time", json!(start_time_of(bystander.pid))),
+            ("pid", json!(bystander.pgid)),
+            ("pgid", json!(bystander.pgid)),
+        ] {
+            rec[k] = v;
+        }
+        for k in ["archive_path", "outcome", "disposition", "finished_at"] {
+            rec[k] = Value::Null;
+        }
+        fs::write(
+            dir.join("job.json"),
+            serde_json::to_vec(&rec).expect("json"),
+        )
+        .expect("forge");
+    }
+
+    let _daemon = Daemon::start(&sb);
+    for (id, _) in forged {
+        let job = sb.wait_id(id, "the forged job to be ended", secs(15), |j| {
+            j.is_terminal() && j.str_field("disposition").is_some()
+        });
+        assert_eq!(job.state(), "interrupted", "{:#}", job.record);
+        assert_eq!(job.record["inbox_path"], Value::Null, "{:#}", job.record);
+        assert_eq!(job.record["archive_path"], Value::Null, "{:#}", job.record);
+        assert_eq!(
+            job.str_field("disposition"),
+            Some("missing"),
+            "{:#}",
+            job.record
+        );
+        let why = job.str_field("archive_error").expect("why nothing moved");
+        assert!(why.contains(archive_path), "{why}");
+    }
+    assert_never("the archived prompt running again", millis(1500), || {
+        sb.ran_lines().len() > 1
+    });
+    assert_eq!(sb.ran_lines(), vec!["hello"]);
+    assert_eq!(fs::read(&archived).expect("still archived"), bytes);
+    assert_eq!(sb.jobs().len(), 3, "no attempt beyond the forged records");
+    let waiting = names_in_inbox(&sb, "proj");
+    assert!(waiting.is_empty(), "nothing put back: {waiting:?}");
+    assert!(pid_alive(bystander.pid), "the bystander lives");
+}
+
+/// The files in the inbox folder of `project`.
+fn names_in_inbox(sb: &Sandbox, project: &str) -> Vec<String> {
+    fs::read_dir(sb.project_dir(project))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
 fn garbage_over_a_live_jobs_record_neither_requeues_nor_reruns_it() {
     let sb = Sandbox::new();

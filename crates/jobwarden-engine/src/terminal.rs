@@ -187,12 +187,23 @@ impl Finisher<'_> {
         events: &mut EventLog,
         ending: Ending,
     ) -> Result<(), JobError> {
-        let held = rec.inbox_path.as_deref().map(|p| self.layout.resolve(p));
+        let held = claimed_place(self.layout, rec);
+        let claimed_in_inbox =
+            matches!(&held, Some(Ok(p)) if *p == self.layout.running_prompt(&rec.prompt_name()));
         let requeue = ending.may_requeue
+            && claimed_in_inbox
             && retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
             && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
         let (state, outcome) = (ending.state, ending.outcome);
         self.write_end(rec, events, state, ending.reason, outcome, requeue)?;
+        let held = match held {
+            Some(Err(named)) => {
+                place::not_its_own(self.layout, rec, events, &named)?;
+                None
+            }
+            Some(Ok(held)) => Some(held),
+            None => None,
+        };
         let recorded = self.record(rec, ending.outcome, &ending.artifacts, &ending.paths);
         if requeue && !recorded {
             // Without the row the next claim could not count this attempt.
@@ -204,6 +215,7 @@ impl Finisher<'_> {
             .resolve(rec.inbox_path.as_deref().unwrap_or_default());
         match held.filter(|h| *h != dest) {
             Some(held) => self.move_prompt(rec, events, &held, &dest),
+            None if rec.inbox_path.is_none() => Ok(()),
             None => {
                 events.append(Op::Archived, json!({"path": rec.archive_path}));
                 Ok(())
@@ -390,6 +402,25 @@ pub fn rearchive(
     record_place(layout, rec, &dest);
     rec.save(layout)?;
     place(layout, rec, events, &held, &dest)
+}
+
+/// Where `rec`'s job holds the prompt it claimed, as its record says
+/// (`inbox_path`): `Ok` for a place a claim of its prompt makes — its
+/// `<name>.running.md`, or a name a claim gave it in the archive itself
+/// ([`Layout::claimed_into_archive`]) that no other job's run folder
+/// names. `Err` with the path for anything else: a record may have been
+/// written by a job, and another job's archived prompt is not this job's
+/// to move, nor to put back in the inbox to run again.
+fn claimed_place(layout: &Layout, rec: &JobRecord) -> Option<Result<PathBuf, PathBuf>> {
+    let named = layout.resolve(rec.inbox_path.as_deref()?);
+    let prompt = rec.prompt_name();
+    let ours = named == layout.running_prompt(&prompt)
+        || layout
+            .claimed_into_archive(&prompt, &named)
+            .is_some_and(|id| {
+                id == rec.job_id || std::fs::symlink_metadata(layout.run_dir(&id)).is_err()
+            });
+    Some(if ours { Ok(named) } else { Err(named) })
 }
 
 /// Does the job index know a job of `rec`'s prompt claimed after it?

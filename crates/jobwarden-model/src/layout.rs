@@ -299,6 +299,24 @@ impl Layout {
             .with_file_name(format!("{}.{id}.{n}.md", prompt.name))
     }
 
+    /// The id in `path`'s name when `path` is a name a claim gives
+    /// `prompt`'s file in the archive itself, `<name>.<id>.md` in
+    /// `archive/cancelled/` (a cancel of a waiting prompt) or
+    /// `archive/rejected/` (an unusable name): the places besides its
+    /// `<name>.running.md` where a job may hold the prompt it claimed.
+    pub fn claimed_into_archive(&self, prompt: &PromptName, path: &Path) -> Option<JobId> {
+        let file = path.file_name()?.to_str()?;
+        let id = file
+            .strip_prefix(prompt.name.as_str())?
+            .strip_prefix('.')?
+            .strip_suffix(".md")?;
+        let id = JobId::parse(id).ok()?;
+        [JobState::Cancelled, JobState::Rejected]
+            .into_iter()
+            .any(|state| self.archived_prompt(state, prompt, &id) == path)
+            .then_some(id)
+    }
+
     /// Every file in the archive, under any state, named as one of job
     /// `id`'s archived prompts (`<name>.<id>.md` or `<name>.<id>.<n>.md`):
     /// where its prompt may be when its record does not say.

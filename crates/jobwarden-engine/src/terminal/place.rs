@@ -132,6 +132,24 @@ fn missing(
     not_moved(layout, rec, events, held, why)
 }
 
+/// The record of an ending job named as its claimed prompt `named`, a
+/// file no claim of its prompt makes (see `claimed_place`): nothing is
+/// moved or put back, and the record says its prompt is `missing`.
+pub(super) fn not_its_own(
+    layout: &Layout,
+    rec: &mut JobRecord,
+    events: &mut EventLog,
+    named: &Path,
+) -> Result<(), JobError> {
+    rec.disposition = Some(jobwarden_model::job::DISPOSITION_MISSING.to_owned());
+    let why = format!(
+        "its record named {} as the prompt it claimed, a file no claim of {} makes; nothing was moved",
+        rel(layout, named),
+        rec.prompt_name()
+    );
+    not_moved(layout, rec, events, named, &why)
+}
+
 fn announce(rec: &JobRecord, events: &mut EventLog) {
     let op = if rec.archive_path.is_none() {
         Op::Requeued

@@ -32,6 +32,42 @@ fn a_monitor_lock_names_its_job_only_under_this_root() {
 }
 
 #[test]
+fn only_a_cancel_or_an_unusable_name_claims_a_prompt_into_the_archive() {
+    let layout = Layout::new(PathBuf::from("/r"));
+    let prompt = PromptName {
+        project: "p".into(),
+        name: "n".into(),
+    };
+    let id = JobId::parse("j1").expect("id");
+    for state in [JobState::Cancelled, JobState::Rejected] {
+        let place = layout.archived_prompt(state, &prompt, &id);
+        assert_eq!(
+            layout.claimed_into_archive(&prompt, &place),
+            Some(id.clone())
+        );
+    }
+    let other = PromptName {
+        project: "p".into(),
+        name: "other".into(),
+    };
+    for not_a_claim in [
+        layout.archived_prompt(JobState::Succeeded, &prompt, &id),
+        layout.archived_prompt(JobState::Cancelled, &other, &id),
+        layout.archived_prompt_alt(JobState::Cancelled, &prompt, &id, 2),
+        layout.running_prompt(&prompt),
+        PathBuf::from("/r/archive/cancelled/p/sub/n.j1.md"),
+        PathBuf::from("/elsewhere/archive/cancelled/p/n.j1.md"),
+    ] {
+        assert_eq!(
+            layout.claimed_into_archive(&prompt, &not_a_claim),
+            None,
+            "{}",
+            not_a_claim.display()
+        );
+    }
+}
+
+#[test]
 fn prompt_at_top_and_nested() {
     assert_eq!(
         classify("hello.prompt.md"),
