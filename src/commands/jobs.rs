@@ -50,6 +50,7 @@ pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         profile: args.profile.clone(),
         since_ms: window.since_ms,
         until_ms: window.until_ms,
+        text: None,
     };
     let (config, layout) = super::load_for_reading(global)?;
     let ledger = super::open_ledger(&layout)?;

@@ -189,26 +189,13 @@ fn scope_of(args: &PauseScopeArgs) -> Scope {
     }
 }
 
-/// A profile the configuration does not define pauses nothing: refused,
-/// naming the defined ones (a typo would otherwise pause nothing silently).
-/// `resume` accepts any name, to lift a marker left from an old config.
+/// A profile the configuration does not define pauses nothing: refused
+/// (`--profile`), naming the defined ones.
 fn check_profile(config: &Config, scope: &Scope) -> anyhow::Result<()> {
-    let Scope::Profile(p) = scope else {
-        return Ok(());
-    };
-    if config.profiles.contains_key(p) {
-        return Ok(());
+    match jobwarden_engine::pause::pauses_nothing(config, scope) {
+        Some(why) => anyhow::bail!("--{why}"),
+        None => Ok(()),
     }
-    anyhow::bail!(
-        "--profile {p:?}: no such profile in {}; the profiles are: {}",
-        config.source,
-        config
-            .profiles
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
 }
 
 /// `the daemon`, `profile review`, `project acme/api`.

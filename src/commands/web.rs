@@ -36,7 +36,7 @@ pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
         token,
         metrics_token,
         layout,
-        config,
+        config: jobwarden_web::Current::new(config),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -21,14 +21,14 @@ use crate::support::*;
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A chromedriver process and one browser session.
-struct Browser {
+pub(crate) struct Browser {
     driver: Child,
     port: u16,
     session: String,
 }
 
 impl Browser {
-    fn start() -> Option<Browser> {
+    pub(crate) fn start() -> Option<Browser> {
         for tool in ["chromium", "chromedriver"] {
             if Command::new(tool).arg("--version").output().is_err() {
                 let why = format!(
@@ -62,6 +62,7 @@ impl Browser {
         });
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
+            "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
                 "binary": "/usr/bin/chromium",
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"]
@@ -76,7 +77,7 @@ impl Browser {
     }
 
     /// A WebDriver command; its `value`.
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to chromedriver");
         s.set_read_timeout(Some(Duration::from_secs(60)))
@@ -120,11 +121,11 @@ impl Browser {
         format!("/session/{}{rest}", self.session)
     }
 
-    fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         self.call("POST", &self.at("/url"), Some(json!({"url": url})));
     }
 
-    fn find(&self, css: &str) -> Option<String> {
+    pub(crate) fn find(&self, css: &str) -> Option<String> {
         let found = self.call(
             "POST",
             &self.at("/elements"),
@@ -135,11 +136,11 @@ impl Browser {
             .map(str::to_owned)
     }
 
-    fn must(&self, css: &str) -> String {
+    pub(crate) fn must(&self, css: &str) -> String {
         wait_until(&format!("an element {css}"), secs(20), || self.find(css))
     }
 
-    fn type_into(&self, css: &str, text: &str) {
+    pub(crate) fn type_into(&self, css: &str, text: &str) {
         let e = self.must(css);
         self.call(
             "POST",
@@ -148,7 +149,7 @@ impl Browser {
         );
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let e = self.must(css);
         self.call(
             "POST",
@@ -157,7 +158,7 @@ impl Browser {
         );
     }
 
-    fn script(&self, js: &str) -> Value {
+    pub(crate) fn script(&self, js: &str) -> Value {
         self.call(
             "POST",
             &self.at("/execute/sync"),
@@ -165,15 +166,57 @@ impl Browser {
         )
     }
 
-    fn text(&self, css: &str) -> String {
-        let e = self.must(css);
-        self.call("GET", &self.at(&format!("/element/{e}/text")), None)
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+    /// Run `js`, whose last argument is the callback it calls with its
+    /// result (WebDriver's asynchronous script).
+    pub(crate) fn script_async(&self, js: &str) -> Value {
+        self.call(
+            "POST",
+            &self.at("/execute/async"),
+            Some(json!({"script": js, "args": []})),
+        )
     }
 
-    fn screenshot(&self, name: &str) {
+    /// The text of the element `css` names, read in one step (a row the
+    /// page replaces meanwhile is never read half-gone).
+    pub(crate) fn text(&self, css: &str) -> String {
+        wait_until(&format!("an element {css}"), secs(20), || {
+            let found = self.call(
+                "POST",
+                &self.at("/execute/sync"),
+                Some(json!({
+                    "script": "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;",
+                    "args": [css],
+                })),
+            );
+            found.as_str().map(str::to_owned)
+        })
+    }
+
+    /// The window's size, as a screen of `width` × `height` shows the page.
+    pub(crate) fn resize(&self, width: u32, height: u32) {
+        self.call(
+            "POST",
+            &self.at("/window/rect"),
+            Some(json!({"width": width, "height": height})),
+        );
+    }
+
+    /// The browser console's errors since the last ask.
+    pub(crate) fn console_errors(&self) -> Vec<String> {
+        let logs = self.call(
+            "POST",
+            &self.at("/se/log"),
+            Some(json!({"type": "browser"})),
+        );
+        logs.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    pub(crate) fn screenshot(&self, name: &str) {
         let b64 = self.call("GET", &self.at("/screenshot"), None);
         let png = base64(b64.as_str().expect("base64"));
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
@@ -216,7 +259,7 @@ fn base64(text: &str) -> Vec<u8> {
 }
 
 /// A free loopback address for `jobwarden web`, and the process.
-fn web(sb: &Sandbox) -> (Child, String) {
+pub(crate) fn web(sb: &Sandbox) -> (Child, String) {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")

@@ -70,19 +70,32 @@ impl WebProcess {
         let _ = s.read_to_end(&mut raw);
         let text = String::from_utf8_lossy(&raw).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let body = if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            unchunk(body)
+        } else {
+            body.to_owned()
+        };
         let status = head
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        (status, head.to_owned(), body.to_owned())
+        (status, head.to_owned(), body)
     }
 
     pub(crate) fn cookie(&self) -> String {
         format!("jobwarden_token={}", self.token)
     }
 
-    fn get(&self, path: &str) -> (u16, String) {
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let cookie = self.cookie();
         let (status, _, body) = self.request("GET", path, &[("Cookie", &cookie)], "");
         (status, body)
@@ -99,6 +112,22 @@ impl WebProcess {
         let at = body.find("name=\"csrf\" value=\"").expect("a form") + 19;
         body[at..at + 64].to_owned()
     }
+}
+
+/// A body sent in chunks (`Transfer-Encoding: chunked`), whole.
+fn unchunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        body.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    body
 }
 
 impl Drop for WebProcess {
@@ -143,7 +172,10 @@ fn the_page_needs_its_token_and_a_link_with_it_logs_in() {
     );
     let (status, body) = web.get("/");
     assert_eq!(status, 200);
-    assert!(body.contains("daemon: <b>running</b>"), "{body}");
+    assert!(
+        body.contains("<dt>daemon</dt><dd><b class=\"o-ok\">running</b>"),
+        "{body}"
+    );
     let bearer = format!("Bearer {}", web.token);
     let (status, _, metrics) = web.request("GET", "/metrics", &[("Authorization", &bearer)], "");
     assert_eq!(status, 200);
@@ -267,11 +299,23 @@ fn a_running_job_s_log_streams_as_it_grows_and_pause_and_resume_act() {
     let mut seen = Vec::new();
     while seen.len() < 8 {
         let line = lines.next().expect("a line").expect("read");
-        if let Some(data) = line.strip_prefix("data: ") {
-            seen.push(data.to_owned());
+        // The log's lines, an element each (a `state` event says the
+        // job's state).
+        if let Some(data) = line.strip_prefix("data: <span") {
+            let data = format!("<span{data}");
+            seen.extend(data.split_inclusive("</span>").map(str::to_owned));
         }
     }
-    assert_eq!(seen[..3], ["line 1", "line 2", "line 3"], "{seen:?}");
+    // Each line an element, numbered from the first.
+    assert_eq!(
+        seen[..3],
+        [
+            "<span class=\"l\" data-n=\"1\">line 1</span>",
+            "<span class=\"l\" data-n=\"2\">line 2</span>",
+            "<span class=\"l\" data-n=\"3\">line 3</span>"
+        ],
+        "{seen:?}"
+    );
     let csrf = web.csrf();
     assert_eq!(web.post("/pause", &format!("csrf={csrf}")), 303);
     assert!(sb.root.join("control").exists(), "a pause marker");
@@ -293,7 +337,7 @@ fn a_running_job_s_log_streams_as_it_grows_and_pause_and_resume_act() {
         &format!("csrf={csrf}&project=p&name=..%2Fx&text=hello"),
     );
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains("name \"../x\""), "{body}");
+    assert!(body.contains("name &quot;../x&quot;"), "{body}");
     let (status, _, body) = web.request(
         "POST",
         "/submit",
@@ -378,7 +422,7 @@ fn retry_and_cancel_from_the_page_and_the_list_filters_by_profile() {
     sb.drop_prompt("p", "a", "again\n");
     let listed = wait_until("the list to show p/a deferred", secs(10), || {
         let (_, list) = web.get("/jobs?state=deferred");
-        list.contains("data-prompt=\"p/a\"").then_some(list)
+        list.contains("data-key=\"waiting:p/a\"").then_some(list)
     });
     assert!(listed.contains("/waiting/cancel"), "{listed}");
     assert_eq!(web.post("/waiting/cancel", "project=p&name=a"), 403);

@@ -20,8 +20,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::Daemon;
@@ -39,65 +37,8 @@ pub struct Reloads {
     pub requests: UnboundedReceiver<()>,
 }
 
-/// The configuration in force and its reloads, as `daemon.json` records
-/// them (`docs/on-disk.md`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ConfigState {
-    /// The file in force; `None`: the built-in defaults.
-    pub source: Option<PathBuf>,
-    /// `sha256:<hex>` of the text in force, to tell whether the file
-    /// changed since.
-    pub digest: String,
-    /// When the text in force was read (at start, or by the last reload
-    /// applied).
-    pub loaded_at: Timestamp,
-    /// Reloads served since the daemon started, applied or refused.
-    pub generation: u64,
-    /// The last of them.
-    pub last_reload: Option<ReloadResult>,
-}
-
-/// Whether a reload took effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Applied,
-    Refused,
-}
-
-/// What one reload did.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ReloadResult {
-    /// Its number: [`ConfigState::generation`] once it was served.
-    pub generation: u64,
-    /// When the config was read.
-    pub at: Timestamp,
-    pub result: Verdict,
-    /// The file read (`None`: built-in defaults, or none could be chosen).
-    pub source: Option<PathBuf>,
-    /// `sha256:<hex>` of the text read (`None` if none could be read).
-    pub digest: Option<String>,
-    /// The keys that changed, one line each (applied only).
-    #[serde(default)]
-    pub changes: Vec<String>,
-    /// Changed keys that take effect only at the next start.
-    #[serde(default)]
-    pub restart_needed: Vec<String>,
-    /// What the change means for jobs already queued.
-    #[serde(default)]
-    pub warnings: Vec<String>,
-    /// Every error of a refused config.
-    #[serde(default)]
-    pub errors: Vec<String>,
-}
-
-/// `sha256:<hex>` of a config's text.
-pub fn digest(text: &[u8]) -> String {
-    format!(
-        "sha256:{}",
-        jobwarden_model::job::hex(&Sha256::digest(text))
-    )
-}
+pub use jobwarden_engine::daemon_file::{ConfigState, ReloadResult, Verdict};
+pub use jobwarden_model::config::digest;
 
 /// The daemon's side of reloads: where requests come from and what
 /// `daemon.json` says of the config.

@@ -9,6 +9,8 @@
 //! - [`inbox`] — the inbox watched and scanned; a claimed prompt put back; queued jobs' ABORTs.
 //! - [`shared_inbox`] — one inbox shared by several hosts' daemons: claim records, leases, sweeps.
 //! - [`waiting`] — the prompts waiting in the inbox and what each waits for.
+//! - [`pause`] — what is checked before a pause is written (a profile that exists).
+//! - [`daemon_file`] — `daemon.json` as others read it: phase, heartbeat, queue, config in force.
 //! - [`lookup`] — the CLI's `<job>` argument: an id, a prefix, a short id or a prompt's name.
 //! - [`submit`] — a prompt dropped into the inbox the one way.
 //! - [`gc`] — retention of run folders, archived prompts and artifacts.
@@ -22,6 +24,7 @@
 
 pub mod cancel;
 pub mod claim;
+pub mod daemon_file;
 pub mod failure;
 pub mod gc;
 pub mod handover;
@@ -29,6 +32,7 @@ pub mod hooks;
 pub mod inbox;
 pub mod lookup;
 pub mod metrics;
+pub mod pause;
 pub mod proof;
 pub mod published;
 pub mod recover;

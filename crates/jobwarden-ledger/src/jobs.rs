@@ -91,6 +91,80 @@ pub struct JobFilter {
     pub since_ms: Option<u64>,
     /// Created before (epoch ms).
     pub until_ms: Option<u64>,
+    /// Text found in `project/name`, case aside.
+    pub text: Option<String>,
+}
+
+/// The order of a page of jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobOrder {
+    /// Newest claim first.
+    #[default]
+    Newest,
+    /// Oldest claim first.
+    Oldest,
+    /// By `project/name`, then newest first.
+    Prompt,
+    /// By state, then newest first.
+    State,
+    /// Latest end first; those not ended yet first of all.
+    Ended,
+}
+
+impl JobOrder {
+    fn sql(self) -> &'static str {
+        match self {
+            JobOrder::Newest => "created_at DESC, id DESC",
+            JobOrder::Oldest => "created_at, id",
+            JobOrder::Prompt => "project, name, created_at DESC, id DESC",
+            JobOrder::State => "state, created_at DESC, id DESC",
+            JobOrder::Ended => {
+                "finished_at IS NOT NULL, finished_at DESC, created_at DESC, id DESC"
+            }
+        }
+    }
+}
+
+/// `filter` as SQL after `WHERE`, and its arguments.
+fn where_clause(f: &JobFilter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from("1 = 1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if !f.states.is_empty() {
+        let marks = vec!["?"; f.states.len()].join(", ");
+        sql.push_str(&format!(" AND state IN ({marks})"));
+        args.extend(f.states.iter().cloned().map(Into::into));
+    }
+    if let Some(p) = &f.project {
+        sql.push_str(" AND project = ?");
+        args.push(p.clone().into());
+    }
+    if let Some(n) = &f.name {
+        sql.push_str(" AND name = ?");
+        args.push(n.clone().into());
+    }
+    if let Some(p) = &f.profile {
+        sql.push_str(" AND profile = ?");
+        args.push(p.clone().into());
+    }
+    if let Some(text) = f.text.as_deref().filter(|t| !t.is_empty()) {
+        // Found anywhere in `project/name`, case aside; `%` and `_` as text.
+        let escaped = text
+            .to_lowercase()
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        sql.push_str(" AND lower(project || '/' || name) LIKE ? ESCAPE '\\'");
+        args.push(format!("%{escaped}%").into());
+    }
+    if let Some(since) = f.since_ms {
+        sql.push_str(" AND created_at >= ?");
+        args.push((since as i64).into());
+    }
+    if let Some(until) = f.until_ms {
+        sql.push_str(" AND created_at < ?");
+        args.push(i64::try_from(until).unwrap_or(i64::MAX).into());
+    }
+    (sql, args)
 }
 
 impl Ledger {
@@ -212,36 +286,35 @@ impl Ledger {
 
     /// Jobs matching `filter`, newest claim first, at most `limit`.
     pub fn list_jobs(&self, f: &JobFilter, limit: usize) -> Result<Vec<IndexedJob>, LedgerError> {
-        let mut sql = format!("SELECT {COLUMNS} FROM jobs WHERE 1 = 1");
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if !f.states.is_empty() {
-            let marks = vec!["?"; f.states.len()].join(", ");
-            sql.push_str(&format!(" AND state IN ({marks})"));
-            args.extend(f.states.iter().cloned().map(Into::into));
-        }
-        if let Some(p) = &f.project {
-            sql.push_str(" AND project = ?");
-            args.push(p.clone().into());
-        }
-        if let Some(n) = &f.name {
-            sql.push_str(" AND name = ?");
-            args.push(n.clone().into());
-        }
-        if let Some(p) = &f.profile {
-            sql.push_str(" AND profile = ?");
-            args.push(p.clone().into());
-        }
-        if let Some(since) = f.since_ms {
-            sql.push_str(" AND created_at >= ?");
-            args.push((since as i64).into());
-        }
-        if let Some(until) = f.until_ms {
-            sql.push_str(" AND created_at < ?");
-            args.push(i64::try_from(until).unwrap_or(i64::MAX).into());
-        }
-        sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT ?");
+        Ok(self.page_jobs(f, JobOrder::Newest, 0, limit)?.0)
+    }
+
+    /// One page of the jobs matching `filter`, in `order`: at most `limit`
+    /// after the first `offset`; and how many match in all.
+    pub fn page_jobs(
+        &self,
+        f: &JobFilter,
+        order: JobOrder,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(Vec<IndexedJob>, u64), LedgerError> {
+        let (filter, mut args) = where_clause(f);
+        let total: i64 = self
+            .conn
+            .query_row(
+                &format!("SELECT count(*) FROM jobs WHERE {filter}"),
+                params_from_iter(args.iter()),
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM jobs WHERE {filter} ORDER BY {} LIMIT ? OFFSET ?",
+            order.sql()
+        );
         args.push((limit as i64).into());
-        self.query(&sql, params_from_iter(args))
+        args.push((offset as i64).into());
+        let rows = self.query(&sql, params_from_iter(args))?;
+        Ok((rows, total.max(0) as u64))
     }
 
     /// How many jobs are in each state (kept by triggers; states with none

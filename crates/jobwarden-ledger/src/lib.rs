@@ -52,7 +52,7 @@ pub use attention::{Attention, Standing};
 pub use batch::CompletionSummary;
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
 pub use execution::{Artifact, Execution, Handed, PathRelation, Source, stored_path};
-pub use jobs::{IndexedJob, JobFilter, short_id};
+pub use jobs::{IndexedJob, JobFilter, JobOrder, short_id};
 pub use metrics::{Bucket, Durations};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;

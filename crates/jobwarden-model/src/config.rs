@@ -360,6 +360,13 @@ pub struct Config {
 // ---------------------------------------------------------------------------
 // Validation.
 
+/// `sha256:<hex>` of a config's text: what `daemon.json` says of the
+/// config in force, to tell whether a file is it.
+pub fn digest(text: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", crate::job::hex(&Sha256::digest(text)))
+}
+
 /// Parse and validate TOML text into a [`Config`]; the error names every
 /// problem of the text, not only the first.
 pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {

@@ -62,12 +62,21 @@ impl Serialize for Timestamp {
     }
 }
 
+impl std::str::FromStr for Timestamp {
+    type Err = String;
+
+    /// An RFC 3339 time, as records and events write them.
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_rfc3339_weak(s)
+            .map(Timestamp)
+            .map_err(|e| format!("bad timestamp {s:?}: {e}"))
+    }
+}
+
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        humantime::parse_rfc3339_weak(&s)
-            .map(Timestamp)
-            .map_err(|e| serde::de::Error::custom(format!("bad timestamp {s:?}: {e}")))
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

@@ -2,13 +2,18 @@
 //! the same file contract as the CLI: an ABORT marker (`jobwarden
 //! abort`), an acknowledgement in the ledger (`jobwarden ack`), a pause
 //! marker (`jobwarden pause`, `resume`). Each answers with a redirect to
-//! the page it came from, or a plain refusal saying why.
+//! the page it came from (the form's `back`), saying what it did
+//! (`done=`, shown as a notice), or a page saying why it was refused,
+//! with the way back. Bulk forms retry the failed jobs a list shows, or
+//! cancel the prompts it shows waiting.
 
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
+
+use super::html::Ctx;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -36,28 +41,48 @@ pub struct Posted {
     /// A retry's "now": without waiting for a cooldown.
     #[serde(default)]
     now: Option<String>,
+    /// The page the form was on.
+    #[serde(default)]
+    back: Option<String>,
+    /// A bulk retry's jobs, comma-separated.
+    #[serde(default)]
+    ids: Option<String>,
+    /// A bulk cancel's prompts, one `project/name` a line.
+    #[serde(default)]
+    prompts: Option<String>,
 }
+
+impl Posted {
+    /// Where the answer sends the browser: the form's page, else `fallback`.
+    fn back_or(&self, fallback: &str) -> String {
+        self.back
+            .as_deref()
+            .filter(|b| super::html::local_target(b) == *b)
+            .unwrap_or(fallback)
+            .to_owned()
+    }
+}
+
+/// The most jobs or prompts one bulk form acts on.
+const BULK_MAX: usize = 1000;
 
 /// Who did it, for the markers and events: the page, and the browser's
 /// address when known.
 const BY: &str = "jobwarden web";
 
-fn refuse(status: StatusCode, why: &str) -> Response {
-    Refusal(status, why.to_owned()).into_response()
-}
-
-/// A request refused: its status and why, said as plain text.
+/// A request refused: its status and why, said on a page with the way
+/// back.
 pub struct Refusal(StatusCode, String);
 
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (
-            self.0,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("jobwarden: {}\n", self.1),
-        )
-            .into_response()
+impl Refusal {
+    fn page(self, ctx: &Ctx, back: &str) -> Response {
+        super::pages::refused(ctx, self.0, &self.1, back)
     }
+}
+
+/// Where an action sends the browser once done: `to`, saying `done`.
+fn done(to: &str, what: &str, n: Option<u64>) -> Response {
+    Redirect::to(&super::html::with_notice(to, what, n)).into_response()
 }
 
 /// The form posted in `body`, once its CSRF token is checked.
@@ -87,58 +112,52 @@ fn posted_for(web: &Web, body: &[u8], id: &str) -> Result<(Posted, JobId), Refus
     Ok((posted, id))
 }
 
-/// Back to the page the form was on (same site only), else `fallback`.
-fn back(headers: &HeaderMap, fallback: &str) -> Response {
-    let to = headers
-        .get(header::REFERER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|r| r.split_once("://").map(|(_, rest)| rest))
-        .and_then(|rest| rest.find('/').map(|i| rest[i..].to_owned()))
-        .unwrap_or_else(|| fallback.to_owned());
-    Redirect::to(super::html::local_target(&to)).into_response()
-}
-
 pub async fn abort(
     State(web): State<Arc<Web>>,
+    ctx: Ctx,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let (_, id) = match posted_for(&web, &body, &id) {
+    let page_of = format!("/jobs/{}", super::html::url(&id));
+    let (posted, id) = match posted_for(&web, &body, &id) {
         Ok(checked) => checked,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(&ctx, &page_of),
     };
+    let back = posted.back_or(&page_of);
     let rec = match JobRecord::load_job(&web.layout, &id) {
         Ok(rec) => rec,
-        Err(e) => return refuse(StatusCode::NOT_FOUND, &e.to_string()),
+        Err(_) => return Refusal(StatusCode::NOT_FOUND, "no such job".into()).page(&ctx, &back),
     };
     if rec.state.is_terminal() {
-        return refuse(
-            StatusCode::CONFLICT,
-            &format!("the job already ended {}", rec.state),
-        );
+        // It ended between the page and the click: said, not refused.
+        return done(&page_of, "ended", None);
     }
     match jobwarden_model::abort::write_marker_by(&web.layout, &id, Some("from the web page"), BY) {
-        Ok(_) => back(
-            &headers,
-            &format!("/jobs/{}", super::html::url(id.as_str())),
-        ),
-        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Ok(_) => {
+            let what = if rec.state == jobwarden_model::job::JobState::Queued {
+                "cancelled"
+            } else {
+                "aborted"
+            };
+            done(&back, what, None)
+        }
+        Err(e) => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).page(&ctx, &back),
     }
 }
 
 pub async fn ack(
     State(web): State<Arc<Web>>,
+    ctx: Ctx,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let (_, id) = match posted_for(&web, &body, &id) {
+    let (posted, id) = match posted_for(&web, &body, &id) {
         Ok(checked) => checked,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(&ctx, "/"),
     };
+    let back = posted.back_or("/");
     let Some(mut ledger) = super::pages::ledger(&web) else {
-        return refuse(StatusCode::NOT_FOUND, "nothing has run yet");
+        return Refusal(StatusCode::NOT_FOUND, "nothing has run yet".into()).page(&ctx, &back);
     };
     let now = jobwarden_sys::clock::Timestamp::now().epoch_ms();
     match ledger.acknowledge(id.as_str(), now, Some(BY)) {
@@ -147,56 +166,168 @@ pub async fn ack(
                 EventLog::open(
                     web.layout.root(),
                     &web.layout.events(&id),
-                    web.config.events_for(&rec),
+                    web.config().events_for(&rec),
                 )
                 .append(Op::Acknowledged, json!({"by": BY}));
             }
-            back(&headers, "/")
+            done(&back, "acked", None)
         }
-        Err(e) => refuse(StatusCode::NOT_FOUND, &e.to_string()),
+        Err(e) => Refusal(StatusCode::NOT_FOUND, e.to_string()).page(&ctx, &back),
     }
 }
 
-/// Retry an ended job, as `jobwarden retry [--now]` does; then its page
-/// (the retry's event is in its events).
+/// Retry an ended job, as `jobwarden retry [--now]` does; then the page
+/// the form was on (the retry's event is in the job's events).
 pub async fn retry(
     State(web): State<Arc<Web>>,
+    ctx: Ctx,
     Path(id): Path<String>,
-    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    let page_of = format!("/jobs/{}", super::html::url(&id));
     let (posted, id) = match posted_for(&web, &body, &id) {
         Ok(checked) => checked,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(&ctx, &page_of),
     };
+    let back = posted.back_or(&page_of);
     let now = posted
         .now
         .as_deref()
         .is_some_and(|v| !v.is_empty() && v != "0");
-    let web2 = web.clone();
-    let id2 = id.clone();
+    match retry_one(&web, id, now).await {
+        Ok(()) => done(&back, "retried", Some(1)),
+        Err(refused) => refused.page(&ctx, &back),
+    }
+}
+
+/// One retry by hand, off the runtime's threads.
+async fn retry_one(web: &Arc<Web>, id: JobId, now: bool) -> Result<(), Refusal> {
+    let web = web.clone();
     let done = tokio::task::spawn_blocking(move || {
-        let ledger = super::pages::ledger(&web2);
+        let ledger = super::pages::ledger(&web);
         jobwarden_engine::retry::by_hand::retry(
-            &web2.layout,
-            &web2.config,
+            &web.layout,
+            &web.config(),
             ledger.as_ref(),
-            &id2,
+            &id,
             now,
             BY,
         )
     })
     .await;
     match done {
-        Ok(Ok(_)) => back(
-            &headers,
-            &format!("/jobs/{}", super::html::url(id.as_str())),
-        ),
+        Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) if e.downcast_ref::<jobwarden_sys::error::No>().is_some() => {
-            refuse(StatusCode::CONFLICT, &format!("{e:#}"))
+            Err(Refusal(StatusCode::CONFLICT, format!("{e:#}")))
         }
-        Ok(Err(e)) => refuse(StatusCode::BAD_REQUEST, &format!("{e:#}")),
-        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        Ok(Err(e)) => Err(Refusal(StatusCode::BAD_REQUEST, format!("{e:#}"))),
+        Err(e) => Err(Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
+}
+
+/// Retry every job a list showed failed (`ids`), as one retry each
+/// (`now`: without waiting for their cooldowns).
+pub async fn bulk_retry(
+    State(web): State<Arc<Web>>,
+    ctx: Ctx,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.page(&ctx, "/jobs"),
+    };
+    let back = posted.back_or("/jobs");
+    let ids: Vec<&str> = posted
+        .ids
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if ids.is_empty() || ids.len() > BULK_MAX {
+        let why = format!(
+            "a bulk retry names between 1 and {BULK_MAX} jobs; this one named {}",
+            ids.len()
+        );
+        return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, &back);
+    }
+    let now = posted
+        .now
+        .as_deref()
+        .is_some_and(|v| !v.is_empty() && v != "0");
+    let mut retried = 0u64;
+    let mut refusals = Vec::new();
+    for raw in ids {
+        let Ok(id) = JobId::parse(raw) else {
+            refusals.push(format!("{raw}: no such job"));
+            continue;
+        };
+        match retry_one(&web, id, now).await {
+            Ok(()) => retried += 1,
+            Err(Refusal(_, why)) => refusals.push(format!("{raw}: {why}")),
+        }
+    }
+    if refusals.is_empty() {
+        done(&back, "retried", Some(retried))
+    } else {
+        let why = format!("{retried} retried; not retried: {}", refusals.join("; "));
+        Refusal(StatusCode::CONFLICT, why).page(&ctx, &back)
+    }
+}
+
+/// Cancel every prompt a list showed waiting (`prompts`), as one cancel
+/// each.
+pub async fn bulk_cancel(
+    State(web): State<Arc<Web>>,
+    ctx: Ctx,
+    body: axum::body::Bytes,
+) -> Response {
+    let posted = match posted(&web, &body) {
+        Ok(posted) => posted,
+        Err(refused) => return refused.page(&ctx, "/jobs"),
+    };
+    let back = posted.back_or("/jobs");
+    let labels: Vec<String> = posted
+        .prompts
+        .as_deref()
+        .unwrap_or("")
+        .lines()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if labels.is_empty() || labels.len() > BULK_MAX {
+        let why = format!(
+            "a bulk cancel names between 1 and {BULK_MAX} prompts; this one named {}",
+            labels.len()
+        );
+        return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, &back);
+    }
+    let web2 = web.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let mut cancelled = 0u64;
+        let mut refusals = Vec::new();
+        for label in labels {
+            let (project, name) = label.rsplit_once('/').unwrap_or(("", &label));
+            let result = check_prompt(project, name)
+                .map_err(|why| Refusal(StatusCode::BAD_REQUEST, why))
+                .and_then(|prompt| cancel_waiting_now(&web2, &prompt));
+            match result {
+                Ok(_) => cancelled += 1,
+                Err(Refusal(_, why)) => refusals.push(format!("{label}: {why}")),
+            }
+        }
+        (cancelled, refusals)
+    })
+    .await;
+    match outcome {
+        Ok((n, refusals)) if refusals.is_empty() => done(&back, "cancelled-waiting", Some(n)),
+        Ok((n, refusals)) => {
+            let why = format!("{n} cancelled; not cancelled: {}", refusals.join("; "));
+            Refusal(StatusCode::CONFLICT, why).page(&ctx, &back)
+        }
+        Err(e) => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).page(&ctx, &back),
     }
 }
 
@@ -204,25 +335,32 @@ pub async fn retry(
 /// project/name` does: claimed and ended `cancelled`, or, if the daemon
 /// claimed it first, the job it became gets its ABORT marker. Then that
 /// job's page.
-pub async fn cancel_waiting(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Response {
+pub async fn cancel_waiting(
+    State(web): State<Arc<Web>>,
+    ctx: Ctx,
+    body: axum::body::Bytes,
+) -> Response {
     let posted = match posted(&web, &body) {
         Ok(posted) => posted,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(&ctx, "/jobs"),
     };
+    let back = posted.back_or("/jobs");
     let project = posted.project.clone().unwrap_or_default();
     let name = posted.name.clone().unwrap_or_default();
     let prompt = match check_prompt(&project, &name) {
         Ok(p) => p,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+        Err(why) => return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, &back),
     };
     let web2 = web.clone();
-    let done = tokio::task::spawn_blocking(move || cancel_waiting_now(&web2, &prompt)).await;
-    match done {
-        Ok(Ok(id)) => {
-            Redirect::to(&format!("/jobs/{}", super::html::url(id.as_str()))).into_response()
-        }
-        Ok(Err(refused)) => refused.into_response(),
-        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    let outcome = tokio::task::spawn_blocking(move || cancel_waiting_now(&web2, &prompt)).await;
+    match outcome {
+        Ok(Ok(id)) => done(
+            &format!("/jobs/{}", super::html::url(id.as_str())),
+            "cancelled",
+            None,
+        ),
+        Ok(Err(refused)) => refused.page(&ctx, &back),
+        Err(e) => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).page(&ctx, &back),
     }
 }
 
@@ -249,7 +387,7 @@ fn cancel_waiting_now(
     let reason = Some("from the web page");
     let done = jobwarden_engine::cancel::cancel_waiting_by_hand(
         &web.layout,
-        &web.config,
+        &web.config(),
         ledger.as_mut(),
         prompt,
         before.as_deref(),
@@ -274,10 +412,10 @@ fn cancel_waiting_now(
 
 /// The submit form: the prompt dropped as `jobwarden submit` drops it,
 /// its profile (when chosen) in its front matter.
-pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Response {
+pub async fn submit(State(web): State<Arc<Web>>, ctx: Ctx, body: axum::body::Bytes) -> Response {
     let posted = match posted(&web, &body) {
         Ok(posted) => posted,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(&ctx, "/submit"),
     };
     let project = posted.project.clone().unwrap_or_default();
     let name = posted.name.clone().unwrap_or_default();
@@ -291,26 +429,22 @@ pub async fn submit(State(web): State<Arc<Web>>, body: axum::body::Bytes) -> Res
     }
     let prompt = match check_prompt(&project, &name) {
         Ok(p) => p,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, &why),
+        Err(why) => return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, "/submit"),
     };
-    let dropped = jobwarden_engine::submit::prepare(
-        &web.config,
-        &web.layout,
-        prompt,
-        "the prompt",
-        &text,
-        None,
-    )
-    .and_then(|s| {
-        jobwarden_engine::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes()).map(|_| s)
-    });
+    let config = web.config();
+    let dropped =
+        jobwarden_engine::submit::prepare(&config, &web.layout, prompt, "the prompt", &text, None)
+            .and_then(|s| {
+                jobwarden_engine::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes())
+                    .map(|_| s)
+            });
     match dropped {
-        Ok(s) => Redirect::to(&format!(
-            "/jobs?project={}",
-            super::html::url(&s.prompt.project)
-        ))
-        .into_response(),
-        Err(e) => refuse(StatusCode::BAD_REQUEST, &format!("{e:#}")),
+        Ok(s) => done(
+            &format!("/jobs?project={}", super::html::url(&s.prompt.project)),
+            "submitted",
+            None,
+        ),
+        Err(e) => Refusal(StatusCode::BAD_REQUEST, format!("{e:#}")).page(&ctx, "/submit"),
     }
 }
 
@@ -335,47 +469,37 @@ fn scope_of(posted: &Posted) -> Result<Scope, &'static str> {
     }
 }
 
-pub async fn pause(
-    State(web): State<Arc<Web>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    change_pause(&web, &headers, &body, |layout, scope| {
-        jobwarden_model::control::pause(layout, scope, Some("from the web page")).map(drop)
-    })
+pub async fn pause(State(web): State<Arc<Web>>, ctx: Ctx, body: axum::body::Bytes) -> Response {
+    change_pause(&web, &ctx, &body, true)
 }
 
-pub async fn resume(
-    State(web): State<Arc<Web>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
-    change_pause(&web, &headers, &body, |layout, scope| {
-        jobwarden_model::control::resume(layout, scope).map(drop)
-    })
+pub async fn resume(State(web): State<Arc<Web>>, ctx: Ctx, body: axum::body::Bytes) -> Response {
+    change_pause(&web, &ctx, &body, false)
 }
 
-/// A pause or its end, for the scope the form names, as `jobwarden pause`
-/// and `resume` make them.
-fn change_pause(
-    web: &Web,
-    headers: &HeaderMap,
-    body: &[u8],
-    change: impl FnOnce(
-        &jobwarden_model::layout::Layout,
-        &Scope,
-    ) -> Result<(), jobwarden_model::control::ControlError>,
-) -> Response {
+/// A pause (`pause`) or its end, for the scope the form names, as
+/// `jobwarden pause` and `resume` make them: a pause of a profile the
+/// config in force does not define is refused.
+fn change_pause(web: &Web, ctx: &Ctx, body: &[u8], pause: bool) -> Response {
     let posted = match posted(web, body) {
         Ok(posted) => posted,
-        Err(refused) => return refused.into_response(),
+        Err(refused) => return refused.page(ctx, "/"),
     };
+    let back = posted.back_or("/");
     let scope = match scope_of(&posted) {
         Ok(s) => s,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+        Err(why) => return Refusal(StatusCode::BAD_REQUEST, why.into()).page(ctx, &back),
     };
-    match change(&web.layout, &scope) {
-        Ok(()) => back(headers, "/"),
-        Err(e) => refuse(StatusCode::BAD_REQUEST, &e.to_string()),
+    let changed = if pause {
+        if let Some(why) = jobwarden_engine::pause::pauses_nothing(&web.config(), &scope) {
+            return Refusal(StatusCode::BAD_REQUEST, why).page(ctx, &back);
+        }
+        jobwarden_model::control::pause(&web.layout, &scope, Some("from the web page")).map(drop)
+    } else {
+        jobwarden_model::control::resume(&web.layout, &scope).map(drop)
+    };
+    match changed {
+        Ok(()) => done(&back, if pause { "paused" } else { "resumed" }, None),
+        Err(e) => Refusal(StatusCode::BAD_REQUEST, e.to_string()).page(ctx, &back),
     }
 }

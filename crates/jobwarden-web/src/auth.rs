@@ -50,11 +50,7 @@ fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Resu
             anyhow::bail!("reading the token {}: {e}", path.display())
         }
         Err(_) => {
-            let mut bytes = [0u8; 32];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut f| f.read_exact(&mut bytes))
-                .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
-            let text = jobwarden_model::job::hex(&bytes);
+            let text = random_hex(32)?;
             jobwarden_sys::fsio::create_new_private(
                 layout.root(),
                 path,
@@ -64,6 +60,15 @@ fn secret(layout: &Layout, path: &std::path::Path, create: bool) -> anyhow::Resu
             secret(layout, path, false)
         }
     }
+}
+
+/// `n` random bytes from the kernel, as hex.
+pub(super) fn random_hex(n: usize) -> anyhow::Result<String> {
+    let mut bytes = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| anyhow::anyhow!("reading /dev/urandom: {e}"))?;
+    Ok(jobwarden_model::job::hex(&bytes))
 }
 
 /// `http://127.0.0.1:8765/?token=…`.
@@ -115,6 +120,20 @@ fn query_token(query: Option<&str>) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
+/// `path` and its query without the token: where a login goes on to.
+fn without_token(path: &str, query: Option<&str>) -> String {
+    let rest: Vec<&str> = query
+        .unwrap_or("")
+        .split('&')
+        .filter(|kv| !kv.is_empty() && kv.split('=').next() != Some("token"))
+        .collect();
+    if rest.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", rest.join("&"))
+    }
+}
+
 /// Let through a request that shows the token; log in one that carries
 /// it in its address; refuse the rest.
 pub async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> Response {
@@ -136,11 +155,11 @@ pub async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> R
         && same(&t, &web.token)
         && req.method() == axum::http::Method::GET
     {
-        let path = req.uri().path().to_owned();
+        let to = without_token(req.uri().path(), req.uri().query());
         let cookie = format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", web.token);
         return (
             [(header::SET_COOKIE, cookie)],
-            Redirect::to(super::html::local_target(&path)),
+            Redirect::to(super::html::local_target(&to)),
         )
             .into_response();
     }
@@ -164,5 +183,10 @@ mod tests {
         assert_ne!(csrf_of("t"), "t");
         assert_eq!(csrf_of("t"), csrf_of("t"));
         assert_eq!(query_token(Some("a=1&token=xy")), Some("xy".into()));
+        assert_eq!(
+            without_token("/jobs", Some("token=xy&state=failed&q=a%20b")),
+            "/jobs?state=failed&q=a%20b"
+        );
+        assert_eq!(without_token("/", Some("token=xy")), "/");
     }
 }

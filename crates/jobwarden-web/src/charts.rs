@@ -1,6 +1,7 @@
 //! Charts drawn by the server as SVG (no script, no library, nothing
-//! fetched from the internet): jobs per hour by outcome, durations by
-//! profile, and the queue's length over time.
+//! fetched from the internet): jobs ended by outcome over a range,
+//! durations by profile, and the queue's length over the range. Colours
+//! are classes (the page's CSP allows no `style` attribute).
 
 use std::collections::BTreeMap;
 
@@ -11,22 +12,25 @@ const W: f64 = 640.0;
 const H: f64 = 180.0;
 const PAD: f64 = 28.0;
 
+/// The class suffix of an outcome's colour (`o-ok`, …, in the page's CSS).
 fn colour(outcome: &str) -> &'static str {
     match outcome {
-        "success" => "#2da44e",
-        "failure" | "setup_failed" => "#cf222e",
-        "timeout" | "rate_limited" => "#bf8700",
-        "aborted" | "cancelled" => "#8250df",
-        _ => "#6e7781",
+        "success" => "ok",
+        "failure" | "setup_failed" => "bad",
+        "timeout" | "rate_limited" => "warn",
+        "aborted" => "stop",
+        "cancelled" => "cancel",
+        _ => "other",
     }
 }
 
 fn frame(title: &str, inner: &str, legend: &str) -> String {
     format!(
-        "<figure class=\"chart\"><figcaption>{}</figcaption>\
-         <svg viewBox=\"0 0 {W} {H}\" width=\"100%\" role=\"img\" aria-label=\"{}\" \
-         style=\"max-width:{W}px\"><line x1=\"{PAD}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\" stroke=\"currentColor\" stroke-opacity=\".3\"/>\
-         {inner}</svg><div class=\"muted\">{legend}</div></figure>",
+        "<figure class=\"chart\"><figcaption>{}</figcaption><div class=\"scroll\" tabindex=\"0\" role=\"region\" aria-label=\"{} (scrolls sideways)\">\
+         <svg viewBox=\"0 0 {W} {H}\" role=\"img\" aria-label=\"{}\">\
+         <line x1=\"{PAD}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\" stroke=\"currentColor\" stroke-opacity=\".3\"/>\
+         {inner}</svg></div><div class=\"muted\">{legend}</div></figure>",
+        esc(title),
         esc(title),
         esc(title),
         y = H - PAD,
@@ -34,13 +38,51 @@ fn frame(title: &str, inner: &str, legend: &str) -> String {
     )
 }
 
-/// Finished executions per hour over the last 24 h, stacked by outcome.
-pub fn per_hour(executions: &[Execution], now_ms: u64) -> String {
-    let hour = 3_600_000u64;
-    let start = now_ms.saturating_sub(24 * hour);
+/// A range a chart covers: `1h`, `6h`, `24h` (the default), `7d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub name: &'static str,
+    pub ms: u64,
+}
+
+pub const RANGES: &[Range] = &[
+    Range {
+        name: "1h",
+        ms: 3_600_000,
+    },
+    Range {
+        name: "6h",
+        ms: 6 * 3_600_000,
+    },
+    Range {
+        name: "24h",
+        ms: 24 * 3_600_000,
+    },
+    Range {
+        name: "7d",
+        ms: 7 * 24 * 3_600_000,
+    },
+];
+
+impl Range {
+    /// The range `name` says, else 24 h.
+    pub fn named(name: Option<&str>) -> Range {
+        RANGES
+            .iter()
+            .copied()
+            .find(|r| Some(r.name) == name)
+            .unwrap_or(RANGES[2])
+    }
+}
+
+/// Executions ended over `range` up to `now_ms`, in 24 bars stacked by
+/// outcome.
+pub fn per_hour(executions: &[Execution], now_ms: u64, range: Range) -> String {
+    let bin = range.ms / 24;
+    let start = now_ms.saturating_sub(range.ms);
     let mut bins: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); 24];
     for e in executions.iter().filter(|e| e.finished_at >= start) {
-        let i = ((e.finished_at - start) / hour).min(23) as usize;
+        let i = ((e.finished_at - start) / bin.max(1)).min(23) as usize;
         *bins[i].entry(e.outcome.to_string()).or_default() += 1;
     }
     let max = bins
@@ -58,10 +100,10 @@ pub fn per_hour(executions: &[Execution], now_ms: u64) -> String {
             let h = (H - 2.0 * PAD) * (*n as f64) / max as f64;
             y -= h;
             inner.push_str(&format!(
-                "<rect class=\"bar\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{}\"><title>{} {}</title></rect>",
+                "<rect class=\"bar o-{}\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{h:.1}\"><title>{} {}</title></rect>",
+                colour(outcome),
                 PAD + i as f64 * bar + 1.0,
                 bar - 2.0,
-                colour(outcome),
                 n,
                 esc(outcome)
             ));
@@ -69,25 +111,20 @@ pub fn per_hour(executions: &[Execution], now_ms: u64) -> String {
         }
     }
     inner.push_str(&format!(
-        "<text x=\"2\" y=\"{PAD}\" font-size=\"11\" fill=\"currentColor\">{max}</text>\
-         <text x=\"{PAD}\" y=\"{}\" font-size=\"11\" fill=\"currentColor\">24 h ago</text>\
-         <text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"currentColor\" text-anchor=\"end\">now</text>",
+        "<text x=\"2\" y=\"{PAD}\">{max}</text>\
+         <text x=\"{PAD}\" y=\"{}\">{} ago</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">now</text>",
         H - 8.0,
+        range.name,
         W - 4.0,
         H - 8.0
     ));
     let legend: Vec<String> = seen
         .iter()
-        .map(|(o, n)| {
-            format!(
-                "<span style=\"color:{}\">■</span> {} {n}",
-                colour(o),
-                esc(o)
-            )
-        })
+        .map(|(o, n)| format!("<span class=\"o-{}\">■</span> {} {n}", colour(o), esc(o)))
         .collect();
     frame(
-        "jobs per hour by outcome (24 h)",
+        &format!("jobs ended by outcome ({})", range.name),
         &inner,
         &legend.join(" · "),
     )
@@ -122,14 +159,14 @@ pub fn durations(executions: &[Execution]) -> String {
     for (r, (profile, counts)) in by.iter().enumerate() {
         let y = PAD + r as f64 * row;
         inner.push_str(&format!(
-            "<text x=\"2\" y=\"{:.1}\" font-size=\"11\" fill=\"currentColor\">{}</text>",
+            "<text x=\"2\" y=\"{:.1}\">{}</text>",
             y + row / 2.0,
             esc(profile)
         ));
         for (i, n) in counts.iter().enumerate() {
             let w = cell * (*n as f64) / max as f64;
             inner.push_str(&format!(
-                "<rect class=\"bar\" x=\"{:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"#0969da\" fill-opacity=\"{:.2}\"><title>{} {}: {n}</title></rect>",
+                "<rect class=\"bar band\" x=\"{:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill-opacity=\"{:.2}\"><title>{} {}: {n}</title></rect>",
                 PAD + 60.0 + i as f64 * cell,
                 y + 2.0,
                 (row - 4.0).max(1.0),
@@ -147,14 +184,19 @@ pub fn durations(executions: &[Execution]) -> String {
     )
 }
 
-/// Jobs queued (claimed, not yet started) over the last 24 h, every 15 min.
-pub fn queue(jobs: &[IndexedJob], now_ms: u64) -> String {
-    let step = 900_000u64;
-    let points = 96usize;
-    let start = now_ms.saturating_sub(step * points as u64);
+/// Jobs queued (claimed, not yet started) over `range` up to `now_ms`:
+/// 120 samples, the last of them now.
+pub fn queue(jobs: &[IndexedJob], now_ms: u64, range: Range) -> String {
+    let points = 120usize;
+    let step = range.ms / points as u64;
+    let start = now_ms.saturating_sub(range.ms);
     let counts: Vec<u64> = (0..=points)
         .map(|i| {
-            let t = start + i as u64 * step;
+            let t = if i == points {
+                now_ms
+            } else {
+                start + i as u64 * step
+            };
             jobs.iter()
                 .filter(|j| j.created_at <= t)
                 .filter(|j| match (j.started_at, j.finished_at) {
@@ -175,14 +217,18 @@ pub fn queue(jobs: &[IndexedJob], now_ms: u64) -> String {
             format!("{x:.1},{y:.1}")
         })
         .collect();
+    let now = counts.last().copied().unwrap_or(0);
     let inner = format!(
-        "<polyline class=\"line\" fill=\"none\" stroke=\"#0969da\" stroke-width=\"2\" points=\"{}\"/>\
-         <text x=\"2\" y=\"{PAD}\" font-size=\"11\" fill=\"currentColor\">{max}</text>",
-        path.join(" ")
+        "<polyline class=\"line\" fill=\"none\" stroke-width=\"2\" points=\"{}\"/>\
+         <text x=\"2\" y=\"{PAD}\">{max}</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">now: {now}</text>",
+        path.join(" "),
+        W - 4.0,
+        H - 8.0
     );
     frame(
-        "queue length (24 h)",
+        &format!("queue length ({})", range.name),
         &inner,
-        "jobs claimed and not yet started",
+        &format!("jobs claimed and not yet started; {now} now"),
     )
 }

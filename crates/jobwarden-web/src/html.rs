@@ -43,53 +43,198 @@ pub fn url(text: &str) -> String {
         .collect()
 }
 
-const STYLE: &str = r#"
-:root { color-scheme: light dark; --fg: #1b1f24; --muted: #667; --bg: #fff; --line: #dde; --ok: #1a7f37; --bad: #cf222e; --warn: #9a6700; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6edf3; --muted: #8b949e; --bg: #0d1117; --line: #30363d; } }
-* { box-sizing: border-box; }
-body { font: 15px/1.45 system-ui, sans-serif; margin: 0; color: var(--fg); background: var(--bg); }
-header { display: flex; flex-wrap: wrap; gap: .8em; align-items: center; padding: .6em 1em; border-bottom: 1px solid var(--line); }
-header a { color: inherit; text-decoration: none; font-weight: 600; }
-main { padding: 1em; max-width: 1100px; margin: auto; }
-table { border-collapse: collapse; width: 100%; }
-th, td { text-align: left; padding: .3em .5em; border-bottom: 1px solid var(--line); vertical-align: top; }
-td.num { text-align: right; }
-.state-succeeded, .state-merged { color: var(--ok); }
-.state-failed, .state-timed_out, .state-setup_failed, .state-interrupted { color: var(--bad); }
-.state-running, .state-preparing, .state-publishing { color: var(--warn); }
-td code { word-break: break-all; }
-pre { white-space: pre-wrap; word-break: break-word; background: rgba(127,127,127,.08); padding: .6em; overflow-x: auto; }
-form.inline { display: inline; }
-button { font: inherit; padding: .3em .8em; cursor: pointer; }
-.muted { color: var(--muted); }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); gap: .6em; }
-.card { border: 1px solid var(--line); border-radius: 6px; padding: .6em; color: inherit; text-decoration: none; }
-.card b { font-size: 1.4em; display: block; }
-@media (max-width: 600px) { th.wide, td.wide { display: none; } main { padding: .5em; } }
-"#;
+const STYLE: &str = include_str!("page.css");
 
-/// A whole page: `title`, the body's HTML.
-pub fn page(title: &str, body: &str) -> String {
+/// What a page needs of its request: the CSP nonce of its inline
+/// `<style>` and `<script>`s (`secure.rs`), the forms' CSRF token, where
+/// it is (path and query: every form's `back`), the pauses in force
+/// (the banner every page carries), and what the action that led here did
+/// (`done=`, see [`notice`]).
+pub struct Ctx {
+    pub nonce: String,
+    pub csrf: String,
+    pub here: String,
+    pub paused: Vec<String>,
+    pub notice: Option<String>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Ctx
+where
+    std::sync::Arc<super::Web>: axum::extract::FromRef<S>,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        use axum::extract::FromRef;
+        let web = std::sync::Arc::<super::Web>::from_ref(state);
+        let nonce = parts
+            .extensions
+            .get::<super::secure::Nonce>()
+            .map(|n| n.0.clone())
+            .unwrap_or_default();
+        let query = parts.uri.query().unwrap_or("");
+        let here = without_done(parts.uri.path(), query);
+        let notice = serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            .ok()
+            .and_then(|pairs| {
+                let get = |k: &str| {
+                    pairs
+                        .iter()
+                        .find(|(key, _)| key == k)
+                        .map(|(_, v)| v.clone())
+                };
+                notice(&get("done")?, get("n").and_then(|n| n.parse().ok()))
+            });
+        let paused = jobwarden_model::control::read(&web.layout)
+            .list()
+            .into_iter()
+            .map(|(scope, p)| {
+                let what = match scope.name() {
+                    Some(name) => format!("{} {name}", scope.kind()),
+                    None => "everything".to_owned(),
+                };
+                match p.reason.as_deref() {
+                    Some(r) => format!("{what} ({r})"),
+                    None => what,
+                }
+            })
+            .collect();
+        Ok(Ctx {
+            nonce,
+            csrf: web.csrf.clone(),
+            here,
+            paused,
+            notice,
+        })
+    }
+}
+
+impl Ctx {
+    /// For rows a live stream sends: their forms come back to `here`.
+    pub fn for_stream(web: &super::Web, here: &str) -> Ctx {
+        Ctx {
+            nonce: String::new(),
+            csrf: web.csrf.clone(),
+            here: here.to_owned(),
+            paused: Vec::new(),
+            notice: None,
+        }
+    }
+}
+
+/// `path?query` without the notice of an action (`done`, `n`): where a
+/// form on the page comes back to.
+fn without_done(path: &str, query: &str) -> String {
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| !kv.is_empty() && !matches!(kv.split('=').next(), Some("done" | "n")))
+        .collect();
+    if rest.is_empty() {
+        path.to_owned()
+    } else {
+        format!("{path}?{}", rest.join("&"))
+    }
+}
+
+/// What an action did, said on the page it leads back to: the fixed
+/// sentence of its code (`done=`), never text from the address.
+pub fn notice(done: &str, n: Option<u64>) -> Option<String> {
+    let n = n.unwrap_or(1);
+    let text = match done {
+        "aborted" => "Abort asked: the job is being stopped.".to_owned(),
+        "cancelled" => "Cancelled.".to_owned(),
+        "retried" => format!("Retry asked for {n} job{}.", if n == 1 { "" } else { "s" }),
+        "cancelled-waiting" => format!(
+            "Cancelled {n} waiting prompt{}.",
+            if n == 1 { "" } else { "s" }
+        ),
+        "acked" => "Acknowledged.".to_owned(),
+        "paused" => "Paused: nothing new starts there until resumed.".to_owned(),
+        "resumed" => "Resumed.".to_owned(),
+        "submitted" => "Submitted: the prompt is in the inbox.".to_owned(),
+        "ended" => "The job had already ended; nothing was asked of it.".to_owned(),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// `to` with the notice of what an action did.
+pub fn with_notice(to: &str, done: &str, n: Option<u64>) -> String {
+    let to = local_target(to);
+    let sep = if to.contains('?') { '&' } else { '?' };
+    match n {
+        Some(n) => format!("{to}{sep}done={done}&n={n}"),
+        None => format!("{to}{sep}done={done}"),
+    }
+}
+
+/// A whole page: `title`, the body's HTML, the navigation and the paused
+/// banner; its style and `script` (if any, run once the page is read)
+/// carry the request's nonce.
+pub fn page(ctx: &Ctx, title: &str, body: &str) -> String {
+    let banner = if ctx.paused.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<p class=\"banner\" role=\"status\">paused: {} · nothing new starts there until resumed on <a href=\"/\">the overview</a></p>",
+            esc(&ctx.paused.join(", "))
+        )
+    };
+    let notice = ctx.notice.as_deref().map_or_else(String::new, |text| {
+        format!("<p class=\"notice\" role=\"status\">{}</p>", esc(text))
+    });
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · jobwarden</title><style>{STYLE}</style></head><body>\
-         <header><a href=\"/\">jobwarden</a><a href=\"/jobs\">jobs</a><a href=\"/submit\">submit</a><a href=\"/history\">history</a><a href=\"/metrics\">metrics</a></header>\
-         <main>{body}</main></body></html>",
-        esc(title)
+         <title>{title} · jobwarden</title><link rel=\"icon\" href=\"data:,\"><style nonce=\"{nonce}\">{STYLE}</style></head><body>\
+         <header><nav aria-label=\"pages\"><a href=\"/\">jobwarden</a><a href=\"/jobs\">jobs</a><a href=\"/submit\">submit</a><a href=\"/history\">history</a><a href=\"/metrics\">metrics</a></nav></header>\
+         {banner}<main>{notice}{body}</main><script nonce=\"{nonce}\">{SCRIPT}</script></body></html>",
+        title = esc(title),
+        nonce = esc(&ctx.nonce),
     )
+}
+
+/// The script every page shares: times shown in the reader's own zone
+/// and as "in 1h55m" / "3m ago", kept current without touching the rows
+/// around them; a live list's rows replaced one by one, only those that
+/// changed; a log followed as it grows. What each piece works on is
+/// named by `data-` attributes, never by text put in the script.
+const SCRIPT: &str = include_str!("page.js");
+
+/// An instant as `<time>`: UTC text the page's script turns into the
+/// reader's zone and a relative "3m ago" (or "in 1h55m").
+pub fn when(ms: u64) -> String {
+    let ts = jobwarden_sys::clock::Timestamp::from_epoch_ms(ms);
+    format!(
+        "<time datetime=\"{iso}\" data-ms=\"{ms}\">{iso}</time>",
+        iso = esc(&ts.to_string())
+    )
+}
+
+/// A prompt as the CLI names it, escaped: `project/name`, or `name` at
+/// the top of the inbox.
+pub fn prompt(project: &str, name: &str) -> String {
+    if project.is_empty() {
+        esc(name)
+    } else {
+        esc(&format!("{project}/{name}"))
+    }
 }
 
 /// A state's name in its colour.
 pub fn state(name: &str) -> String {
-    format!("<span class=\"state-{0}\">{0}</span>", esc(name))
+    format!("<span class=\"state state-{0}\">{0}</span>", esc(name))
 }
 
-/// A POST button carrying the CSRF token.
-pub fn button(action: &str, label: &str, csrf: &str, extra: &[(&str, &str)]) -> String {
+/// A POST button carrying the CSRF token and the page to come back to.
+pub fn button(ctx: &Ctx, action: &str, label: &str, extra: &[(&str, &str)]) -> String {
     let mut fields = format!(
-        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        esc(csrf)
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\"><input type=\"hidden\" name=\"back\" value=\"{}\">",
+        esc(&ctx.csrf),
+        esc(&ctx.here)
     );
     for (k, v) in extra {
         fields.push_str(&format!(

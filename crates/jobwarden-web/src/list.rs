@@ -1,7 +1,10 @@
 //! The job list: the prompts waiting in the inbox (each with its cancel
-//! button), then the jobs, newest first, filtered by state, project,
-//! profile and text, its rows sent again over server-sent events whenever
-//! they change (`live.rs`).
+//! button), then the jobs, filtered by state, project, profile and text,
+//! sorted, a page of [`ROWS`] at a time, with bulk retry of the failed
+//! ones and bulk cancel of the waiting ones shown. Its rows are keyed
+//! (`data-key`) and hold nothing that changes by itself (times are
+//! `<time>` the page's script keeps current), so the live stream
+//! (`live.rs`) replaces a row only when the row changed.
 
 use std::sync::Arc;
 
@@ -10,15 +13,15 @@ use axum::response::Html;
 use serde::Deserialize;
 
 use super::Web;
-use super::html::{button, esc, page, state, url};
-use super::pages::{ago, daemon_running, ledger};
+use super::html::{Ctx, button, esc, page, prompt, state, url, when};
+use super::pages::{daemon_running, ledger};
 use jobwarden_engine::waiting::{self, DEFERRED, WAITING};
-use jobwarden_ledger::{IndexedJob, JobFilter};
+use jobwarden_ledger::{IndexedJob, JobFilter, JobOrder};
 use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
 
-/// `/jobs?state=&project=&profile=&q=`.
-#[derive(Debug, Default, Deserialize)]
+/// `/jobs?state=&project=&profile=&q=&sort=&page=`.
+#[derive(Debug, Default, Clone, Deserialize)]
 pub struct JobsQuery {
     #[serde(default)]
     pub state: Option<String>,
@@ -29,12 +32,28 @@ pub struct JobsQuery {
     /// Text found in the prompt's name or project.
     #[serde(default)]
     pub q: Option<String>,
+    /// `newest` (the default), `oldest`, `prompt`, `state`, `ended`.
+    #[serde(default)]
+    pub sort: Option<String>,
+    /// The page, from 1.
+    #[serde(default)]
+    pub page: Option<String>,
 }
 
-/// At most this many rows.
-const ROWS: usize = 200;
+/// Rows a page.
+pub const ROWS: usize = 100;
 /// The table's columns.
 const COLUMNS: usize = 7;
+/// The sorts offered, as `sort=` names them.
+const SORTS: &[(&str, JobOrder)] = &[
+    ("newest", JobOrder::Newest),
+    ("oldest", JobOrder::Oldest),
+    ("prompt", JobOrder::Prompt),
+    ("state", JobOrder::State),
+    ("ended", JobOrder::Ended),
+];
+/// The states whose jobs a bulk retry takes.
+const RETRYABLE: &[&str] = &["failed", "timed_out", "interrupted", "setup_failed"];
 
 impl JobsQuery {
     fn get(field: &Option<String>) -> Option<&str> {
@@ -45,6 +64,22 @@ impl JobsQuery {
         Self::get(&self.q).unwrap_or("").to_lowercase()
     }
 
+    pub fn order(&self) -> JobOrder {
+        let sort = Self::get(&self.sort).unwrap_or("newest");
+        SORTS
+            .iter()
+            .find(|(name, _)| *name == sort)
+            .map_or(JobOrder::Newest, |(_, o)| *o)
+    }
+
+    /// The page asked for, from 1.
+    pub fn page(&self) -> usize {
+        Self::get(&self.page)
+            .and_then(|p| p.parse::<usize>().ok())
+            .filter(|p| *p >= 1 && *p <= 1_000_000)
+            .unwrap_or(1)
+    }
+
     /// Whether `project/name` passes the project and text filters.
     fn passes(&self, project: &str, name: &str) -> bool {
         let text = self.text();
@@ -53,168 +88,293 @@ impl JobsQuery {
     }
 
     /// Whether prompts still in the inbox are listed: they have no profile
-    /// yet (it is chosen at the claim).
+    /// yet (it is chosen at the claim), and they come first, on page 1.
     fn wants_waiting(&self) -> bool {
         Self::get(&self.profile).is_none()
             && Self::get(&self.state).is_none_or(|s| s == WAITING || s == DEFERRED)
+            && self.page() == 1
     }
 
     fn wants_jobs(&self) -> bool {
         Self::get(&self.state).is_none_or(|s| s != WAITING && s != DEFERRED)
     }
+
+    pub fn filter(&self) -> JobFilter {
+        JobFilter {
+            states: Self::get(&self.state)
+                .map(str::to_owned)
+                .into_iter()
+                .collect(),
+            project: Self::get(&self.project).map(str::to_owned),
+            profile: Self::get(&self.profile).map(str::to_owned),
+            text: Self::get(&self.q).map(str::to_owned),
+            ..JobFilter::default()
+        }
+    }
+
+    /// The query as an address's, with `page` set to `page`.
+    pub(super) fn params(&self, page: usize) -> String {
+        let field = |v: &Option<String>| url(v.as_deref().unwrap_or(""));
+        format!(
+            "state={}&project={}&profile={}&q={}&sort={}&page={page}",
+            field(&self.state),
+            field(&self.project),
+            field(&self.profile),
+            field(&self.q),
+            field(&self.sort),
+        )
+    }
 }
 
-fn message(text: &str) -> String {
-    format!("<tr><td colspan=\"{COLUMNS}\" class=\"muted\">{text}</td></tr>")
+/// What a list shows: its keyed rows, in order, and how many jobs match.
+pub(super) struct Listed {
+    pub rows: Vec<(String, String)>,
+    pub jobs: Vec<IndexedJob>,
+    pub waiting: Vec<jobwarden_model::layout::PromptName>,
+    pub total: u64,
 }
 
-/// The rows of the job list: the prompts waiting, then the jobs, newest
-/// first, at most [`ROWS`] in all.
-pub(super) fn job_rows(web: &Web, q: &JobsQuery) -> String {
+/// The rows of the job list: the prompts waiting, then a page of jobs.
+pub(super) fn job_rows(web: &Web, ctx: &Ctx, q: &JobsQuery) -> Listed {
     let ledger = ledger(web);
-    let mut rows = Vec::new();
+    let mut listed = Listed {
+        rows: Vec::new(),
+        jobs: Vec::new(),
+        waiting: Vec::new(),
+        total: 0,
+    };
     if q.wants_waiting() {
-        rows.extend(waiting_rows(web, ledger.as_ref(), q));
+        for w in waiting_prompts(web, ledger.as_ref(), q) {
+            listed.rows.push(waiting_row(ctx, &w, daemon_running(web)));
+            listed.waiting.push(w.prompt);
+        }
     }
     if q.wants_jobs()
         && let Some(ledger) = &ledger
     {
-        let filter = JobFilter {
-            states: JobsQuery::get(&q.state)
-                .map(str::to_owned)
-                .into_iter()
-                .collect(),
-            project: JobsQuery::get(&q.project).map(str::to_owned),
-            profile: JobsQuery::get(&q.profile).map(str::to_owned),
-            ..JobFilter::default()
-        };
-        let scan = if q.text().is_empty() { ROWS } else { 5000 };
-        let jobs = ledger.list_jobs(&filter, scan).unwrap_or_default();
-        rows.extend(
-            jobs.iter()
-                .filter(|j| q.passes(&j.project, &j.name))
-                .take(ROWS.saturating_sub(rows.len()))
-                .map(|j| job_row(web, j)),
-        );
+        let offset = (q.page() - 1) * ROWS;
+        let (jobs, total) = ledger
+            .page_jobs(&q.filter(), q.order(), offset, ROWS)
+            .unwrap_or_default();
+        listed.total = total;
+        listed
+            .rows
+            .extend(jobs.iter().map(|j| (j.id.clone(), job_row(ctx, j))));
+        listed.jobs = jobs;
     }
-    match (rows.is_empty(), ledger.is_some()) {
-        (false, _) => rows.concat(),
-        (true, true) => message("no job matches"),
-        (true, false) => message("nothing has run yet"),
+    listed
+}
+
+/// The message row shown when there is no row.
+fn empty_row(ledger: bool) -> String {
+    let text = if ledger {
+        "no job matches"
+    } else {
+        "nothing has run yet"
+    };
+    format!("<tr data-key=\"\"><td colspan=\"{COLUMNS}\" class=\"muted\">{text}</td></tr>")
+}
+
+/// The rows to send: the listed ones, or the message row.
+pub(super) fn keyed(web: &Web, listed: &Listed) -> Vec<(String, String)> {
+    if listed.rows.is_empty() {
+        vec![(String::new(), empty_row(ledger(web).is_some()))]
+    } else {
+        listed.rows.clone()
     }
 }
 
-fn job_row(web: &Web, j: &IndexedJob) -> String {
+/// A job's row.
+pub(super) fn job_row(ctx: &Ctx, j: &IndexedJob) -> String {
+    let to = format!("/jobs/{}/abort", url(&j.id));
     let action = match j.state.as_str() {
-        "queued" => button(
-            &format!("/jobs/{}/abort", url(&j.id)),
-            "cancel",
-            &web.csrf,
-            &[],
-        ),
-        "preparing" | "running" | "publishing" => button(
-            &format!("/jobs/{}/abort", url(&j.id)),
-            "abort",
-            &web.csrf,
-            &[],
-        ),
+        "queued" => button(ctx, &to, "cancel", &[]),
+        "preparing" | "running" | "publishing" => button(ctx, &to, "abort", &[]),
         _ => String::new(),
     };
+    let at = j.finished_at.or(j.started_at).unwrap_or(j.created_at);
     format!(
-        "<tr data-id=\"{id}\"><td><a href=\"/jobs/{id}\">{short}</a></td><td>{prompt}</td><td>{state}</td>\
-         <td class=\"wide\">{profile}</td><td class=\"wide\">{when}</td><td class=\"wide\">{reason}</td><td>{action}</td></tr>",
+        "<tr data-key=\"{key}\"><td data-label=\"job\"><a href=\"/jobs/{id}\">{short}</a></td>\
+         <td data-label=\"prompt\">{prompt}</td><td data-label=\"state\">{state}</td>\
+         <td data-label=\"profile\">{profile}</td><td data-label=\"when\">{when}</td>\
+         <td data-label=\"why\" class=\"why\">{reason}</td><td>{action}</td></tr>",
+        key = esc(&j.id),
         id = url(&j.id),
         short = esc(&jobwarden_ledger::short_id(&j.id)),
-        prompt = esc(&format!("{}/{}", j.project, j.name)),
+        prompt = prompt(&j.project, &j.name),
         state = state(&j.state),
         profile = esc(j.profile.as_deref().unwrap_or("")),
-        when = esc(&ago(j.finished_at.unwrap_or(j.created_at))),
+        when = when(at),
         reason = esc(j.state_reason.as_deref().unwrap_or("")),
     )
 }
 
-/// The prompts waiting in the inbox that pass the filters, each with its
-/// cancel button.
-fn waiting_rows(
+/// The prompts waiting in the inbox that pass the filters.
+fn waiting_prompts(
     web: &Web,
     ledger: Option<&jobwarden_ledger::Ledger>,
     q: &JobsQuery,
-) -> Vec<String> {
+) -> Vec<waiting::Waiting> {
     let now = Timestamp::now().epoch_ms();
-    let daemon = daemon_running(web);
+    let config = web.config();
     let wanted = JobsQuery::get(&q.state);
     waiting::list(&web.layout)
         .into_iter()
         .filter(|(prompt, _)| q.passes(&prompt.project, &prompt.name))
         .filter_map(|(prompt, found)| {
-            waiting::examine(&web.layout, &web.config, ledger, prompt, found, now).ok()
+            waiting::examine(&web.layout, &config, ledger, prompt, found, now).ok()
         })
         .filter(|w| wanted.is_none_or(|s| s == w.state()))
         .take(ROWS)
-        .map(|w| {
-            let cancel = button(
-                "/waiting/cancel",
-                "cancel",
-                &web.csrf,
-                &[("project", &w.prompt.project), ("name", &w.prompt.name)],
-            );
+        .collect()
+}
+
+fn waiting_row(ctx: &Ctx, w: &waiting::Waiting, daemon: bool) -> (String, String) {
+    let cancel = button(
+        ctx,
+        "/waiting/cancel",
+        "cancel",
+        &[("project", &w.prompt.project), ("name", &w.prompt.name)],
+    );
+    let key = format!("waiting:{}", w.label());
+    let html = format!(
+        "<tr data-key=\"{key}\"><td data-label=\"job\" class=\"muted\">—</td><td data-label=\"prompt\">{label}</td>\
+         <td data-label=\"state\">{state}</td><td data-label=\"profile\"></td><td data-label=\"when\">{when}</td>\
+         <td data-label=\"why\" class=\"why\">{reason}</td><td>{cancel}</td></tr>",
+        key = esc(&key),
+        label = esc(&w.label()),
+        state = state(w.state()),
+        when = when(w.deferral.as_ref().map_or(w.since_ms, |d| d.until_ms)),
+        reason = esc(&w.reason(daemon)),
+    );
+    (key, html)
+}
+
+fn options<'a>(values: impl Iterator<Item = (&'a str, &'a str)>, chosen: Option<&str>) -> String {
+    values
+        .map(|(value, label)| {
+            let selected = if chosen == Some(value) {
+                " selected"
+            } else {
+                ""
+            };
             format!(
-                "<tr data-prompt=\"{label}\"><td class=\"muted\">—</td><td>{label}</td><td>{state}</td>\
-                 <td class=\"wide\"></td><td class=\"wide\">{when}</td><td class=\"wide\">{reason}</td><td>{cancel}</td></tr>",
-                label = esc(&w.label()),
-                state = state(w.state()),
-                when = esc(&ago(w.since_ms)),
-                reason = esc(&w.reason(daemon)),
+                "<option value=\"{}\"{selected}>{}</option>",
+                esc(value),
+                esc(label)
             )
         })
         .collect()
 }
 
-fn options(values: impl Iterator<Item = String>, chosen: Option<&str>) -> String {
-    std::iter::once(String::new())
-        .chain(values)
-        .map(|v| {
-            let selected = if chosen == Some(v.as_str()) {
-                " selected"
-            } else {
-                ""
-            };
-            format!("<option value=\"{0}\"{selected}>{0}</option>", esc(&v))
-        })
-        .collect()
-}
-
-pub async fn jobs(State(web): State<Arc<Web>>, Query(q): Query<JobsQuery>) -> Html<String> {
+pub async fn jobs(
+    State(web): State<Arc<Web>>,
+    ctx: Ctx,
+    Query(q): Query<JobsQuery>,
+) -> Html<String> {
+    let config = web.config();
+    let state_names: Vec<&str> = [WAITING, DEFERRED]
+        .into_iter()
+        .chain(JobState::ALL.iter().map(|s| s.as_str()))
+        .collect();
     let states = options(
-        [WAITING, DEFERRED]
-            .into_iter()
-            .chain(JobState::ALL.iter().map(|s| s.as_str()))
-            .map(str::to_owned),
+        std::iter::once(("", "any state")).chain(state_names.iter().map(|s| (*s, *s))),
         q.state.as_deref(),
     );
-    let profiles = options(web.config.profiles.keys().cloned(), q.profile.as_deref());
-    let params = format!(
-        "state={}&project={}&profile={}&q={}",
-        url(q.state.as_deref().unwrap_or("")),
-        url(q.project.as_deref().unwrap_or("")),
-        url(q.profile.as_deref().unwrap_or("")),
-        url(q.q.as_deref().unwrap_or(""))
+    let profile_names: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
+    let profiles = options(
+        std::iter::once(("", "any profile")).chain(profile_names.iter().map(|p| (*p, *p))),
+        q.profile.as_deref(),
     );
+    let sorts = options(
+        SORTS.iter().map(|(name, _)| (*name, *name)),
+        Some(JobsQuery::get(&q.sort).unwrap_or("newest")),
+    );
+    let listed = job_rows(&web, &ctx, &q);
+    let rows: String = keyed(&web, &listed)
+        .into_iter()
+        .map(|(_, html)| html)
+        .collect();
     let body = format!(
-        "<h1>Jobs</h1><form method=\"get\" action=\"/jobs\">\
-         <select name=\"state\" title=\"state\">{states}</select> \
-         <input name=\"project\" placeholder=\"project\" value=\"{project}\"> \
-         <select name=\"profile\" title=\"profile\">{profiles}</select> \
-         <input name=\"q\" placeholder=\"text\" value=\"{text}\"> <button>filter</button></form>\
-         <table><thead><tr><th>job</th><th>prompt</th><th>state</th><th class=\"wide\">profile</th>\
-         <th class=\"wide\">when</th><th class=\"wide\">why</th><th></th></tr></thead>\
-         <tbody id=\"rows\">{rows}</tbody></table>\
-         <script>new EventSource('/live/jobs?{params}').onmessage = e => \
-         {{ document.getElementById('rows').innerHTML = e.data; }};</script>",
+        "<h1>Jobs</h1><form method=\"get\" action=\"/jobs\" class=\"filters\">\
+         <label>state <select name=\"state\">{states}</select></label> \
+         <label>project <input name=\"project\" value=\"{project}\"></label> \
+         <label>profile <select name=\"profile\">{profiles}</select></label> \
+         <label>text <input name=\"q\" type=\"search\" value=\"{text}\"></label> \
+         <label>sort <select name=\"sort\">{sorts}</select></label> <button>filter</button></form>\
+         {bulk}<table class=\"rows\"><thead><tr><th>job</th><th>prompt</th><th>state</th><th>profile</th>\
+         <th>when</th><th>why</th><th><span class=\"hidden\">action</span></th></tr></thead>\
+         <tbody id=\"rows\" data-live=\"/live/jobs?{params}\">{rows}</tbody></table>{pager}",
         project = esc(q.project.as_deref().unwrap_or("")),
         text = esc(q.q.as_deref().unwrap_or("")),
-        rows = job_rows(&web, &q),
-        params = esc(&params),
+        bulk = bulk(&ctx, &q, &listed),
+        params = esc(&q.params(q.page())),
+        pager = pager(&q, listed.total),
     );
-    Html(page("jobs", &body))
+    Html(page(&ctx, "jobs", &body))
+}
+
+/// The bulk actions on what the page shows: retry the failed jobs, cancel
+/// the waiting prompts.
+fn bulk(ctx: &Ctx, q: &JobsQuery, listed: &Listed) -> String {
+    let mut out = String::new();
+    let failed: Vec<&str> = listed
+        .jobs
+        .iter()
+        .filter(|j| RETRYABLE.contains(&j.state.as_str()))
+        .map(|j| j.id.as_str())
+        .collect();
+    if !failed.is_empty() && JobsQuery::get(&q.state).is_some_and(|s| RETRYABLE.contains(&s)) {
+        let ids = failed.join(",");
+        let n = failed.len();
+        out.push_str(&button(
+            ctx,
+            "/bulk/retry",
+            &format!("retry these {n}"),
+            &[("ids", &ids)],
+        ));
+        out.push_str(&button(
+            ctx,
+            "/bulk/retry",
+            &format!("retry these {n} now"),
+            &[("ids", &ids), ("now", "1")],
+        ));
+    }
+    if !listed.waiting.is_empty() {
+        let prompts: Vec<String> = listed.waiting.iter().map(|p| p.to_string()).collect();
+        out.push_str(&button(
+            ctx,
+            "/bulk/cancel",
+            &format!("cancel these {} waiting", prompts.len()),
+            &[("prompts", &prompts.join("\n"))],
+        ));
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("<div class=\"bulk\">{out}</div>")
+    }
+}
+
+/// Links to the pages before and after, and where this one is.
+fn pager(q: &JobsQuery, total: u64) -> String {
+    let page = q.page();
+    let pages = (total as usize).div_ceil(ROWS).max(1);
+    let mut out = format!(
+        "<nav class=\"pager\" aria-label=\"pages of jobs\"><span>page {page} of {pages} · {total} jobs</span>"
+    );
+    if page > 1 {
+        out.push_str(&format!(
+            " <a href=\"/jobs?{}\" rel=\"prev\">previous</a>",
+            esc(&q.params(page - 1))
+        ));
+    }
+    if page < pages {
+        out.push_str(&format!(
+            " <a href=\"/jobs?{}\" rel=\"next\">next</a>",
+            esc(&q.params(page + 1))
+        ));
+    }
+    out.push_str("</nav>");
+    out
 }

@@ -1,6 +1,14 @@
-//! Server-sent events: the job list's rows as they change (sent whole,
-//! already escaped, when they differ from the last sent), and a job's log
-//! as it grows (its new lines, as text the page appends).
+//! Server-sent events: the job list's rows as they change, and a job's log
+//! as it grows with its state as it changes.
+//!
+//! - `/live/jobs?…` (the list's own query): a JSON array of `[key, html]`
+//!   rows, sent whenever any row differs from the last sent; the page
+//!   replaces only the rows that changed.
+//! - `/live/jobs/{id}/log?from=&line=&state=`: the log's new lines from
+//!   byte `from` as HTML (numbered from `line`, see `ansi.rs`); an event
+//!   `state` (`{"html", "terminal"}`) whenever the job's state differs from
+//!   `state`; after a terminal one, what is left of the log, and the stream
+//!   ends.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -12,11 +20,14 @@ use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 
 use super::Web;
-use super::list::{JobsQuery, job_rows};
-use jobwarden_model::job::JobId;
+use super::html::Ctx;
+use super::list::{JobsQuery, job_rows, keyed};
+use jobwarden_model::job::{JobId, JobRecord};
 
 /// How often a stream looks again.
 const EVERY: Duration = Duration::from_millis(500);
+/// The most of a log one event carries.
+const CHUNK: u64 = 256 << 10;
 
 pub async fn jobs(
     State(web): State<Arc<Web>>,
@@ -25,10 +36,13 @@ pub async fn jobs(
     let sent = String::new();
     let stream = stream::unfold((web, q, sent), |(web, q, mut sent)| async move {
         loop {
-            let rows = job_rows(&web, &q);
-            if rows != sent {
-                sent = rows.clone();
-                return Some((Ok(Event::default().data(rows)), (web, q, sent)));
+            // The rows' forms come back to the list the stream serves.
+            let ctx = Ctx::for_stream(&web, &format!("/jobs?{}", q.params(q.page())));
+            let rows = keyed(&web, &job_rows(&web, &ctx, &q));
+            let json = serde_json::to_string(&rows).unwrap_or_default();
+            if json != sent {
+                sent = json.clone();
+                return Some((Ok(Event::default().data(json)), (web, q, sent)));
             }
             tokio::time::sleep(EVERY).await;
         }
@@ -36,11 +50,74 @@ pub async fn jobs(
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
+/// A stream of keyed rows: `rows` made again every [`EVERY`], sent when
+/// they differ from the last sent.
+fn rows_stream(
+    web: Arc<Web>,
+    here: String,
+    rows: fn(&Web, &Ctx) -> Vec<(String, String)>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| {
+        let here = here.clone();
+        async move {
+            loop {
+                let ctx = Ctx::for_stream(&web, &here);
+                let json = serde_json::to_string(&rows(&web, &ctx)).unwrap_or_default();
+                if json != sent {
+                    sent = json.clone();
+                    return Some((Ok(Event::default().data(json)), (web, sent)));
+                }
+                tokio::time::sleep(EVERY).await;
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+pub async fn running(
+    State(web): State<Arc<Web>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    rows_stream(web, "/".to_owned(), |web, ctx| {
+        super::overview::running_rows(web, ctx, super::pages::ledger(web).as_ref())
+    })
+}
+
+pub async fn queue(
+    State(web): State<Arc<Web>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    rows_stream(web, "/".to_owned(), |web, ctx| {
+        super::overview::queue_rows(web, ctx, super::pages::ledger(web).as_ref())
+    })
+}
+
 #[derive(Debug, Deserialize)]
 pub struct LogQuery {
     /// The byte the page has the log up to.
     #[serde(default)]
     from: u64,
+    /// The number of the next line.
+    #[serde(default = "first_line")]
+    line: u64,
+    /// The state the page shows.
+    #[serde(default)]
+    state: String,
+}
+
+fn first_line() -> u64 {
+    1
+}
+
+/// Where a log stream is.
+struct Follow {
+    web: Arc<Web>,
+    id: JobId,
+    at: u64,
+    line: u64,
+    /// The end of a line not yet ended.
+    partial: Vec<u8>,
+    state: String,
+    /// The terminal state was sent: the log's rest, then the end.
+    ended: bool,
 }
 
 pub async fn log(
@@ -48,36 +125,78 @@ pub async fn log(
     Path(id): Path<String>,
     Query(q): Query<LogQuery>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let id = JobId::parse(&id).ok();
-    let stream = stream::unfold(
-        (web, id, q.from, String::new()),
-        |(web, id, mut at, mut partial)| async move {
-            let id = id?;
-            loop {
-                let path = web.layout.job_log(&id);
-                let (chunk, len) = read_from(&web, &path, at);
-                if len < at {
-                    // Replaced or truncated: from its start.
-                    at = 0;
-                    continue;
-                }
-                at += chunk.len() as u64;
-                partial.push_str(&String::from_utf8_lossy(&chunk));
-                if let Some(cut) = partial.rfind('\n') {
-                    let lines: String = partial[..cut].to_owned();
-                    partial = partial[cut + 1..].to_owned();
-                    // One `data:` line each; the page gets them joined by newlines.
-                    let event = Event::default().data(lines);
-                    return Some((Ok(event), (web, Some(id), at, partial)));
-                }
-                tokio::time::sleep(EVERY).await;
+    let follow = JobId::parse(&id).ok().map(|id| Follow {
+        web,
+        id,
+        at: q.from,
+        line: q.line.max(1),
+        partial: Vec::new(),
+        state: q.state,
+        ended: false,
+    });
+    let stream = stream::unfold(follow, |follow| async move {
+        let mut f = follow?;
+        loop {
+            if let Some(event) = f.next_lines(f.ended) {
+                return Some((Ok(event), Some(f)));
             }
-        },
-    );
+            if f.ended {
+                return None;
+            }
+            if let Some(event) = f.state_change() {
+                return Some((Ok(event), Some(f)));
+            }
+            tokio::time::sleep(EVERY).await;
+        }
+    });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-/// The log's bytes from `at` (at most 256 KiB), and its length.
+impl Follow {
+    /// The log's new whole lines (every line, `all`: the job ended), as
+    /// an event; `None` when there are none.
+    fn next_lines(&mut self, all: bool) -> Option<Event> {
+        let (chunk, len) = read_from(&self.web, &self.web.layout.job_log(&self.id), self.at);
+        if len < self.at {
+            // Replaced or truncated: from its start.
+            self.at = 0;
+            self.partial.clear();
+            return None;
+        }
+        self.at += chunk.len() as u64;
+        self.partial.extend_from_slice(&chunk);
+        let cut = if all {
+            self.partial.len()
+        } else {
+            self.partial.iter().rposition(|b| *b == b'\n')? + 1
+        };
+        if cut == 0 {
+            return None;
+        }
+        let whole: Vec<u8> = self.partial.drain(..cut).collect();
+        let (html, next) = super::ansi::lines(&String::from_utf8_lossy(&whole), self.line);
+        self.line = next;
+        Some(Event::default().data(html))
+    }
+
+    /// The job's state, when it differs from the one last shown.
+    fn state_change(&mut self) -> Option<Event> {
+        let rec = JobRecord::load_job(&self.web.layout, &self.id).ok()?;
+        let now = rec.state.as_str();
+        if now == self.state {
+            return None;
+        }
+        self.state = now.to_owned();
+        self.ended = rec.state.is_terminal();
+        let data = serde_json::json!({
+            "html": super::html::state(now),
+            "terminal": self.ended,
+        });
+        Some(Event::default().event("state").data(data.to_string()))
+    }
+}
+
+/// The log's bytes from `at` (at most [`CHUNK`]), and its length.
 fn read_from(web: &Web, path: &std::path::Path, at: u64) -> (Vec<u8>, u64) {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = jobwarden_sys::fsio::open_file(web.layout.root(), path) else {
@@ -89,7 +208,7 @@ fn read_from(web: &Web, path: &std::path::Path, at: u64) -> (Vec<u8>, u64) {
     }
     let mut buf = Vec::new();
     if f.seek(SeekFrom::Start(at)).is_ok() {
-        let _ = f.take(256 << 10).read_to_end(&mut buf);
+        let _ = f.take(CHUNK).read_to_end(&mut buf);
     }
     (buf, len)
 }

@@ -45,7 +45,10 @@ fn the_web_unit_serves_the_page_as_the_service_user_behind_its_token() {
         &format!("-H 'Cookie: jobwarden_token={token}' http://127.0.0.1:8765/"),
     );
     assert!(page.ends_with("200"), "{page}");
-    assert!(page.contains("daemon: <b>running</b>"), "{page}");
+    assert!(
+        page.contains("<dt>daemon</dt><dd><b class=\"o-ok\">running</b>"),
+        "{page}"
+    );
     let metrics = curl(
         &svc,
         &format!("-H 'Authorization: Bearer {token}' http://127.0.0.1:8765/metrics"),
