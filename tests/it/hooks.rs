@@ -343,3 +343,88 @@ fn a_hook_config_names_what_is_wrong() {
         assert!(out.stderr.contains(needle), "{needle:?} in {}", out.stderr);
     }
 }
+
+/// `cooldowns` as `jobwarden metrics` says it (the daemon's own count).
+fn cooldowns(sb: &Sandbox) -> Option<u64> {
+    let out = sb.run(&["metrics"]);
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("jobwarden_cooldowns_active "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn a_prompt_cancelled_while_it_waits_out_its_cooldown_is_told_and_no_longer_counted() {
+    let sb = Sandbox::new();
+    let job = sb.script("job", JOB);
+    let hook = recorder(&sb);
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &job])
+            .profile("cooldown", "\"1h\"")
+            .extra(&format!(
+                "[[notify]]\nname = \"rec\"\non = [\"cancelled\", \"cooldown\"]\ncommand = {}\n",
+                q_argv(&["/bin/sh", &hook])
+            )),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "b", "fail\n");
+    let first = sb.wait_done("p", "b", secs(20));
+    assert_eq!(first.state(), "failed");
+    sb.drop_prompt("p", "b", "fail again\n");
+    wait_until("the cooldown told", secs(20), || {
+        notices(&sb).into_iter().find(|n| n["event"] == "cooldown")
+    });
+    wait_until("one cooldown counted", secs(10), || {
+        (cooldowns(&sb) == Some(1)).then_some(())
+    });
+    let daemon_json = || -> Value {
+        serde_json::from_slice(&fs::read(sb.root.join("daemon.json")).expect("daemon.json"))
+            .expect("json")
+    };
+    assert_eq!(daemon_json()["deferred"].as_array().map(Vec::len), Some(1));
+
+    // Cancelled from the inbox by hand: told to the hook, and no longer
+    // counted or listed, long before its hour is over.
+    let out = sb.run(&["abort", "p/b"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let told = wait_until("the cancel told", secs(10), || {
+        notices(&sb).into_iter().find(|n| n["event"] == "cancelled")
+    });
+    assert_eq!(told["job"]["name"], "b", "{told:#}");
+    assert_ne!(told["job"]["id"], first.id.as_str(), "the cancel's own job");
+    wait_until("the cooldown forgotten", secs(10), || {
+        (cooldowns(&sb) == Some(0)).then_some(())
+    });
+    wait_until("daemon.json to list no deferral", secs(10), || {
+        (daemon_json()["deferred"].as_array().map(Vec::len) == Some(0)).then_some(())
+    });
+    // Told once.
+    assert_never("a second cancelled notice", secs(2), || {
+        notices(&sb)
+            .iter()
+            .filter(|n| n["event"] == "cancelled")
+            .count()
+            > 1
+    });
+}
+
+#[test]
+fn a_deferred_prompt_retried_now_runs_and_is_no_longer_counted() {
+    let sb = Sandbox::new();
+    let job = sb.script("job", JOB);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]).profile("cooldown", "\"1h\""));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "b", "fail\n");
+    let first = sb.wait_done("p", "b", secs(20));
+    sb.drop_prompt("p", "b", "fine now\n");
+    wait_until("one cooldown counted", secs(10), || {
+        (cooldowns(&sb) == Some(1)).then_some(())
+    });
+    let out = sb.run(&["retry", "--now", &first.id]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let second = sb.wait_done_excluding("p", "b", std::slice::from_ref(&first.id), secs(20));
+    assert_eq!(second.state(), "succeeded", "{:#}", second.record);
+    wait_until("the cooldown forgotten", secs(10), || {
+        (cooldowns(&sb) == Some(0)).then_some(())
+    });
+}

@@ -268,6 +268,19 @@ impl Daemon {
         true
     }
 
+    /// Forget the cooldowns of prompts no longer waiting where they were
+    /// deferred (cancelled from the inbox, moved away): `daemon.json` and
+    /// the metrics stop counting them at once, not when their timers fire.
+    pub(super) fn forget_gone_deferrals(&mut self) {
+        self.deferred.retain(|prompt, (_, path)| {
+            let here = std::fs::symlink_metadata(&*path).is_ok();
+            if !here {
+                tracing::info!(%prompt, "no longer waiting in the inbox; its cooldown is forgotten");
+            }
+            here
+        });
+    }
+
     /// A cooldown timer fired: forget it (so that, should the wall clock
     /// have stepped back, a new one is armed) and look at the prompt again.
     pub(super) fn on_cooled(&mut self, path: PathBuf) {

@@ -227,6 +227,12 @@ struct Daemon {
     hooks: jobwarden_engine::hooks::Hub,
     /// A job was claimed or ended since `all_done` was last told.
     work_seen: bool,
+    /// Jobs cancelled whose end the hooks were told, with when each was
+    /// claimed (epoch ms): the look for ends made by hand skips them.
+    told_cancelled: HashMap<JobId, u64>,
+    /// When the tick last looked for ends made by hand (epoch ms; see
+    /// `notices.rs`).
+    by_hand_since: u64,
     /// When `all_done` is told, if the queue stays drained until then.
     all_done_due: Option<tokio::time::Instant>,
     /// From drop to claim, of the prompts claimed since start.
@@ -317,6 +323,8 @@ impl Daemon {
             slurm: Default::default(),
             hooks,
             work_seen: false,
+            told_cancelled: HashMap::new(),
+            by_hand_since: Timestamp::now().epoch_ms(),
             all_done_due: None,
             claim_latency: jobwarden_engine::metrics::Histogram::new(
                 &jobwarden_engine::metrics::CLAIM_LATENCY_BOUNDS_MS,

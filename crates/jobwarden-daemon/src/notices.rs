@@ -4,6 +4,13 @@
 //! started, and `all_done` once the queue has drained after work and
 //! stayed so for [`ALL_DONE_QUIET`]. Each is handed to the hub and never
 //! waited for.
+//!
+//! A prompt cancelled while it waits in the inbox (`jobwarden abort
+//! project/name`, the web page's cancel) is claimed and ended by the
+//! process that cancelled it, not by this daemon: the tick looks in the
+//! job index for jobs cancelled since its last look that it did not end
+//! itself, and tells their end once ([`Daemon::tell_ends_by_hand`]). What
+//! was cancelled while no daemon ran is not told.
 
 use std::time::Duration;
 
@@ -12,18 +19,33 @@ use serde_json::json;
 use super::Daemon;
 use jobwarden_engine::hooks::Notice;
 use jobwarden_engine::retry::Deferral;
+use jobwarden_ledger::JobFilter;
 use jobwarden_ledger::Outcome;
+use jobwarden_model::job::JobState;
 use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_sys::clock::Timestamp;
 
 /// How long the queue must stay drained before `all_done` is told: a
 /// script dropping prompts one after another is not done between two.
 pub(super) const ALL_DONE_QUIET: Duration = Duration::from_secs(2);
+
+/// How far before its last look the look for ends made by hand reaches
+/// again: a cancel claimed just before a look whose end was indexed just
+/// after it.
+const BY_HAND_OVERLAP_MS: u64 = 60_000;
+
+/// The most jobs cancelled by hand one look tells.
+const BY_HAND_MAX: usize = 1000;
 
 impl Daemon {
     /// The ended job `rec`: its state, and `needs_attention` when its
     /// outcome needs the operator.
     pub(super) fn notify_end(&mut self, rec: &JobRecord) {
         self.work_seen = true;
+        if rec.state == JobState::Cancelled {
+            self.told_cancelled
+                .insert(rec.job_id.clone(), rec.created_at.epoch_ms());
+        }
         let state = rec.state.as_str();
         if self.hooks.wants(state) {
             self.hooks
@@ -41,6 +63,52 @@ impl Daemon {
                 json!({}),
             ));
         }
+    }
+
+    /// Tell the end of the jobs cancelled by hand since the last look
+    /// (see the module's docs): those the job index says `cancelled`,
+    /// claimed since then, that this daemon did not tell already.
+    pub(super) fn tell_ends_by_hand(&mut self) {
+        if !self.hooks.wants(JobState::Cancelled.as_str()) {
+            return;
+        }
+        let Some(ledger) = self.ledger.as_ref() else {
+            return;
+        };
+        let now = Timestamp::now().epoch_ms();
+        let since = self
+            .by_hand_since
+            .saturating_sub(BY_HAND_OVERLAP_MS)
+            .max(self.started_at.epoch_ms());
+        let filter = JobFilter {
+            states: vec![JobState::Cancelled.as_str().to_owned()],
+            since_ms: Some(since),
+            ..JobFilter::default()
+        };
+        let found = match ledger.list_jobs(&filter, BY_HAND_MAX) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::debug!(
+                    "looking for jobs cancelled by hand: {e}; looked for again at the next tick"
+                );
+                return;
+            }
+        };
+        for job in found {
+            let Ok(id) = JobId::parse(&job.id) else {
+                continue;
+            };
+            if !self.told_cancelled.contains_key(&id) {
+                self.notify_end_of(&id);
+                // A record that cannot be read now is not told later either:
+                // the look does not come back to it.
+                self.told_cancelled.insert(id, job.created_at);
+            }
+        }
+        self.by_hand_since = now;
+        let keep_from = now.saturating_sub(2 * BY_HAND_OVERLAP_MS);
+        self.told_cancelled
+            .retain(|_, claimed| *claimed >= keep_from);
     }
 
     /// The end of job `id`, if its record says it ended.

@@ -75,6 +75,8 @@ impl Daemon {
         }
         self.share_inbox();
         self.refresh_pauses();
+        self.forget_gone_deferrals();
+        self.tell_ends_by_hand();
         self.dispatch();
         self.write_state(if self.stopping {
             Phase::Stopping
