@@ -296,6 +296,15 @@ fn every_page_fits_a_phone_logs_no_error_and_passes_an_accessibility_audit() {
             if scroll.as_u64() > inner.as_u64() {
                 problems.push(format!("{name} at {size}: {scroll} px wide in {inner}"));
             }
+            // Chart text as large as the page's smallest (never shrunk
+            // to a few pixels on a phone).
+            let smallest = browser.script(
+                "let m = 1e9; for (const t of document.querySelectorAll('svg text')) \
+                 { const h = t.getBoundingClientRect().height; if (h > 0) m = Math.min(m, h); } return m;",
+            );
+            if smallest.as_f64().is_some_and(|h| h < 10.0) {
+                problems.push(format!("{name} at {size}: chart text {smallest} px high"));
+            }
             browser.screenshot(&format!("{name}-{size}.png"));
             let errors = browser.console_errors();
             if !errors.is_empty() {
@@ -309,6 +318,63 @@ fn every_page_fits_a_phone_logs_no_error_and_passes_an_accessibility_audit() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let _ = page.kill();
+    let _ = page.wait();
+}
+
+#[test]
+fn the_overview_lives_a_job_runs_fails_and_is_acknowledged_without_a_reload() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    browser.resize(1280, 800);
+    let sb = Sandbox::new();
+    let job = sb.script(
+        "job",
+        r#"cat >/dev/null; echo "working on it"; while [ ! -e "$OUT/release" ]; do sleep 0.05; done; echo "it broke" >&2; exit 3"#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]).profile("max_attempts", "1"));
+    let _d = Daemon::start(&sb);
+    let (mut page, login) = web(&sb);
+    browser.go(&login);
+    browser.must("#daemon");
+    browser.script("window.__stayed = true; return true;");
+    sb.drop_prompt("p", "live", "x\n");
+    let running = sb.wait_state("p", "live", "running", secs(20));
+    let row = format!("tr[data-key=\"{}\"]", running.id);
+    wait_until(
+        "the running job and its last line on the overview",
+        secs(20),
+        || browser.text(&row).contains("working on it").then_some(()),
+    );
+    std::fs::write(sb.out().join("release"), "").expect("release");
+    wait_until("the failure under needs attention", secs(20), || {
+        browser
+            .text("tbody[data-live=\"/live/attention\"]")
+            .contains("p/live")
+            .then_some(())
+    });
+    assert_eq!(
+        browser.script("return window.__stayed === true;"),
+        json!(true),
+        "no reload"
+    );
+    browser.click(&format!(
+        "tbody[data-live=\"/live/attention\"] form[action=\"/jobs/{}/ack\"] button",
+        running.id
+    ));
+    wait_until("the acknowledgement said", secs(10), || {
+        browser.find(".notice").map(|_| ())
+    });
+    assert!(browser.text(".notice").contains("Acknowledged"));
+    assert!(
+        !browser
+            .text("tbody[data-live=\"/live/attention\"]")
+            .contains("p/live"),
+        "acknowledged: no longer needing attention"
+    );
+    let errors = browser.console_errors();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
     let _ = page.kill();
     let _ = page.wait();
 }

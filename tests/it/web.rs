@@ -173,7 +173,7 @@ fn the_page_needs_its_token_and_a_link_with_it_logs_in() {
     let (status, body) = web.get("/");
     assert_eq!(status, 200);
     assert!(
-        body.contains("<dt>daemon</dt><dd><b class=\"o-ok\">running</b>"),
+        body.contains("<th scope=\"row\">daemon</th><td><b class=\"o-ok\">running</b>"),
         "{body}"
     );
     let bearer = format!("Bearer {}", web.token);

@@ -50,44 +50,53 @@ pub async fn jobs(
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-/// A stream of keyed rows: `rows` made again every [`EVERY`], sent when
-/// they differ from the last sent.
-fn rows_stream(
+/// The overview's tables, each a stream of its rows.
+type Rows = fn(&Web, &Ctx, Option<&jobwarden_ledger::Ledger>) -> Vec<(String, String)>;
+
+/// The rows `rows` makes, made again every [`EVERY`] and sent when they
+/// differ from the last sent; their forms come back to the overview.
+fn overview_stream(
     web: Arc<Web>,
-    here: String,
-    rows: fn(&Web, &Ctx) -> Vec<(String, String)>,
+    rows: Rows,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| {
-        let here = here.clone();
-        async move {
-            loop {
-                let ctx = Ctx::for_stream(&web, &here);
-                let json = serde_json::to_string(&rows(&web, &ctx)).unwrap_or_default();
-                if json != sent {
-                    sent = json.clone();
-                    return Some((Ok(Event::default().data(json)), (web, sent)));
-                }
-                tokio::time::sleep(EVERY).await;
+    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| async move {
+        loop {
+            let ctx = Ctx::for_stream(&web, "/");
+            let ledger = super::pages::ledger(&web);
+            let json =
+                serde_json::to_string(&rows(&web, &ctx, ledger.as_ref())).unwrap_or_default();
+            if json != sent {
+                sent = json.clone();
+                return Some((Ok(Event::default().data(json)), (web, sent)));
             }
+            tokio::time::sleep(EVERY).await;
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
+pub async fn health(
+    State(web): State<Arc<Web>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    overview_stream(web, super::overview::health_rows)
+}
+
 pub async fn running(
     State(web): State<Arc<Web>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    rows_stream(web, "/".to_owned(), |web, ctx| {
-        super::overview::running_rows(web, ctx, super::pages::ledger(web).as_ref())
-    })
+    overview_stream(web, super::overview::running_rows)
 }
 
 pub async fn queue(
     State(web): State<Arc<Web>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    rows_stream(web, "/".to_owned(), |web, ctx| {
-        super::overview::queue_rows(web, ctx, super::pages::ledger(web).as_ref())
-    })
+    overview_stream(web, super::overview::queue_rows)
+}
+
+pub async fn attention(
+    State(web): State<Arc<Web>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    overview_stream(web, super::overview::attention_rows)
 }
 
 #[derive(Debug, Deserialize)]

@@ -16,7 +16,7 @@ use super::Web;
 use super::charts::Range;
 use super::html::{Ctx, button, esc, page, prompt, state, url, when};
 use super::pages::{daemon_running, ledger, range_links};
-use jobwarden_engine::daemon_file::{self, DaemonSeen, Verdict};
+use jobwarden_engine::daemon_file::{self, Verdict};
 use jobwarden_ledger::{JobFilter, Ledger};
 use jobwarden_model::job::{JobId, JobState};
 use jobwarden_sys::clock::Timestamp;
@@ -37,10 +37,12 @@ pub async fn overview(
     Query(q): Query<OverviewQuery>,
 ) -> Html<String> {
     let ledger = ledger(&web);
-    let seen = daemon_file::read(&web.layout).ok().flatten();
     let range = Range::named(q.range.as_deref());
     let mut body = String::from("<h1>Overview</h1>");
-    body.push_str(&health(&web, seen.as_ref()));
+    body.push_str(&format!(
+        "<table class=\"health\" id=\"daemon\" aria-label=\"the daemon\"><tbody data-live=\"/live/health\">{}</tbody></table>",
+        rows_html(&health_rows(&web, &ctx, ledger.as_ref()))
+    ));
     body.push_str(&format!(
         "<h2>Running</h2><table class=\"rows\"><thead><tr><th>job</th><th>prompt</th><th>state</th>\
          <th>started</th><th>last line</th><th><span class=\"hidden\">action</span></th></tr></thead>\
@@ -53,7 +55,12 @@ pub async fn overview(
          <tbody data-live=\"/live/queue\">{}</tbody></table>",
         rows_html(&queue_rows(&web, &ctx, ledger.as_ref()))
     ));
-    body.push_str(&attention(&ctx, ledger.as_ref()));
+    body.push_str(&format!(
+        "<h2>Needs attention</h2><table class=\"rows\"><thead><tr><th>prompt</th><th>outcome</th><th>ended</th>\
+         <th>why</th><th><span class=\"hidden\">action</span></th></tr></thead>\
+         <tbody data-live=\"/live/attention\">{}</tbody></table>",
+        rows_html(&attention_rows(&web, &ctx, ledger.as_ref()))
+    ));
     body.push_str(&rates(ledger.as_ref(), range));
     body.push_str(&pauses(&web, &ctx));
     body.push_str(&counts(ledger.as_ref()));
@@ -72,9 +79,16 @@ fn empty(columns: usize, text: &str) -> Vec<(String, String)> {
     )]
 }
 
-/// The daemon's health: whether it runs, its heartbeat, version, uptime,
-/// the config in force and its last reload, storage and ledger.
-fn health(web: &Web, seen: Option<&DaemonSeen>) -> String {
+/// The daemon's health, a row a fact: whether it runs, its heartbeat,
+/// version, uptime, the config in force and its last reload, storage and
+/// ledger.
+pub(super) fn health_rows(
+    web: &Web,
+    _ctx: &Ctx,
+    _ledger: Option<&Ledger>,
+) -> Vec<(String, String)> {
+    let seen = daemon_file::read(&web.layout).ok().flatten();
+    let seen = seen.as_ref();
     let running = daemon_running(web);
     let mut facts: Vec<(&str, String)> = vec![(
         "daemon",
@@ -150,13 +164,13 @@ fn health(web: &Web, seen: Option<&DaemonSeen>) -> String {
             facts.push(("inbox watch", format!("{}{why}", esc(w))));
         }
     }
-    let items: String = facts
-        .iter()
-        .map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>"))
-        .collect();
-    format!(
-        "<section aria-label=\"daemon\"><dl class=\"facts\" id=\"daemon\">{items}</dl></section>"
-    )
+    facts
+        .into_iter()
+        .map(|(k, v)| {
+            let html = format!("<tr data-key=\"{k}\"><th scope=\"row\">{k}</th><td>{v}</td></tr>");
+            (k.to_owned(), html)
+        })
+        .collect()
 }
 
 /// The jobs running now, each with how long and its last log line.
@@ -271,34 +285,36 @@ pub(super) fn queue_rows(web: &Web, ctx: &Ctx, ledger: Option<&Ledger>) -> Vec<(
     rows
 }
 
-/// The prompts whose newest attempt went wrong and nobody acknowledged.
-fn attention(ctx: &Ctx, ledger: Option<&Ledger>) -> String {
+/// The prompts whose newest attempt went wrong and nobody acknowledged,
+/// each with its ack.
+pub(super) fn attention_rows(
+    _web: &Web,
+    ctx: &Ctx,
+    ledger: Option<&Ledger>,
+) -> Vec<(String, String)> {
     let list = ledger
         .and_then(|l| l.prompts_needing_attention(50).ok())
         .unwrap_or_default();
-    let mut out = String::from("<h2>Needs attention</h2>");
     if list.is_empty() {
-        out.push_str("<p class=\"muted\">nothing</p>");
-        return out;
+        return empty(5, "nothing");
     }
-    out.push_str(
-        "<table class=\"rows\"><thead><tr><th>prompt</th><th>outcome</th><th>ended</th><th>why</th>\
-         <th><span class=\"hidden\">action</span></th></tr></thead><tbody>",
-    );
-    for a in list {
-        out.push_str(&format!(
-            "<tr><td data-label=\"prompt\"><a href=\"/jobs/{}\">{}</a></td><td data-label=\"outcome\">{}</td>\
-             <td data-label=\"ended\">{}</td><td data-label=\"why\">{}</td><td>{}</td></tr>",
-            url(&a.job_id),
-            prompt(&a.project, &a.name),
-            esc(&a.outcome),
-            when(a.finished_at),
-            esc(a.reason.as_deref().unwrap_or("")),
-            button(ctx, &format!("/jobs/{}/ack", url(&a.job_id)), "ack", &[])
-        ));
-    }
-    out.push_str("</tbody></table>");
-    out
+    list.iter()
+        .map(|a| {
+            let html = format!(
+                "<tr data-key=\"{key}\"><td data-label=\"prompt\"><a href=\"/jobs/{id}\">{prompt}</a></td>\
+                 <td data-label=\"outcome\">{outcome}</td><td data-label=\"ended\">{ended}</td>\
+                 <td data-label=\"why\">{why}</td><td>{ack}</td></tr>",
+                key = esc(&a.job_id),
+                id = url(&a.job_id),
+                prompt = prompt(&a.project, &a.name),
+                outcome = esc(&a.outcome),
+                ended = when(a.finished_at),
+                why = esc(a.reason.as_deref().unwrap_or("")),
+                ack = button(ctx, &format!("/jobs/{}/ack", url(&a.job_id)), "ack", &[]),
+            );
+            (a.job_id.clone(), html)
+        })
+        .collect()
 }
 
 /// Executions ended over `range`: how many an hour, and how many failed.

@@ -46,7 +46,7 @@ fn the_web_unit_serves_the_page_as_the_service_user_behind_its_token() {
     );
     assert!(page.ends_with("200"), "{page}");
     assert!(
-        page.contains("<dt>daemon</dt><dd><b class=\"o-ok\">running</b>"),
+        page.contains("<th scope=\"row\">daemon</th><td><b class=\"o-ok\">running</b>"),
         "{page}"
     );
     let metrics = curl(
