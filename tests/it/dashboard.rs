@@ -502,3 +502,61 @@ fn the_queue_chart_and_the_overview_show_the_jobs_waiting_now() {
     });
     assert!(overview.contains("class=\"banner\""), "{overview}");
 }
+
+/// A careless job (unsandboxed, with the daemon's uid) that swaps its log
+/// for a FIFO, its events for garbage and plants a symlink as its raw log:
+/// every page and stream about it still answers at once, showing nothing
+/// it should not.
+#[test]
+fn a_job_that_swaps_its_files_for_fifos_and_garbage_never_hangs_the_page() {
+    let sb = Sandbox::new();
+    let job = sb.script(
+        "vandal",
+        r#"cat >/dev/null
+echo "before"
+rm -f "$JOBWARDEN_RUN_DIR/job.log"; mkfifo "$JOBWARDEN_RUN_DIR/job.log"
+printf '{ not json\n\x1b[31m<script>x</script>\n' >> "$JOBWARDEN_RUN_DIR/events.jsonl"
+touch "$OUT/vandalised"
+while [ ! -e "$OUT/release" ]; do sleep 0.05; done"#,
+    );
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]).unsandboxed());
+    let _d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    sb.drop_prompt("p", "vandal", "x\n");
+    let job = sb.wait_state("p", "vandal", "running", secs(20));
+    wait_until("the job to vandalise its files", secs(10), || {
+        sb.out().join("vandalised").exists().then_some(())
+    });
+    for path in [
+        format!("/jobs/{}", job.id),
+        format!("/jobs/{}/log", job.id),
+        format!("/api/jobs/{}/events", job.id),
+        "/".to_owned(),
+        "/jobs".to_owned(),
+    ] {
+        let (status, body) = web.get(&path);
+        assert!(status == 200 || status == 404, "{path}: {status}: {body}");
+        assert!(!body.contains("<script>x"), "{path}: unescaped");
+    }
+    let first = first_event_within(&web, &format!("/live/jobs/{}/log?from=0", job.id));
+    assert!(first.is_some(), "the log's stream answers (its state)");
+    std::fs::write(sb.out().join("release"), "").expect("release");
+    sb.wait_done("p", "vandal", secs(20));
+}
+
+/// The first event of a stream, if one comes within 5 s.
+fn first_event_within(web: &WebProcess, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(web.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
+        web.cookie()
+    )
+    .expect("send");
+    BufReader::new(s)
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+}
