@@ -259,6 +259,28 @@ fn base64(text: &str) -> Vec<u8> {
 }
 
 /// A free loopback address for `jobwarden web`, and the process.
+/// A `jobwarden web` the browser is logged in to; stopped when dropped.
+pub(crate) struct Served {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Serve `sb`'s page and log `browser` in with its token's link.
+pub(crate) fn log_in(browser: &Browser, sb: &Sandbox) -> Served {
+    let (child, login) = web(sb);
+    let base = login.split("/?").next().expect("base").to_owned();
+    browser.go(&login);
+    Served { child, base }
+}
+
 pub(crate) fn web(sb: &Sandbox) -> (Child, String) {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

@@ -14,7 +14,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::browser::{Browser, web};
+use crate::browser::{Browser, log_in};
 use crate::support::*;
 
 /// The axe-core release the audit runs, and its registry digest.
@@ -137,9 +137,8 @@ fn the_list_keeps_its_filters_and_a_click_lands_while_rows_change() {
     let done = sb.wait_done("p", "done-slow", secs(20));
     sb.drop_prompt("p", "held", "---\nprofile: slow\n---\nx\n");
     let held = sb.wait_state("p", "held", "running", secs(20));
-    let (mut page, login) = web(&sb);
-    let base = login.split("/?").next().expect("base").to_owned();
-    browser.go(&login);
+    let served = log_in(&browser, &sb);
+    let base = &served.base;
 
     browser.go(&format!("{base}/jobs?profile=slow"));
     browser.must(&format!("tr[data-key=\"{}\"]", held.id));
@@ -171,8 +170,6 @@ fn the_list_keeps_its_filters_and_a_click_lands_while_rows_change() {
     });
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
-    let _ = page.kill();
-    let _ = page.wait();
 }
 
 #[test]
@@ -190,9 +187,8 @@ fn a_job_page_follows_its_log_in_colour_and_its_state_live_to_the_end() {
     let _d = Daemon::start(&sb);
     sb.drop_prompt("p", "colours", "x\n");
     let job = sb.wait_state("p", "colours", "running", secs(20));
-    let (mut page, login) = web(&sb);
-    let base = login.split("/?").next().expect("base").to_owned();
-    browser.go(&login);
+    let served = log_in(&browser, &sb);
+    let base = &served.base;
     browser.go(&format!("{base}/jobs/{}", job.id));
     browser.script("window.__stayed = true; return true;");
     wait_until("the log to grow on the page", secs(20), || {
@@ -247,8 +243,6 @@ fn a_job_page_follows_its_log_in_colour_and_its_state_live_to_the_end() {
          document.body.append(s); return getComputedStyle(s).color;",
     );
     assert_ne!(aborted, cancelled, "aborted and cancelled share a colour");
-    let _ = page.kill();
-    let _ = page.wait();
 }
 
 #[test]
@@ -275,9 +269,8 @@ fn every_page_fits_a_phone_logs_no_error_and_passes_an_accessibility_audit() {
         secs(20),
     );
     assert_eq!(failed.state(), "failed");
-    let (mut page, login) = web(&sb);
-    let base = login.split("/?").next().expect("base").to_owned();
-    browser.go(&login);
+    let served = log_in(&browser, &sb);
+    let base = &served.base;
     let pages = [
         ("overview", "/".to_owned()),
         ("jobs", "/jobs".to_owned()),
@@ -318,8 +311,6 @@ fn every_page_fits_a_phone_logs_no_error_and_passes_an_accessibility_audit() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    let _ = page.kill();
-    let _ = page.wait();
 }
 
 #[test]
@@ -335,8 +326,7 @@ fn the_overview_lives_a_job_runs_fails_and_is_acknowledged_without_a_reload() {
     );
     sb.configure(&ConfigToml::new(&["/bin/sh", &job]).profile("max_attempts", "1"));
     let _d = Daemon::start(&sb);
-    let (mut page, login) = web(&sb);
-    browser.go(&login);
+    let _served = log_in(&browser, &sb);
     browser.must("#daemon");
     browser.script("window.__stayed = true; return true;");
     sb.drop_prompt("p", "live", "x\n");
@@ -375,6 +365,4 @@ fn the_overview_lives_a_job_runs_fails_and_is_acknowledged_without_a_reload() {
     );
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
-    let _ = page.kill();
-    let _ = page.wait();
 }

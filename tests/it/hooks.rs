@@ -27,6 +27,20 @@ fn recorder(sb: &Sandbox) -> String {
     )
 }
 
+/// [`JOB`] with an hour of cooldown, and the recorder told `on`.
+fn with_an_hour_of_cooldown(sb: &Sandbox, on: &[&str]) -> ConfigToml {
+    let job = sb.script("job", JOB);
+    let hook = recorder(sb);
+    let on: Vec<String> = on.iter().map(|e| q(e)).collect();
+    ConfigToml::new(&["/bin/sh", &job])
+        .profile("cooldown", "\"1h\"")
+        .extra(&format!(
+            "[[notify]]\nname = \"rec\"\non = [{}]\ncommand = {}\n",
+            on.join(", "),
+            q_argv(&["/bin/sh", &hook])
+        ))
+}
+
 fn notices(sb: &Sandbox) -> Vec<Value> {
     fs::read_to_string(sb.out().join("notices"))
         .unwrap_or_default()
@@ -238,16 +252,10 @@ fn a_hook_that_hangs_is_killed_at_its_timeout_while_jobs_go_on() {
 #[test]
 fn all_done_is_told_once_with_the_batch_and_attention_and_cooldown_as_they_happen() {
     let sb = Sandbox::new();
-    let job = sb.script("job", JOB);
-    let hook = recorder(&sb);
-    sb.configure(
-        &ConfigToml::new(&["/bin/sh", &job])
-            .profile("cooldown", "\"1h\"")
-            .extra(&format!(
-                "[[notify]]\nname = \"rec\"\non = [\"all_done\", \"needs_attention\", \"cooldown\"]\ncommand = {}\n",
-                q_argv(&["/bin/sh", &hook])
-            )),
-    );
+    sb.configure(&with_an_hour_of_cooldown(
+        &sb,
+        &["all_done", "needs_attention", "cooldown"],
+    ));
     let _d = Daemon::start(&sb);
     for (n, body) in [("a", "fine\n"), ("b", "fail\n"), ("c", "fine\n")] {
         sb.drop_prompt("p", n, body);
@@ -356,16 +364,7 @@ fn cooldowns(sb: &Sandbox) -> Option<u64> {
 #[test]
 fn a_prompt_cancelled_while_it_waits_out_its_cooldown_is_told_and_no_longer_counted() {
     let sb = Sandbox::new();
-    let job = sb.script("job", JOB);
-    let hook = recorder(&sb);
-    sb.configure(
-        &ConfigToml::new(&["/bin/sh", &job])
-            .profile("cooldown", "\"1h\"")
-            .extra(&format!(
-                "[[notify]]\nname = \"rec\"\non = [\"cancelled\", \"cooldown\"]\ncommand = {}\n",
-                q_argv(&["/bin/sh", &hook])
-            )),
-    );
+    sb.configure(&with_an_hour_of_cooldown(&sb, &["cancelled", "cooldown"]));
     let _d = Daemon::start(&sb);
     sb.drop_prompt("p", "b", "fail\n");
     let first = sb.wait_done("p", "b", secs(20));

@@ -53,6 +53,33 @@ pub struct Posted {
 }
 
 impl Posted {
+    /// A retry's "now" asked (any value but empty or `0`).
+    fn now(&self) -> bool {
+        self.now
+            .as_deref()
+            .is_some_and(|v| !v.is_empty() && v != "0")
+    }
+
+    /// The items of a bulk form's `field`, split by `sep`, trimmed; refused
+    /// unless there are between 1 and [`BULK_MAX`] of them.
+    fn bulk(field: Option<&str>, sep: char, what: &str) -> Result<Vec<String>, Refusal> {
+        let items: Vec<String> = field
+            .unwrap_or("")
+            .split(sep)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if items.is_empty() || items.len() > BULK_MAX {
+            let why = format!(
+                "a bulk {what} names between 1 and {BULK_MAX}; this one named {}",
+                items.len()
+            );
+            return Err(Refusal(StatusCode::BAD_REQUEST, why));
+        }
+        Ok(items)
+    }
+
     /// Where the answer sends the browser: the form's page, else `fallback`.
     fn back_or(&self, fallback: &str) -> String {
         self.back
@@ -102,6 +129,23 @@ fn posted(web: &Web, body: &[u8]) -> Result<Posted, Refusal> {
             StatusCode::FORBIDDEN,
             "the form's CSRF token is missing or wrong; reload the page and try again".into(),
         ))
+    }
+}
+
+/// The form posted in `body`, checked, and where its answer goes (its
+/// `back`, else `fallback`); else the page refusing it.
+fn form(
+    web: &Web,
+    ctx: &Ctx,
+    body: &[u8],
+    fallback: &str,
+) -> Result<(Posted, String), Box<Response>> {
+    match posted(web, body) {
+        Ok(posted) => {
+            let back = posted.back_or(fallback);
+            Ok((posted, back))
+        }
+        Err(refused) => Err(Box::new(refused.page(ctx, fallback))),
     }
 }
 
@@ -190,11 +234,7 @@ pub async fn retry(
         Err(refused) => return refused.page(&ctx, &page_of),
     };
     let back = posted.back_or(&page_of);
-    let now = posted
-        .now
-        .as_deref()
-        .is_some_and(|v| !v.is_empty() && v != "0");
-    match retry_one(&web, id, now).await {
+    match retry_one(&web, id, posted.now()).await {
         Ok(()) => done(&back, "retried", Some(1)),
         Err(refused) => refused.page(&ctx, &back),
     }
@@ -232,33 +272,18 @@ pub async fn bulk_retry(
     ctx: Ctx,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted = match posted(&web, &body) {
-        Ok(posted) => posted,
-        Err(refused) => return refused.page(&ctx, "/jobs"),
+    let (posted, back) = match form(&web, &ctx, &body, "/jobs") {
+        Ok(checked) => checked,
+        Err(refused) => return *refused,
     };
-    let back = posted.back_or("/jobs");
-    let ids: Vec<&str> = posted
-        .ids
-        .as_deref()
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if ids.is_empty() || ids.len() > BULK_MAX {
-        let why = format!(
-            "a bulk retry names between 1 and {BULK_MAX} jobs; this one named {}",
-            ids.len()
-        );
-        return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, &back);
-    }
-    let now = posted
-        .now
-        .as_deref()
-        .is_some_and(|v| !v.is_empty() && v != "0");
+    let ids = match Posted::bulk(posted.ids.as_deref(), ',', "retry of jobs") {
+        Ok(ids) => ids,
+        Err(refused) => return refused.page(&ctx, &back),
+    };
+    let now = posted.now();
     let mut retried = 0u64;
     let mut refusals = Vec::new();
-    for raw in ids {
+    for raw in &ids {
         let Ok(id) = JobId::parse(raw) else {
             refusals.push(format!("{raw}: no such job"));
             continue;
@@ -268,11 +293,24 @@ pub async fn bulk_retry(
             Err(Refusal(_, why)) => refusals.push(format!("{raw}: {why}")),
         }
     }
+    bulk_answer(&ctx, &back, ("retried", "retried"), retried, &refusals)
+}
+
+/// What a bulk action answers: its notice, or, if any item was refused,
+/// a page counting what was done (`verb`) and saying why each other was
+/// not.
+fn bulk_answer(
+    ctx: &Ctx,
+    back: &str,
+    (code, verb): (&str, &str),
+    n: u64,
+    refusals: &[String],
+) -> Response {
     if refusals.is_empty() {
-        done(&back, "retried", Some(retried))
+        done(back, code, Some(n))
     } else {
-        let why = format!("{retried} retried; not retried: {}", refusals.join("; "));
-        Refusal(StatusCode::CONFLICT, why).page(&ctx, &back)
+        let why = format!("{n} {verb}; not {verb}: {}", refusals.join("; "));
+        Refusal(StatusCode::CONFLICT, why).page(ctx, back)
     }
 }
 
@@ -283,27 +321,14 @@ pub async fn bulk_cancel(
     ctx: Ctx,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted = match posted(&web, &body) {
-        Ok(posted) => posted,
-        Err(refused) => return refused.page(&ctx, "/jobs"),
+    let (posted, back) = match form(&web, &ctx, &body, "/jobs") {
+        Ok(checked) => checked,
+        Err(refused) => return *refused,
     };
-    let back = posted.back_or("/jobs");
-    let labels: Vec<String> = posted
-        .prompts
-        .as_deref()
-        .unwrap_or("")
-        .lines()
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
-    if labels.is_empty() || labels.len() > BULK_MAX {
-        let why = format!(
-            "a bulk cancel names between 1 and {BULK_MAX} prompts; this one named {}",
-            labels.len()
-        );
-        return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, &back);
-    }
+    let labels = match Posted::bulk(posted.prompts.as_deref(), '\n', "cancel of prompts") {
+        Ok(labels) => labels,
+        Err(refused) => return refused.page(&ctx, &back),
+    };
     let web2 = web.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         let mut cancelled = 0u64;
@@ -322,11 +347,13 @@ pub async fn bulk_cancel(
     })
     .await;
     match outcome {
-        Ok((n, refusals)) if refusals.is_empty() => done(&back, "cancelled-waiting", Some(n)),
-        Ok((n, refusals)) => {
-            let why = format!("{n} cancelled; not cancelled: {}", refusals.join("; "));
-            Refusal(StatusCode::CONFLICT, why).page(&ctx, &back)
-        }
+        Ok((n, refusals)) => bulk_answer(
+            &ctx,
+            &back,
+            ("cancelled-waiting", "cancelled"),
+            n,
+            &refusals,
+        ),
         Err(e) => Refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).page(&ctx, &back),
     }
 }
@@ -340,11 +367,10 @@ pub async fn cancel_waiting(
     ctx: Ctx,
     body: axum::body::Bytes,
 ) -> Response {
-    let posted = match posted(&web, &body) {
-        Ok(posted) => posted,
-        Err(refused) => return refused.page(&ctx, "/jobs"),
+    let (posted, back) = match form(&web, &ctx, &body, "/jobs") {
+        Ok(checked) => checked,
+        Err(refused) => return *refused,
     };
-    let back = posted.back_or("/jobs");
     let project = posted.project.clone().unwrap_or_default();
     let name = posted.name.clone().unwrap_or_default();
     let prompt = match check_prompt(&project, &name) {
@@ -481,11 +507,10 @@ pub async fn resume(State(web): State<Arc<Web>>, ctx: Ctx, body: axum::body::Byt
 /// `jobwarden pause` and `resume` make them: a pause of a profile the
 /// config in force does not define is refused.
 fn change_pause(web: &Web, ctx: &Ctx, body: &[u8], pause: bool) -> Response {
-    let posted = match posted(web, body) {
-        Ok(posted) => posted,
-        Err(refused) => return refused.page(ctx, "/"),
+    let (posted, back) = match form(web, ctx, body, "/") {
+        Ok(checked) => checked,
+        Err(refused) => return *refused,
     };
-    let back = posted.back_or("/");
     let scope = match scope_of(&posted) {
         Ok(s) => s,
         Err(why) => return Refusal(StatusCode::BAD_REQUEST, why.into()).page(ctx, &back),

@@ -224,6 +224,19 @@ pub fn prompt(project: &str, name: &str) -> String {
     }
 }
 
+/// The cells that open a job's row, keyed by its id: a link to its page
+/// (its short id), its prompt and its state.
+pub fn job_cells(j: &jobwarden_ledger::IndexedJob) -> String {
+    format!(
+        "<td data-label=\"job\"><a href=\"/jobs/{id}\">{short}</a></td>\
+         <td data-label=\"prompt\">{prompt}</td><td data-label=\"state\">{state}</td>",
+        id = url(&j.id),
+        short = esc(&jobwarden_ledger::short_id(&j.id)),
+        prompt = prompt(&j.project, &j.name),
+        state = state(&j.state),
+    )
+}
+
 /// A state's name in its colour.
 pub fn state(name: &str) -> String {
     format!("<span class=\"state state-{0}\">{0}</span>", esc(name))

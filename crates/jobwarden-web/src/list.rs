@@ -13,7 +13,7 @@ use axum::response::Html;
 use serde::Deserialize;
 
 use super::Web;
-use super::html::{Ctx, button, esc, page, prompt, state, url, when};
+use super::html::{Ctx, button, esc, job_cells, page, state, url, when};
 use super::pages::{daemon_running, ledger};
 use jobwarden_engine::waiting::{self, DEFERRED, WAITING};
 use jobwarden_ledger::{IndexedJob, JobFilter, JobOrder};
@@ -194,15 +194,10 @@ pub(super) fn job_row(ctx: &Ctx, j: &IndexedJob) -> String {
     };
     let at = j.finished_at.or(j.started_at).unwrap_or(j.created_at);
     format!(
-        "<tr data-key=\"{key}\"><td data-label=\"job\"><a href=\"/jobs/{id}\">{short}</a></td>\
-         <td data-label=\"prompt\">{prompt}</td><td data-label=\"state\">{state}</td>\
-         <td data-label=\"profile\">{profile}</td><td data-label=\"when\">{when}</td>\
+        "<tr data-key=\"{key}\">{cells}<td data-label=\"profile\">{profile}</td><td data-label=\"when\">{when}</td>\
          <td data-label=\"why\" class=\"why\">{reason}</td><td>{action}</td></tr>",
         key = esc(&j.id),
-        id = url(&j.id),
-        short = esc(&jobwarden_ledger::short_id(&j.id)),
-        prompt = prompt(&j.project, &j.name),
-        state = state(&j.state),
+        cells = job_cells(j),
         profile = esc(j.profile.as_deref().unwrap_or("")),
         when = when(at),
         reason = esc(j.state_reason.as_deref().unwrap_or("")),

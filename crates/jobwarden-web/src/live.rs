@@ -29,50 +29,53 @@ const EVERY: Duration = Duration::from_millis(500);
 /// The most of a log one event carries.
 const CHUNK: u64 = 256 << 10;
 
-pub async fn jobs(
-    State(web): State<Arc<Web>>,
-    Query(q): Query<JobsQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let sent = String::new();
-    let stream = stream::unfold((web, q, sent), |(web, q, mut sent)| async move {
-        loop {
-            // The rows' forms come back to the list the stream serves.
-            let ctx = Ctx::for_stream(&web, &format!("/jobs?{}", q.params(q.page())));
-            let rows = keyed(&web, &job_rows(&web, &ctx, &q));
-            let json = serde_json::to_string(&rows).unwrap_or_default();
-            if json != sent {
-                sent = json.clone();
-                return Some((Ok(Event::default().data(json)), (web, q, sent)));
+/// A stream of keyed rows: `rows` made again every [`EVERY`], sent when
+/// they differ from the last sent.
+fn keyed_stream<F>(web: Arc<Web>, rows: F) -> Sse<impl Stream<Item = Result<Event, Infallible>>>
+where
+    F: Fn(&Web) -> Vec<(String, String)> + Send + Sync + 'static,
+{
+    let rows = Arc::new(rows);
+    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| {
+        let rows = rows.clone();
+        async move {
+            loop {
+                let json = serde_json::to_string(&rows(&web)).unwrap_or_default();
+                if json != sent {
+                    sent = json.clone();
+                    return Some((Ok(Event::default().data(json)), (web, sent)));
+                }
+                tokio::time::sleep(EVERY).await;
             }
-            tokio::time::sleep(EVERY).await;
         }
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
+pub async fn jobs(
+    State(web): State<Arc<Web>>,
+    Query(q): Query<JobsQuery>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    // The rows' forms come back to the list the stream serves.
+    let here = format!("/jobs?{}", q.params(q.page()));
+    keyed_stream(web, move |web| {
+        let ctx = Ctx::for_stream(web, &here);
+        keyed(web, &job_rows(web, &ctx, &q))
+    })
+}
+
 /// The overview's tables, each a stream of its rows.
 type Rows = fn(&Web, &Ctx, Option<&jobwarden_ledger::Ledger>) -> Vec<(String, String)>;
 
-/// The rows `rows` makes, made again every [`EVERY`] and sent when they
-/// differ from the last sent; their forms come back to the overview.
+/// The overview's table `rows`, whose forms come back to the overview.
 fn overview_stream(
     web: Arc<Web>,
     rows: Rows,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| async move {
-        loop {
-            let ctx = Ctx::for_stream(&web, "/");
-            let ledger = super::pages::ledger(&web);
-            let json =
-                serde_json::to_string(&rows(&web, &ctx, ledger.as_ref())).unwrap_or_default();
-            if json != sent {
-                sent = json.clone();
-                return Some((Ok(Event::default().data(json)), (web, sent)));
-            }
-            tokio::time::sleep(EVERY).await;
-        }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    keyed_stream(web, move |web| {
+        let ctx = Ctx::for_stream(web, "/");
+        rows(web, &ctx, super::pages::ledger(web).as_ref())
+    })
 }
 
 pub async fn health(

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::Web;
 use super::charts::Range;
-use super::html::{Ctx, button, esc, page, prompt, state, url, when};
+use super::html::{Ctx, button, esc, job_cells, page, prompt, state, url, when};
 use super::pages::{daemon_running, ledger, range_links};
 use jobwarden_engine::daemon_file::{self, Verdict};
 use jobwarden_ledger::{JobFilter, Ledger};
@@ -192,15 +192,10 @@ pub(super) fn running_rows(web: &Web, ctx: &Ctx, ledger: Option<&Ledger>) -> Vec
                 .unwrap_or_default();
             let abort = button(ctx, &format!("/jobs/{}/abort", url(&j.id)), "abort", &[]);
             let html = format!(
-                "<tr data-key=\"{key}\"><td data-label=\"job\"><a href=\"/jobs/{id}\">{short}</a></td>\
-                 <td data-label=\"prompt\">{prompt}</td><td data-label=\"state\">{state}</td>\
-                 <td data-label=\"started\">{started}</td><td data-label=\"last line\" class=\"last-line\">{last}</td>\
-                 <td>{abort}</td></tr>",
+                "<tr data-key=\"{key}\">{cells}<td data-label=\"started\">{started}</td>\
+                 <td data-label=\"last line\" class=\"last-line\">{last}</td><td>{abort}</td></tr>",
                 key = esc(&j.id),
-                id = url(&j.id),
-                short = esc(&jobwarden_ledger::short_id(&j.id)),
-                prompt = prompt(&j.project, &j.name),
-                state = state(&j.state),
+                cells = job_cells(j),
                 started = when(j.started_at.unwrap_or(j.created_at)),
             );
             (j.id.clone(), html)
@@ -232,14 +227,10 @@ pub(super) fn queue_rows(web: &Web, ctx: &Ctx, ledger: Option<&Ledger>) -> Vec<(
             };
             let cancel = button(ctx, &format!("/jobs/{}/abort", url(&j.id)), "cancel", &[]);
             let html = format!(
-                "<tr data-key=\"{key}\"><td data-label=\"job\"><a href=\"/jobs/{id}\">{short}</a></td>\
-                 <td data-label=\"prompt\">{prompt}</td><td data-label=\"state\">{state}</td>\
-                 <td data-label=\"since\">{since}</td><td data-label=\"why\">{why}</td><td>{cancel}</td></tr>",
+                "<tr data-key=\"{key}\">{cells}<td data-label=\"since\">{since}</td>\
+                 <td data-label=\"why\">{why}</td><td>{cancel}</td></tr>",
                 key = esc(&j.id),
-                id = url(&j.id),
-                short = esc(&jobwarden_ledger::short_id(&j.id)),
-                prompt = prompt(&j.project, &j.name),
-                state = state(&j.state),
+                cells = job_cells(j),
                 since = when(j.created_at),
                 why = esc(&why),
             );
