@@ -355,8 +355,9 @@ fn bulk(ctx: &Ctx, q: &JobsQuery, listed: &Listed) -> String {
 fn pager(q: &JobsQuery, total: u64) -> String {
     let page = q.page();
     let pages = (total as usize).div_ceil(ROWS).max(1);
+    let jobs = if total == 1 { "job" } else { "jobs" };
     let mut out = format!(
-        "<nav class=\"pager\" aria-label=\"pages of jobs\"><span>page {page} of {pages} · {total} jobs</span>"
+        "<nav class=\"pager\" aria-label=\"pages of jobs\"><span>page {page} of {pages} · {total} {jobs}</span>"
     );
     if page > 1 {
         out.push_str(&format!(
