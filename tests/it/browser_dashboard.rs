@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::browser::{Browser, log_in};
 use crate::support::*;
@@ -181,7 +181,7 @@ fn a_job_page_follows_its_log_in_colour_and_its_state_live_to_the_end() {
     let sb = Sandbox::new();
     let job = sb.script(
         "job",
-        r#"cat >/dev/null; i=0; while :; do i=$((i+1)); printf '\033[31mred %s\033[0m\r\n' $i; sleep 0.1; done"#,
+        r#"cat >/dev/null; i=0; while :; do i=$((i+1)); printf '\033[31mred %s\033[0m\r\n' $i; sleep 0.02; done"#,
     );
     sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
     let _d = Daemon::start(&sb);
@@ -209,6 +209,49 @@ fn a_job_page_follows_its_log_in_colour_and_its_state_live_to_the_end() {
         "no line doubled: {lines:?}"
     );
     browser.screenshot("job-running-wide.png");
+
+    // The reader at the end is followed as lines come; one who scrolled up
+    // is left where they are.
+    let lines_now = || browser.script("return document.querySelectorAll('#log .l').length;");
+    let count = |v: Value| v.as_u64().unwrap_or(0);
+    wait_until("the log to be longer than the window", secs(30), || {
+        (browser.script("return document.body.scrollHeight > window.innerHeight + 200;")
+            == json!(true))
+        .then_some(())
+    });
+    browser.script("window.scrollTo(0, document.body.scrollHeight); return true;");
+    let seen = count(lines_now());
+    wait_until("more lines, followed to the end", secs(20), || {
+        let at_end = browser.script(
+            "return window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;",
+        ) == json!(true);
+        (count(lines_now()) > seen + 3 && at_end).then_some(())
+    });
+    browser.script("window.scrollTo(0, 0); return true;");
+    let seen = count(lines_now());
+    wait_until("more lines while the reader reads above", secs(20), || {
+        (count(lines_now()) > seen + 3).then_some(())
+    });
+    assert_eq!(
+        browser.script("return window.scrollY;"),
+        json!(0),
+        "left where they read"
+    );
+    // Search: lines without the text hidden, those with it shown.
+    browser.type_into("#log-search", "red 1");
+    let shown = browser.script(
+        "return Array.from(document.querySelectorAll('#log .l')).filter(l => !l.hidden).map(l => l.textContent);",
+    );
+    let shown: Vec<String> = shown
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        !shown.is_empty() && shown.iter().all(|l| l.contains("red 1")),
+        "{shown:?}"
+    );
 
     // Abort: the page says it was asked; the state follows without a
     // reload, the abort button goes, and the stream closes.

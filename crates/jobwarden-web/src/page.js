@@ -76,13 +76,24 @@ for (const body of document.querySelectorAll("tbody[data-live]")) {
 // A log followed as it grows: new lines (already escaped, colours as
 // spans) appended; the page follows the end unless the reader scrolled
 // up; the job's state shown as it changes; the stream closed at its end.
-const log = document.querySelector("[data-follow]");
-if (log) {
+// A search hides the lines without its text, new ones included.
+const log = document.querySelector("pre.log");
+const find = document.getElementById("log-search");
+function search(lines) {
+  const text = find ? find.value.toLowerCase() : "";
+  for (const line of lines) {
+    line.hidden = text !== "" && !line.textContent.toLowerCase().includes(text);
+  }
+}
+if (find && log) find.addEventListener("input", () => search(log.children));
+if (log && log.dataset.follow) {
   const source = new EventSource(log.dataset.follow);
   const atEnd = () => window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
   source.onmessage = (e) => {
     const follow = atEnd();
+    const before = log.children.length;
     log.insertAdjacentHTML("beforeend", e.data);
+    search(Array.from(log.children).slice(before));
     if (follow) window.scrollTo(0, document.body.scrollHeight);
   };
   source.addEventListener("state", (e) => {
@@ -92,17 +103,6 @@ if (log) {
     if (state.terminal) {
       source.close();
       for (const f of document.querySelectorAll("[data-while-live]")) f.remove();
-    }
-  });
-}
-
-// Search in a shown log: lines without the text are hidden.
-const find = document.getElementById("log-search");
-if (find && log) {
-  find.addEventListener("input", () => {
-    const text = find.value.toLowerCase();
-    for (const line of log.children) {
-      line.hidden = text !== "" && !line.textContent.toLowerCase().includes(text);
     }
   });
 }
