@@ -187,6 +187,27 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "ID")]
     pub job_id: Option<String>,
 
+    /// Run it on this profile (front matter `profile`).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+
+    /// Its place among queued jobs, -1000 to 1000, higher first (front matter `priority`).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i32>,
+
+    /// Its main command's timeout, e.g. 30m (front matter `timeout`).
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// Attempts in all, 1 to 100 (front matter `max_attempts`).
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+
+    /// Start only once this job ended `succeeded` (an id, an id prefix or
+    /// project/name); repeat it to wait for several (front matter `after`).
+    #[arg(long, value_name = "JOB")]
+    pub after: Vec<String>,
+
     /// Wait until the job (and any retry of it) ends, saying each change on
     /// stderr; exit with its outcome's code (docs/exit-codes.md).
     #[arg(long)]

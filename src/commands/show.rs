@@ -65,6 +65,9 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
         // The log is ahead of the record's last heartbeat.
         facts.output = Some("some");
     }
+    if let Some((_, rec)) = &record {
+        facts.after = facts::AfterFact::of(&layout, rec);
+    }
     let shown = Shown {
         notifications: notifications(&layout, &id),
         paths: Paths::of(&layout, &id, record.as_ref()),

@@ -94,8 +94,22 @@ fn prepare(
         &input.label,
         &input.text,
         args.job_id.as_deref(),
+        &settings(args),
     )?;
     Ok((s.prompt, s.id, s.text))
+}
+
+/// The front-matter values the flags give.
+fn settings(args: &SubmitArgs) -> Vec<(&'static str, String)> {
+    let mut set = Vec::new();
+    set.extend(args.profile.clone().map(|v| ("profile", v)));
+    set.extend(args.priority.map(|v| ("priority", v.to_string())));
+    set.extend(args.timeout.clone().map(|v| ("timeout", v)));
+    set.extend(args.max_attempts.map(|v| ("max_attempts", v.to_string())));
+    if !args.after.is_empty() {
+        set.push(("after", format!("[{}]", args.after.join(", "))));
+    }
+    set
 }
 
 /// The prompt's key: `--project` and `--name` (or the file's name), both
@@ -460,9 +474,28 @@ mod tests {
             project: project.into(),
             name: name.map(str::to_owned),
             job_id: None,
+            profile: None,
+            priority: None,
+            timeout: None,
+            max_attempts: None,
+            after: Vec::new(),
             wait: false,
             json: false,
         }
+    }
+
+    #[test]
+    fn flags_become_front_matter_keys_a_list_for_after() {
+        let mut a = args("f.md", "", None);
+        a.priority = Some(-5);
+        a.after = vec!["p/a".into(), "0f3c".into()];
+        assert_eq!(
+            settings(&a),
+            vec![
+                ("priority", "-5".to_owned()),
+                ("after", "[p/a, 0f3c]".to_owned())
+            ]
+        );
     }
 
     #[test]

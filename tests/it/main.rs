@@ -11,6 +11,7 @@
 mod support;
 
 mod abort;
+mod after;
 mod arrival;
 mod backlog;
 mod bad_input;

@@ -242,6 +242,13 @@ struct Daemon {
     /// Claims are being made in a group commit (`Daemon::claiming`): no
     /// job starts until their writes are durable.
     holding_starts: bool,
+    /// A dispatch is under way (see `Daemon::dispatch`), and one was asked
+    /// for meanwhile.
+    dispatching: bool,
+    dispatch_again: bool,
+    /// Queued jobs to end `cancelled` after this dispatch: a job each
+    /// waited for ended other than `succeeded` (why).
+    doomed: Vec<(JobId, String)>,
     /// The folder syncs of prompts moved after their jobs' ends, made on
     /// the next tick (see `job_ends.rs`).
     owed_moves: jobwarden_sys::fsio::Deferred,
@@ -331,6 +338,9 @@ impl Daemon {
             ),
             stopping: false,
             holding_starts: false,
+            dispatching: false,
+            dispatch_again: false,
+            doomed: Vec::new(),
             owed_moves: jobwarden_sys::fsio::Deferred::default(),
             idle_sender: None,
             claim_failed: HashSet::new(),

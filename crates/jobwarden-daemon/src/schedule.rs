@@ -20,6 +20,7 @@
 //! next (so a free place is never left unused while jobs wait for it).
 //! A dispatch therefore looks only at jobs that may start.
 
+pub(crate) mod after;
 mod queue;
 
 use std::collections::HashMap;
@@ -153,13 +154,16 @@ impl Schedule {
                 None => true,
                 Some(holders) => !works_alone(config, job) && holders.iter().all(|(_, a)| !a),
             },
+            // Judged by the dispatcher from the records (`after.rs`).
+            Blocker::After(_) => true,
         }
     }
 
     /// Why a job parked under `blocker` waits, in words.
-    fn describe(&self, blocker: &Blocker) -> String {
+    fn describe(&self, layout: &Layout, blocker: &Blocker) -> String {
         let h = &self.holds;
         match blocker {
+            Blocker::After(dep) => after::describe(layout, dep),
             Blocker::PausedProject(p) => format!("paused (project {p})"),
             Blocker::PausedProfile(p) => format!("paused (profile {p})"),
             Blocker::ProfileLimit(p) => format!(
@@ -247,6 +251,7 @@ impl Daemon {
         );
         job.route = rec.route.clone();
         job.workdir = checkout(&self.layout, &self.config, rec);
+        job.after = rec.after.clone();
         job
     }
 
@@ -336,8 +341,55 @@ impl Daemon {
     /// Start monitors while slots are free, in the queue's order; a job
     /// held back by something of its own steps aside for the next.
     pub(super) fn dispatch(&mut self) {
-        self.dispatch_queued();
-        self.pay_owed_views();
+        // Ending a job whose dependency failed dispatches again: that call
+        // only asks for another pass of this loop (a chain of such jobs is
+        // ended in turn, never by recursion).
+        if self.dispatching {
+            self.dispatch_again = true;
+            return;
+        }
+        self.dispatching = true;
+        loop {
+            self.dispatch_again = false;
+            self.dispatch_queued();
+            self.pay_owed_views();
+            for (id, why) in std::mem::take(&mut self.doomed) {
+                self.cancel_for_dependency(&id, &why);
+            }
+            if !self.dispatch_again {
+                break;
+            }
+        }
+        self.dispatching = false;
+    }
+
+    /// End queued job `id` `cancelled`: a job it waited for ended other
+    /// than `succeeded` (`why`). Its ABORT marker says so first, as any
+    /// cancel of a queued job.
+    fn cancel_for_dependency(&mut self, id: &JobId, why: &str) {
+        let reason = format!("{why}; this job waited for it (after), so it does not run");
+        tracing::info!(job = %id, "{reason}");
+        match jobwarden_model::abort::write_marker_by(
+            &self.layout,
+            id,
+            Some(&reason),
+            "jobwarden (after)",
+        ) {
+            Ok(_) => self.abort_if_queued(id),
+            Err(e) => {
+                tracing::error!(job = %id, "{e}; it waits in the queue, cancelled at the next try")
+            }
+        }
+    }
+
+    /// Judge again every job waiting for another (at each tick: a job
+    /// waited for may have ended elsewhere, or its next attempt been
+    /// claimed).
+    pub(super) fn look_at_dependencies(&mut self) {
+        self.sched
+            .queue
+            .unpark_where(|b| matches!(b, Blocker::After(_)));
+        self.dispatch();
     }
 
     fn dispatch_queued(&mut self) {
@@ -350,8 +402,21 @@ impl Daemon {
             let Some(next) = self.sched.queue.next().cloned() else {
                 return;
             };
-            if let Some(blocker) = self.sched.blocker(&next, &self.config) {
-                tracing::debug!(job = %next.id, "waits: {}", self.sched.describe(&blocker));
+            let dependency = match after::standing(&self.layout, self.ledger.as_ref(), &next.after)
+            {
+                after::Standing::Met => None,
+                after::Standing::Waits(dep) => Some(Blocker::After(dep)),
+                after::Standing::Failed(why) => {
+                    // Ended after this pass; out of the order meanwhile.
+                    self.sched
+                        .queue
+                        .park(&next.id, Blocker::After(next.id.clone()));
+                    self.doomed.push((next.id.clone(), why));
+                    continue;
+                }
+            };
+            if let Some(blocker) = dependency.or_else(|| self.sched.blocker(&next, &self.config)) {
+                tracing::debug!(job = %next.id, "waits: {}", self.sched.describe(&self.layout, &blocker));
                 self.sched.queue.park(&next.id, blocker.clone());
                 // Woken for a place it cannot use: the next may.
                 if let Some(by) = next.woken_by.filter(|by| *by != blocker) {
@@ -400,7 +465,7 @@ impl Daemon {
     /// A parked job may go: all of a lifted pause's jobs; for the other
     /// blockers, the first one if it fits now.
     fn wake(&mut self, blocker: &Blocker) {
-        if blocker.is_pause() {
+        if blocker.wakes_all() {
             for id in self.sched.queue.parked_on(blocker) {
                 self.sched.queue.unpark(&id, None);
             }
@@ -420,6 +485,8 @@ impl Daemon {
     /// queued, when this daemon knew it.
     pub(super) fn free_slot(&mut self, id: &JobId) -> Option<QueuedJob> {
         self.running.remove(id);
+        // The jobs waiting for it are judged again.
+        self.wake(&Blocker::After(id.clone()));
         let (job, freed) = self.sched.holds.release(id)?;
         self.sched.queue.finished(&job.project);
         for blocker in &freed {
@@ -472,6 +539,7 @@ impl Daemon {
         if let Some(by) = job.woken_by {
             self.wake(&by);
         }
+        self.wake(&Blocker::After(id.clone()));
         true
     }
 
@@ -544,7 +612,16 @@ impl Daemon {
                 project: job.project.clone(),
                 profile: job.profile.clone(),
                 waiting: match blocker {
-                    Some(b) => Some(self.sched.describe(b)),
+                    Some(b) => Some(self.sched.describe(&self.layout, b)),
+                    // Back in the order for a look: what it waits for still.
+                    None if !job.after.is_empty() => {
+                        match after::standing(&self.layout, self.ledger.as_ref(), &job.after) {
+                            after::Standing::Waits(dep) => {
+                                Some(after::describe(&self.layout, &dep))
+                            }
+                            _ => general.clone(),
+                        }
+                    }
                     None => general.clone(),
                 },
             })

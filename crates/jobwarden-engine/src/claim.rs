@@ -336,8 +336,12 @@ impl Claimer<'_> {
         attempt: u32,
     ) -> Result<Verdict, JobError> {
         let sha256 = || Some(hex(&Sha256::digest(text.as_bytes())));
-        let (parsed, settings) = match vet(self.config, &prompt.project, &text) {
+        let (parsed, mut settings) = match vet(self.config, &prompt.project, &text) {
             Ok(vetted) => vetted,
+            Err(reason) => return Ok(Verdict::reject(reason, sha256())),
+        };
+        settings.after = match self.resolve_after(&parsed.front.after) {
+            Ok(ids) => ids,
             Err(reason) => return Ok(Verdict::reject(reason, sha256())),
         };
         let id = match &parsed.front.job_id {
@@ -361,6 +365,33 @@ impl Claimer<'_> {
             body_start,
             settings,
         })
+    }
+
+    /// The jobs a prompt's `after` names, each as `jobwarden show` would
+    /// take it (`project/name`: that prompt's newest job, the last attempt
+    /// of its retries; an id or a unique prefix of one). `Err`, the
+    /// rejection's reason, for an entry that names no job or several. A
+    /// job can only wait for jobs that exist before it: no cycle can form.
+    fn resolve_after(&self, refs: &[String]) -> Result<Vec<JobId>, String> {
+        let mut ids: Vec<JobId> = Vec::new();
+        for r in refs {
+            let id = match self.ledger.as_deref() {
+                Some(ledger) => crate::lookup::resolve(self.layout, ledger, r).map_err(|e| {
+                    format!("after {r:?}: {e}; name a job that exists (its id, or project/name), and drop the prompt again")
+                })?,
+                // Without the job index only a whole id can be checked.
+                None => JobId::parse(r)
+                    .ok()
+                    .filter(|id| self.layout.run_dir(id).is_dir())
+                    .ok_or_else(|| {
+                        format!("after {r:?}: the ledger cannot be read now, so only a whole job id can be found; give one, or drop the prompt again once `jobwarden status` says the ledger is ok")
+                    })?,
+            };
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
     }
 
     /// The id of attempt `attempt` (> 1) of the prompt whose own id is
@@ -547,6 +578,8 @@ pub struct Settings {
     captures: BTreeMap<String, String>,
     priority: i32,
     overrides: Overrides,
+    /// The jobs it waits for, resolved by the claim.
+    after: Vec<JobId>,
 }
 
 impl Settings {
@@ -563,6 +596,7 @@ impl Settings {
                 max_attempts: front.max_attempts,
                 events: front.events,
             },
+            after: Vec::new(),
         }
     }
 
@@ -572,6 +606,7 @@ impl Settings {
         rec.captures = self.captures.clone();
         rec.priority = self.priority;
         rec.overrides = self.overrides.clone();
+        rec.after = self.after.clone();
     }
 }
 

@@ -24,8 +24,14 @@ pub struct Submission {
     pub text: String,
 }
 
+/// Front-matter values given beside a prompt (`submit --priority 5`, the
+/// web form's profile): each key's value, one line.
+pub type Settings<'a> = [(&'a str, String)];
+
 /// Check `text` (named `label` in messages) as prompt `prompt`, with the
-/// job id `flag` if given: everything but the drop itself.
+/// job id `flag` if given and the front-matter values `set` written into
+/// it: everything but the drop itself. A value `set` gives that the
+/// prompt's own front matter sets too is refused, naming both.
 pub fn prepare(
     config: &Config,
     layout: &Layout,
@@ -33,8 +39,10 @@ pub fn prepare(
     label: &str,
     text: &str,
     flag: Option<&str>,
+    set: &Settings<'_>,
 ) -> anyhow::Result<Submission> {
-    let (id, text) = job_id_and_text(label, text, flag)?;
+    let text = with_settings(label, text, set)?;
+    let (id, text) = job_id_and_text(label, &text, flag)?;
     crate::claim::vet(config, &prompt.project, &text).map_err(|reason| {
         anyhow!("{label} would be rejected by the daemon: {reason}; nothing was submitted")
     })?;
@@ -52,6 +60,28 @@ pub fn prepare(
     );
     refuse_used_id(layout, &id)?;
     Ok(Submission { prompt, id, text })
+}
+
+/// `text` with the values of `set` in its front matter; refused when the
+/// prompt sets one of them itself, or a value is not one line.
+fn with_settings(label: &str, text: &str, set: &Settings<'_>) -> anyhow::Result<String> {
+    if set.is_empty() {
+        return Ok(text.to_owned());
+    }
+    let parsed: Parsed = front_matter::parse(text)
+        .map_err(|e| anyhow!("{label} has invalid {e}; fix its front matter and submit again"))?;
+    for (key, value) in set {
+        let flag = format!("--{}", key.replace('_', "-"));
+        if parsed.front.sets(key) {
+            bail!(
+                "{flag} conflicts with the `{key}` that {label} sets in its front matter; drop one of them"
+            );
+        }
+        if value.trim().is_empty() || value.chars().any(char::is_control) {
+            bail!("{flag} {value:?} must be one line of text");
+        }
+    }
+    Ok(front_matter::with_keys(text, &parsed, set))
 }
 
 /// The job id, and the text to drop: the front matter's `job_id` if it

@@ -24,7 +24,7 @@ use crate::job::JobId;
 const FENCE: &str = "---";
 
 /// Every key [`FrontMatter::set`] understands, in the order error messages
-/// list them. A key is added here and as one arm of `set`.
+/// list them. A key is added here and as one arm of `set` and of `sets`.
 pub const KEYS: &[&str] = &[
     "job_id",
     "profile",
@@ -32,7 +32,11 @@ pub const KEYS: &[&str] = &[
     "max_attempts",
     "priority",
     "events",
+    "after",
 ];
+
+/// The most jobs one job may wait for (`after`).
+pub const AFTER_MAX: usize = 64;
 
 /// Bounds of `priority` (higher starts first; 0 is the default).
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
@@ -54,6 +58,9 @@ pub struct FrontMatter {
     pub priority: Option<i32>,
     /// Write `events.jsonl` for this job (overrides the global `events`).
     pub events: Option<bool>,
+    /// The jobs it waits for, as written (`after: a` or `after: [a, b]`):
+    /// ids, id prefixes or `project/name`, resolved by the claim.
+    pub after: Vec<String>,
 }
 
 impl FrontMatter {
@@ -97,6 +104,7 @@ impl FrontMatter {
                     ));
                 }
             },
+            "after" => self.after = after_list(value)?,
             "events" => match value {
                 "true" => self.events = Some(true),
                 "false" => self.events = Some(false),
@@ -111,6 +119,39 @@ impl FrontMatter {
         }
         Ok(())
     }
+}
+
+/// `a` or `[a, b]`: the jobs a job waits for, each non-empty, at most
+/// [`AFTER_MAX`], none twice.
+fn after_list(value: &str) -> Result<Vec<String>, String> {
+    let inner = match value.strip_prefix('[') {
+        Some(rest) => rest
+            .strip_suffix(']')
+            .ok_or_else(|| format!("after {value:?} opens a list with '[' that is never closed"))?,
+        None => value,
+    };
+    let mut refs: Vec<String> = Vec::new();
+    for item in inner.split(',') {
+        let item = unquote(item.trim());
+        if item.is_empty() {
+            return Err(format!(
+                "after {value:?} has an empty entry; write a job id, an id prefix or project/name, or a list [a, b]"
+            ));
+        }
+        if item.chars().any(char::is_control) || item.len() > 512 {
+            return Err(format!("after entry {item:?} cannot name a job"));
+        }
+        if !refs.iter().any(|r| r == item) {
+            refs.push(item.to_owned());
+        }
+    }
+    if refs.len() > AFTER_MAX {
+        return Err(format!(
+            "after names {} jobs; a job waits for at most {AFTER_MAX}",
+            refs.len()
+        ));
+    }
+    Ok(refs)
 }
 
 /// A prompt's text split into its front matter and its body.
@@ -251,17 +292,44 @@ fn unquote(value: &str) -> &str {
     value
 }
 
-/// `text` with `job_id: <id>` in its front matter: added to its block, or
-/// in a new block at the top when it has none. The rest is kept byte for
-/// byte. `parsed` must come from [`parse`] of the same text and have no
-/// `job_id` yet.
+/// `text` with `job_id: <id>` in its front matter (see [`with_keys`]).
 pub fn with_job_id(text: &str, parsed: &Parsed, id: &JobId) -> String {
+    with_keys(text, parsed, &[("job_id", id.to_string())])
+}
+
+/// `text` with `key: value` lines in its front matter: added at the end
+/// of its block, or in a new block at the top when it has none. The rest
+/// is kept byte for byte. `parsed` must come from [`parse`] of the same
+/// text and set none of the keys; each value must be one line (the
+/// caller checks it: a line break would add a key).
+pub fn with_keys(text: &str, parsed: &Parsed, keys: &[(&str, String)]) -> String {
+    let newline = parsed.block.as_ref().map_or("\n", |b| b.newline);
+    let lines: String = keys
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}{newline}"))
+        .collect();
     match &parsed.block {
         Some(block) => {
             let (head, tail) = text.split_at(block.closing);
-            format!("{head}job_id: {id}{}{tail}", block.newline)
+            format!("{head}{lines}{tail}")
         }
-        None => format!("{FENCE}\njob_id: {id}\n{FENCE}\n{text}"),
+        None => format!("{FENCE}\n{lines}{FENCE}\n{text}"),
+    }
+}
+
+impl FrontMatter {
+    /// Does the front matter set `key`?
+    pub fn sets(&self, key: &str) -> bool {
+        match key {
+            "job_id" => self.job_id.is_some(),
+            "profile" => self.profile.is_some(),
+            "timeout" => self.timeout.is_some(),
+            "max_attempts" => self.max_attempts.is_some(),
+            "priority" => self.priority.is_some(),
+            "events" => self.events.is_some(),
+            "after" => !self.after.is_empty(),
+            _ => false,
+        }
     }
 }
 
@@ -325,6 +393,39 @@ mod tests {
 
     fn body<'a>(text: &'a str, parsed: &Parsed) -> &'a str {
         &text[parsed.body_start..]
+    }
+
+    #[test]
+    fn after_takes_one_job_or_a_list_and_refuses_what_names_none() {
+        let one = parse("---\nafter: p/build\n---\nx").expect("one");
+        assert_eq!(one.front.after, vec!["p/build"]);
+        let list = parse("---\nafter: [0f3c9a1b, 'p/lint', p/lint]\n---\nx").expect("list");
+        assert_eq!(
+            list.front.after,
+            vec!["0f3c9a1b", "p/lint"],
+            "quotes off, once each"
+        );
+        for bad in ["after: [a, ]", "after: [a", "after: ", "after: [a,,b]"] {
+            let text = format!("---\n{bad}\n---\nx");
+            assert!(parse(&text).is_err(), "{bad}");
+        }
+        let many: Vec<String> = (0..=AFTER_MAX).map(|i| format!("j{i}")).collect();
+        let text = format!("---\nafter: [{}]\n---\nx", many.join(", "));
+        assert!(parse(&text).is_err(), "more than {AFTER_MAX}");
+    }
+
+    #[test]
+    fn keys_are_added_to_the_block_or_in_a_new_one() {
+        let keys = [("priority", "5".to_owned()), ("after", "[p/a]".to_owned())];
+        let plain = "body\n";
+        let added = with_keys(plain, &parse(plain).expect("plain"), &keys);
+        assert_eq!(added, "---\npriority: 5\nafter: [p/a]\n---\nbody\n");
+        let crlf = "---\r\nprofile: x\r\n---\r\nbody";
+        let added = with_keys(crlf, &parse(crlf).expect("crlf"), &keys[..1]);
+        assert_eq!(added, "---\r\nprofile: x\r\npriority: 5\r\n---\r\nbody");
+        let parsed = parse(&added).expect("still valid");
+        assert!(parsed.front.sets("priority") && parsed.front.sets("profile"));
+        assert!(!parsed.front.sets("after"));
     }
 
     #[test]

@@ -445,25 +445,36 @@ pub async fn submit(State(web): State<Arc<Web>>, ctx: Ctx, body: axum::body::Byt
     };
     let project = posted.project.clone().unwrap_or_default();
     let name = posted.name.clone().unwrap_or_default();
-    let mut text = posted
+    let text = posted
         .text
         .clone()
         .unwrap_or_default()
         .replace("\r\n", "\n");
-    if let Some(profile) = posted.profile.as_deref().filter(|p| !p.is_empty()) {
-        text = format!("---\nprofile: {profile}\n---\n{text}");
-    }
+    // The profile chosen goes into the prompt's front matter, beside its own.
+    let set: Vec<(&str, String)> = posted
+        .profile
+        .clone()
+        .filter(|p| !p.is_empty())
+        .map(|p| ("profile", p))
+        .into_iter()
+        .collect();
     let prompt = match check_prompt(&project, &name) {
         Ok(p) => p,
         Err(why) => return Refusal(StatusCode::BAD_REQUEST, why).page(&ctx, "/submit"),
     };
     let config = web.config();
-    let dropped =
-        jobwarden_engine::submit::prepare(&config, &web.layout, prompt, "the prompt", &text, None)
-            .and_then(|s| {
-                jobwarden_engine::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes())
-                    .map(|_| s)
-            });
+    let dropped = jobwarden_engine::submit::prepare(
+        &config,
+        &web.layout,
+        prompt,
+        "the prompt",
+        &text,
+        None,
+        &set,
+    )
+    .and_then(|s| {
+        jobwarden_engine::submit::drop_prompt(&web.layout, &s.prompt, s.text.as_bytes()).map(|_| s)
+    });
     match dropped {
         Ok(s) => done(
             &format!("/jobs?project={}", super::html::url(&s.prompt.project)),

@@ -99,6 +99,26 @@ fn summary(web: &Web, rec: &JobRecord) -> String {
         ("attempt", attempt),
         ("claimed", when(rec.created_at.epoch_ms())),
     ];
+    if !rec.after.is_empty() {
+        let deps: Vec<String> = rec
+            .after
+            .iter()
+            .map(|dep| {
+                let how = JobRecord::load_job(&web.layout, dep)
+                    .map(|d| {
+                        let prompt = esc(&d.prompt_name().to_string());
+                        format!(" ({prompt}, {})", state(d.state.as_str()))
+                    })
+                    .unwrap_or_default();
+                let (id, short) = (
+                    url(dep.as_str()),
+                    esc(&jobwarden_ledger::short_id(dep.as_str())),
+                );
+                format!("<a href=\"/jobs/{id}\">{short}</a>{how}")
+            })
+            .collect();
+        facts.push(("after", deps.join(", ")));
+    }
     if let Some(started) = rec.started_at {
         facts.push(("started", when(started.epoch_ms())));
         let end = rec.finished_at.unwrap_or_else(Timestamp::now);

@@ -38,6 +38,45 @@ pub struct Facts {
     /// `none_yet` (not ended, nothing printed so far), `none` (ended
     /// without printing anything) or `some`; null when the run folder is gone.
     pub output: Option<&'static str>,
+    /// The jobs it waits for (front matter `after`) and how each stands;
+    /// absent when it waits for none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<AfterFact>,
+}
+
+/// A job waited for, as `show` says it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AfterFact {
+    pub job_id: String,
+    /// `project/name`; null when its record cannot be read.
+    pub prompt: Option<String>,
+    /// Its state; null when its record cannot be read (gone, or damaged).
+    pub state: Option<String>,
+}
+
+impl AfterFact {
+    /// The jobs `rec` waits for, each as its record says now.
+    pub fn of(layout: &jobwarden_model::layout::Layout, rec: &JobRecord) -> Vec<AfterFact> {
+        rec.after
+            .iter()
+            .map(|id| {
+                let dep = JobRecord::load_job(layout, id).ok();
+                AfterFact {
+                    job_id: id.to_string(),
+                    prompt: dep.as_ref().map(|d| d.prompt_name().to_string()),
+                    state: dep.map(|d| d.state.to_string()),
+                }
+            })
+            .collect()
+    }
+
+    /// `0f3c…9a1b (p/a, running)`.
+    pub fn line(&self) -> String {
+        match (&self.prompt, &self.state) {
+            (Some(p), Some(s)) => format!("{} ({p}, {s})", self.job_id),
+            _ => format!("{} (its record cannot be read)", self.job_id),
+        }
+    }
 }
 
 impl Facts {
@@ -102,6 +141,7 @@ impl Facts {
                 (false, false) => "none_yet",
                 (false, true) => "none",
             }),
+            after: Vec::new(),
         }
     }
 

@@ -30,13 +30,18 @@ pub enum Blocker {
     RouteLimit(String),
     /// Another job works in this folder.
     Workdir(PathBuf),
+    /// A job it waits for (front matter `after`) has not ended.
+    After(JobId),
 }
 
 impl Blocker {
-    /// A pause lifts for all its jobs at once; the other blockers free
-    /// one place at a time.
-    pub fn is_pause(&self) -> bool {
-        matches!(self, Blocker::PausedProject(_) | Blocker::PausedProfile(_))
+    /// A pause lifts, or a job waited for ends, for all its jobs at once;
+    /// the other blockers free one place at a time.
+    pub fn wakes_all(&self) -> bool {
+        matches!(
+            self,
+            Blocker::PausedProject(_) | Blocker::PausedProfile(_) | Blocker::After(_)
+        )
     }
 }
 
@@ -55,6 +60,8 @@ pub struct QueuedJob {
     /// The blocker that put it back in the order, until it starts or is
     /// parked again: then that blocker may let the next one go.
     pub woken_by: Option<Blocker>,
+    /// The jobs it waits for (its record's `after`).
+    pub after: Vec<JobId>,
     /// Claim order, given by the queue.
     seq: u64,
 }
@@ -69,6 +76,7 @@ impl QueuedJob {
             route: None,
             workdir: None,
             woken_by: None,
+            after: Vec::new(),
             seq: 0,
         }
     }
@@ -286,6 +294,20 @@ impl Queue {
             .parked
             .values()
             .flat_map(|list| list.values().cloned())
+            .collect();
+        for id in ids {
+            self.unpark(&id, None);
+        }
+    }
+
+    /// Put back in the order every job parked under a blocker `which`
+    /// picks, each in its old place.
+    pub fn unpark_where(&mut self, which: impl Fn(&Blocker) -> bool) {
+        let ids: Vec<JobId> = self
+            .parked
+            .iter()
+            .filter(|(b, _)| which(b))
+            .flat_map(|(_, list)| list.values().cloned())
             .collect();
         for id in ids {
             self.unpark(&id, None);

@@ -109,6 +109,12 @@ pub struct JobRecord {
     /// Settings the prompt's front matter overrode for this job.
     #[serde(default)]
     pub overrides: Overrides,
+    /// The jobs it waits for (front matter `after`, resolved at the claim):
+    /// it starts once each ended `succeeded` or `merged` (a failed one's
+    /// retries followed to the last), and ends `cancelled` when one ended
+    /// any other way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<JobId>,
     /// What holds the job's processes: `cgroup` (its own cgroup v2, killed
     /// as one) or `process-tree` (the monitor's descendants); null until
     /// the monitor starts it.
@@ -220,6 +226,7 @@ impl JobRecord {
             captures: Default::default(),
             priority: 0,
             overrides: Overrides::default(),
+            after: Vec::new(),
             containment: None,
             git: None,
             dropped_at: None,
