@@ -208,6 +208,12 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "JOB")]
     pub after: Vec<String>,
 
+    /// Not before this time: a local HH:MM (today, or tomorrow if past), a
+    /// duration from now (2h) or an RFC 3339 time (front matter `not_before`,
+    /// written as the instant it means now).
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+
     /// Wait until the job (and any retry of it) ends, saying each change on
     /// stderr; exit with its outcome's code (docs/exit-codes.md).
     #[arg(long)]

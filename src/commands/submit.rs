@@ -94,13 +94,14 @@ fn prepare(
         &input.label,
         &input.text,
         args.job_id.as_deref(),
-        &settings(args),
+        &settings(args)?,
     )?;
     Ok((s.prompt, s.id, s.text))
 }
 
-/// The front-matter values the flags give.
-fn settings(args: &SubmitArgs) -> Vec<(&'static str, String)> {
+/// The front-matter values the flags give; `--at` made the instant it
+/// means now (so that a later claim does not move it).
+fn settings(args: &SubmitArgs) -> anyhow::Result<Vec<(&'static str, String)>> {
     let mut set = Vec::new();
     set.extend(args.profile.clone().map(|v| ("profile", v)));
     set.extend(args.priority.map(|v| ("priority", v.to_string())));
@@ -109,7 +110,12 @@ fn settings(args: &SubmitArgs) -> Vec<(&'static str, String)> {
     if !args.after.is_empty() {
         set.push(("after", format!("[{}]", args.after.join(", "))));
     }
-    set
+    if let Some(at) = &args.at {
+        let ms = jobwarden_sys::clock::parse_start(at, Timestamp::now().epoch_ms())
+            .map_err(|why| anyhow!("--at {why}"))?;
+        set.push(("not_before", Timestamp::from_epoch_ms(ms).to_string()));
+    }
+    Ok(set)
 }
 
 /// The prompt's key: `--project` and `--name` (or the file's name), both
@@ -479,6 +485,7 @@ mod tests {
             timeout: None,
             max_attempts: None,
             after: Vec::new(),
+            at: None,
             wait: false,
             json: false,
         }
@@ -490,7 +497,7 @@ mod tests {
         a.priority = Some(-5);
         a.after = vec!["p/a".into(), "0f3c".into()];
         assert_eq!(
-            settings(&a),
+            settings(&a).expect("settings"),
             vec![
                 ("priority", "-5".to_owned()),
                 ("after", "[p/a, 0f3c]".to_owned())

@@ -59,6 +59,7 @@ mod setup_failures;
 mod shared_inbox;
 mod shutdown;
 mod slurm;
+mod start_times;
 mod startup;
 mod storage;
 mod submit;

@@ -36,6 +36,7 @@ use jobwarden_model::control::{self, Pauses, Scope};
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
 use jobwarden_model::placeholders;
+use jobwarden_sys::clock::Timestamp;
 
 /// The daemon's scheduling state.
 #[derive(Default)]
@@ -126,11 +127,14 @@ impl Schedule {
     /// first. A pause of the whole daemon and `max_jobs` are the
     /// dispatcher's (they hold back every job alike).
     fn blocker(&self, job: &QueuedJob, config: &Config) -> Option<Blocker> {
-        let mut candidates = vec![
+        let mut candidates: Vec<Blocker> =
+            job.not_before.map(Blocker::NotBefore).into_iter().collect();
+        candidates.push(Blocker::Window(job.profile.clone()));
+        candidates.extend([
             Blocker::PausedProject(job.project.clone()),
             Blocker::PausedProfile(job.profile.clone()),
             Blocker::ProfileLimit(job.profile.clone()),
-        ];
+        ]);
         candidates.extend(job.route.clone().map(Blocker::RouteLimit));
         candidates.extend(job.workdir.clone().map(Blocker::Workdir));
         candidates
@@ -156,14 +160,38 @@ impl Schedule {
             },
             // Judged by the dispatcher from the records (`after.rs`).
             Blocker::After(_) => true,
+            Blocker::NotBefore(at) => Timestamp::now().epoch_ms() >= *at,
+            Blocker::Window(p) => config.profiles.get(p).is_none_or(|p| {
+                let now = Timestamp::now().epoch_ms();
+                p.windows.is_empty() || p.windows.iter().any(|w| w.contains(now))
+            }),
         }
     }
 
     /// Why a job parked under `blocker` waits, in words.
-    fn describe(&self, layout: &Layout, blocker: &Blocker) -> String {
+    fn describe(&self, layout: &Layout, config: &Config, blocker: &Blocker) -> String {
         let h = &self.holds;
         match blocker {
             Blocker::After(dep) => after::describe(layout, dep),
+            Blocker::NotBefore(at) => format!("not before {}", when(*at)),
+            Blocker::Window(p) => {
+                let windows = config
+                    .profiles
+                    .get(p)
+                    .map(|p| p.windows.clone())
+                    .unwrap_or_default();
+                let now = Timestamp::now().epoch_ms();
+                let opens = windows.iter().map(|w| w.next_opening(now)).min();
+                let list: Vec<String> = windows.iter().map(ToString::to_string).collect();
+                match opens {
+                    Some(at) => format!(
+                        "outside the window {} of profile {p}; opens {}",
+                        list.join(", "),
+                        when(at)
+                    ),
+                    None => format!("outside the windows of profile {p}"),
+                }
+            }
             Blocker::PausedProject(p) => format!("paused (project {p})"),
             Blocker::PausedProfile(p) => format!("paused (profile {p})"),
             Blocker::ProfileLimit(p) => format!(
@@ -187,6 +215,19 @@ impl Schedule {
             }
         }
     }
+}
+
+/// An instant to come, as the queue's reasons say it:
+/// `2026-11-29T22:30:00.000Z (in 3h05m)`.
+fn when(at: u64) -> String {
+    let now = Timestamp::now().epoch_ms();
+    let secs = at.saturating_sub(now).div_ceil(1000);
+    let left = humantime::format_duration(std::time::Duration::from_secs(if secs > 3600 {
+        secs / 60 * 60
+    } else {
+        secs
+    }));
+    format!("{} (in {left})", Timestamp::from_epoch_ms(at))
 }
 
 fn profile_limit(config: &Config, profile: &str) -> Option<usize> {
@@ -252,6 +293,7 @@ impl Daemon {
         job.route = rec.route.clone();
         job.workdir = checkout(&self.layout, &self.config, rec);
         job.after = rec.after.clone();
+        job.not_before = rec.not_before.map(Timestamp::epoch_ms);
         job
     }
 
@@ -382,13 +424,11 @@ impl Daemon {
         }
     }
 
-    /// Judge again every job waiting for another (at each tick: a job
-    /// waited for may have ended elsewhere, or its next attempt been
-    /// claimed).
-    pub(super) fn look_at_dependencies(&mut self) {
-        self.sched
-            .queue
-            .unpark_where(|b| matches!(b, Blocker::After(_)));
+    /// Judge again every job waiting for another, for its start time or
+    /// for its window (at each tick: time passed, a job waited for may
+    /// have ended elsewhere, or its next attempt been claimed).
+    pub(super) fn look_again_at_waiting(&mut self) {
+        self.sched.queue.unpark_where(Blocker::looked_at_each_tick);
         self.dispatch();
     }
 
@@ -416,7 +456,7 @@ impl Daemon {
                 }
             };
             if let Some(blocker) = dependency.or_else(|| self.sched.blocker(&next, &self.config)) {
-                tracing::debug!(job = %next.id, "waits: {}", self.sched.describe(&self.layout, &blocker));
+                tracing::debug!(job = %next.id, "waits: {}", self.sched.describe(&self.layout, &self.config, &blocker));
                 self.sched.queue.park(&next.id, blocker.clone());
                 // Woken for a place it cannot use: the next may.
                 if let Some(by) = next.woken_by.filter(|by| *by != blocker) {
@@ -612,7 +652,7 @@ impl Daemon {
                 project: job.project.clone(),
                 profile: job.profile.clone(),
                 waiting: match blocker {
-                    Some(b) => Some(self.sched.describe(&self.layout, b)),
+                    Some(b) => Some(self.sched.describe(&self.layout, &self.config, b)),
                     // Back in the order for a look: what it waits for still.
                     None if !job.after.is_empty() => {
                         match after::standing(&self.layout, self.ledger.as_ref(), &job.after) {

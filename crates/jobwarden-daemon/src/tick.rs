@@ -76,7 +76,7 @@ impl Daemon {
         self.share_inbox();
         self.refresh_pauses();
         self.forget_gone_deferrals();
-        self.look_at_dependencies();
+        self.look_again_at_waiting();
         self.tell_ends_by_hand();
         self.dispatch();
         self.write_state(if self.stopping {

@@ -580,6 +580,8 @@ pub struct Settings {
     overrides: Overrides,
     /// The jobs it waits for, resolved by the claim.
     after: Vec<JobId>,
+    /// Not to start before this.
+    not_before: Option<Timestamp>,
 }
 
 impl Settings {
@@ -597,6 +599,12 @@ impl Settings {
                 events: front.events,
             },
             after: Vec::new(),
+            not_before: front.not_before.as_deref().and_then(|v| {
+                let now = Timestamp::now().epoch_ms();
+                jobwarden_sys::clock::parse_start(v, now)
+                    .ok()
+                    .map(Timestamp::from_epoch_ms)
+            }),
         }
     }
 
@@ -607,6 +615,7 @@ impl Settings {
         rec.priority = self.priority;
         rec.overrides = self.overrides.clone();
         rec.after = self.after.clone();
+        rec.not_before = self.not_before;
     }
 }
 

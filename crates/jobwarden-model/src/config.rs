@@ -232,6 +232,9 @@ pub struct Profile {
     /// Its jobs may run beside other jobs in the same workdir (by default
     /// jobs sharing a workdir that is not their own run one at a time).
     pub shared_workdir: bool,
+    /// The local hours its jobs may start in (`window = "22:00-06:00"`, or
+    /// a list); empty: any time. A job running when one closes goes on.
+    pub windows: Vec<jobwarden_sys::clock::Window>,
     /// Its jobs' local commands run in a sandbox of their own (the root
     /// read-only but for their workdir, `affected` and the inbox; their own
     /// pid namespace): see `monitor::sandbox`. On by default.

@@ -33,6 +33,7 @@ pub const KEYS: &[&str] = &[
     "priority",
     "events",
     "after",
+    "not_before",
 ];
 
 /// The most jobs one job may wait for (`after`).
@@ -61,6 +62,9 @@ pub struct FrontMatter {
     /// The jobs it waits for, as written (`after: a` or `after: [a, b]`):
     /// ids, id prefixes or `project/name`, resolved by the claim.
     pub after: Vec<String>,
+    /// Not to start before this, as written (`22:30`, `2h`, an RFC 3339
+    /// time): the claim makes it an instant.
+    pub not_before: Option<String>,
 }
 
 impl FrontMatter {
@@ -105,6 +109,11 @@ impl FrontMatter {
                 }
             },
             "after" => self.after = after_list(value)?,
+            "not_before" => {
+                let now = jobwarden_sys::clock::Timestamp::now().epoch_ms();
+                jobwarden_sys::clock::parse_start(value, now)?;
+                self.not_before = Some(value.to_owned());
+            }
             "events" => match value {
                 "true" => self.events = Some(true),
                 "false" => self.events = Some(false),
@@ -328,6 +337,7 @@ impl FrontMatter {
             "priority" => self.priority.is_some(),
             "events" => self.events.is_some(),
             "after" => !self.after.is_empty(),
+            "not_before" => self.not_before.is_some(),
             _ => false,
         }
     }

@@ -1,7 +1,12 @@
 //! Wall-clock timestamps as the records store them: RFC 3339, UTC,
 //! milliseconds (DESIGN §5), and the one reader of a point in time as an
 //! operator types it ([`parse_when`]: a duration ago, a date or an RFC 3339
-//! time). Monotonic timing stays with `std::time::Instant`.
+//! time). Monotonic timing stays with `std::time::Instant`. The
+//! machine's local time, for start times and windows, is in `local.rs`.
+
+mod local;
+
+pub use local::{TimeOfDay, Window, next_local, parse_start};
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -119,6 +119,9 @@ fn summary(web: &Web, rec: &JobRecord) -> String {
             .collect();
         facts.push(("after", deps.join(", ")));
     }
+    if let (Some(at), JobState::Queued) = (rec.not_before, rec.state) {
+        facts.push(("not before", when(at.epoch_ms())));
+    }
     if let Some(started) = rec.started_at {
         facts.push(("started", when(started.epoch_ms())));
         let end = rec.finished_at.unwrap_or_else(Timestamp::now);

@@ -64,6 +64,11 @@ fn record_rows(rows: &mut Rows, rec: &JobRecord, facts: &Facts, now: u64) {
     rows.extend(facts.profile_line().map(|p| ("profile", p)));
     rows.push(("state", state_line(rec)));
     rows.extend(facts.after.iter().map(|a| ("after", a.line())));
+    rows.extend(
+        rec.not_before
+            .filter(|_| rec.state == jobwarden_model::job::JobState::Queued)
+            .map(|t| ("starts at", when(t))),
+    );
     rows.extend(rec.result_ref.clone().map(|r| ("result", r)));
     rows.extend(git_rows(rec, &when));
     rows.extend(slurm_row(rec));

@@ -32,6 +32,10 @@ pub enum Blocker {
     Workdir(PathBuf),
     /// A job it waits for (front matter `after`) has not ended.
     After(JobId),
+    /// Its start time (front matter `not_before`, epoch ms) is to come.
+    NotBefore(u64),
+    /// Its profile's windows are all closed (the profile by its name).
+    Window(String),
 }
 
 impl Blocker {
@@ -40,7 +44,20 @@ impl Blocker {
     pub fn wakes_all(&self) -> bool {
         matches!(
             self,
-            Blocker::PausedProject(_) | Blocker::PausedProfile(_) | Blocker::After(_)
+            Blocker::PausedProject(_)
+                | Blocker::PausedProfile(_)
+                | Blocker::After(_)
+                | Blocker::NotBefore(_)
+                | Blocker::Window(_)
+        )
+    }
+
+    /// Cleared by time passing or by other jobs' ends, not by a slot or a
+    /// marker: looked at again at every tick.
+    pub fn looked_at_each_tick(&self) -> bool {
+        matches!(
+            self,
+            Blocker::After(_) | Blocker::NotBefore(_) | Blocker::Window(_)
         )
     }
 }
@@ -62,6 +79,8 @@ pub struct QueuedJob {
     pub woken_by: Option<Blocker>,
     /// The jobs it waits for (its record's `after`).
     pub after: Vec<JobId>,
+    /// Not before this (its record's `not_before`, epoch ms).
+    pub not_before: Option<u64>,
     /// Claim order, given by the queue.
     seq: u64,
 }
@@ -77,6 +96,7 @@ impl QueuedJob {
             workdir: None,
             woken_by: None,
             after: Vec::new(),
+            not_before: None,
             seq: 0,
         }
     }

@@ -139,6 +139,9 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             )
             .or(base.map(|b| b.shared_workdir))
             .unwrap_or(false),
+        windows: windows(v, &key("window"), p.window.clone())
+            .or_else(|| base.map(|b| b.windows.clone()))
+            .unwrap_or_default(),
         sandbox: v
             .take(&key("sandbox"), p.sandbox.clone(), "true or false")
             .or(base.map(|b| b.sandbox))
@@ -148,6 +151,38 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
     };
     super::slurm::check_env(v, &key, &profile);
     profile
+}
+
+/// A `window` (`key` names it): one or a list of `HH:MM-HH:MM`, local
+/// time; `None` when absent or faulty (the fault noted).
+fn windows(
+    v: &mut Validator,
+    key: &str,
+    raw: Option<super::raw::Loose<super::raw::RawWindows>>,
+) -> Option<Vec<jobwarden_sys::clock::Window>> {
+    use super::raw::RawWindows;
+    let texts = match v.take(key, raw, "a window \"22:00-06:00\" or a list of them")? {
+        RawWindows::One(w) => vec![w],
+        RawWindows::Many(ws) => ws,
+    };
+    if texts.is_empty() {
+        v.fault(
+            key,
+            format!("{key} = []: name at least one window, or leave the key out"),
+        );
+        return None;
+    }
+    let mut out = Vec::new();
+    for text in texts {
+        match text.parse() {
+            Ok(w) => out.push(w),
+            Err(why) => {
+                v.fault(key, format!("{key}: {why}"));
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// A `git` table (`key` names it).

@@ -40,6 +40,14 @@ pub(super) enum RawSize {
 
 type Opt<T> = Option<Loose<T>>;
 
+/// A profile's `window`: one (`"22:00-06:00"`) or a list of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawWindows {
+    One(String),
+    Many(Vec<String>),
+}
+
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawConfig {
@@ -101,6 +109,7 @@ pub(super) struct RawProfile {
     pub limits: Option<RawLimits>,
     pub max_jobs: Opt<i64>,
     pub shared_workdir: Opt<bool>,
+    pub window: Opt<RawWindows>,
     pub sandbox: Opt<bool>,
     pub git: Option<RawGit>,
     pub executor: Opt<String>,

@@ -115,6 +115,10 @@ pub struct JobRecord {
     /// any other way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<JobId>,
+    /// Not to start before this (front matter `not_before`, made an instant
+    /// at the claim); absent when it may start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
     /// What holds the job's processes: `cgroup` (its own cgroup v2, killed
     /// as one) or `process-tree` (the monitor's descendants); null until
     /// the monitor starts it.
@@ -227,6 +231,7 @@ impl JobRecord {
             priority: 0,
             overrides: Overrides::default(),
             after: Vec::new(),
+            not_before: None,
             containment: None,
             git: None,
             dropped_at: None,
