@@ -108,6 +108,9 @@ pub enum Command {
     /// Acknowledge failures that need attention, so that `status` stops reporting them.
     Ack(AckArgs),
 
+    /// Change a queued job's priority (higher starts first); the queue follows at once.
+    Priority(PriorityArgs),
+
     /// Validate or print the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -474,6 +477,18 @@ pub struct ResumeArgs {
     /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PriorityArgs {
+    /// The queued job: an id, a unique prefix (4+ characters) of an id or short id,
+    /// or a prompt name (project/name: its newest job).
+    #[arg(value_name = "JOB")]
+    pub job: String,
+
+    /// Its new priority, -1000 to 1000 (0 is the default; higher starts first).
+    #[arg(value_name = "N", allow_negative_numbers = true)]
+    pub priority: i32,
 }
 
 #[derive(Debug, Args)]

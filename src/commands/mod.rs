@@ -43,6 +43,7 @@ mod monitor;
 mod notify;
 mod output;
 mod pause;
+mod priority;
 mod progress;
 mod queue_view;
 mod reload;
@@ -142,6 +143,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pause(args) => pause::pause(&cli.global, &args),
         Command::Resume(args) => pause::resume(&cli.global, &args),
         Command::Ack(args) => ack::run(&cli.global, &args),
+        Command::Priority(args) => priority::run(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Completions(args) => completions::run(&args),
         Command::Man(args) => man::run(&args),

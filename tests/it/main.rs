@@ -50,6 +50,7 @@ mod originals;
 mod pause;
 mod phases;
 mod pipes;
+mod queue_control;
 mod races;
 mod readme;
 mod recovery;

@@ -83,6 +83,7 @@ impl Daemon {
                 .into_iter()
                 .for_each(|f| self.consider_found(f)),
             Signal::Abort(id) => self.abort_if_queued(&id),
+            Signal::Priority(id) => self.take_priority(&id),
             Signal::Control => self.refresh_pauses(),
             Signal::InboxGone(how) => {
                 tracing::warn!(

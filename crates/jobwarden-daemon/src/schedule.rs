@@ -424,6 +424,53 @@ impl Daemon {
         }
     }
 
+    /// Take a request to change queued job `id`'s priority (see
+    /// `jobwarden_model::priority`): its record and event, then its place
+    /// in the queue, claim order kept.
+    pub(super) fn take_priority(&mut self, id: &JobId) {
+        if !self.sched.queue.contains(id) {
+            return;
+        }
+        let changed = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
+            let mut events = jobwarden_model::events::EventLog::open(
+                self.layout.root(),
+                &self.layout.events(id),
+                self.config.events_for(&rec),
+            );
+            jobwarden_model::priority::take(&self.layout, &mut rec, &mut events)
+        });
+        match changed {
+            Ok(Some((from, to))) => {
+                tracing::info!(job = %id, from, to, "priority changed by hand");
+                if let Some(mut job) = self.sched.queue.take(id) {
+                    job.priority = to;
+                    job.woken_by = None;
+                    self.sched.queue.put_back(job);
+                }
+                self.dispatch();
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(job = %id, "changing its priority: {e}; tried again at the next tick")
+            }
+        }
+    }
+
+    /// The priority requests of queued jobs no event told of (the tick's
+    /// look, as for their ABORT markers).
+    pub(super) fn look_for_priority_requests(&mut self) {
+        let asked: Vec<JobId> = self
+            .sched
+            .queue
+            .ids()
+            .filter(|id| std::fs::symlink_metadata(self.layout.priority_request(id)).is_ok())
+            .cloned()
+            .collect();
+        for id in asked {
+            self.take_priority(&id);
+        }
+    }
+
     /// Judge again every job waiting for another, for its start time or
     /// for its window (at each tick: time passed, a job waited for may
     /// have ended elsewhere, or its next attempt been claimed).

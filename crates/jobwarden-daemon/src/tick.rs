@@ -61,6 +61,7 @@ impl Daemon {
         for id in aborted {
             self.abort_if_queued(&id);
         }
+        self.look_for_priority_requests();
         let gone: Vec<JobId> = self
             .running
             .iter()

@@ -43,6 +43,8 @@ pub enum Signal {
     Folder(PathBuf),
     /// An ABORT marker appeared for a job whose run folder is watched.
     Abort(JobId),
+    /// A request to change its priority appeared for such a job.
+    Priority(JobId),
     /// Events were lost (queue overflow) or the watch failed: rescan.
     Lost(String),
     /// The watched inbox folder itself was deleted or moved away: the

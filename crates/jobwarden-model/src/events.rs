@@ -85,19 +85,22 @@ ops! {
     Adopted => "adopted",
     RetryRequested => "retry_requested",
     Acknowledged => "acknowledged",
+    Priority => "priority",
     Paused => "paused",
     Resumed => "resumed",
 }
 
 /// The ops that record what was done to a job from outside it (its
 /// inputs): the drop that was claimed, an abort or cancel, a retry, an
-/// acknowledgement, a pause holding it and its end, what the reconcile
-/// found of its published work. `events --inputs-only` shows these.
+/// acknowledgement, a pause holding it and its end, its priority changed
+/// by hand, what the reconcile found of its published work. `events
+/// --inputs-only` shows these.
 pub const INPUT_OPS: &[Op] = &[
     Op::Claimed,
     Op::AbortRequested,
     Op::RetryRequested,
     Op::Acknowledged,
+    Op::Priority,
     Op::Paused,
     Op::Resumed,
     Op::Reconciled,

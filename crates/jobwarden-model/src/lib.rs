@@ -10,6 +10,7 @@
 //! - [`events`] — `events.jsonl`: a job's sequence-numbered events, fail-soft; the one list of ops.
 //! - [`front_matter`] — the optional `key: value` block at the top of a prompt.
 //! - [`abort`] — the ABORT marker (written, read).
+//! - [`priority`] — a queued job's priority changed by hand: the `PRIORITY` request.
 //! - [`control`] — pause markers under `control/`; an operator's input noted in a job's events.
 //! - [`config`] — the config file: resolved, read, every problem named at once, validated
 //!   (profiles, routes, limits, hooks, executors), shown, diffed, handed to a monitor.
@@ -24,4 +25,5 @@ pub mod job;
 pub mod job_id;
 pub mod layout;
 pub mod placeholders;
+pub mod priority;
 pub mod state;

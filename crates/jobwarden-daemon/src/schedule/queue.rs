@@ -175,8 +175,14 @@ impl Queue {
         self.insert_ready(job);
     }
 
+    /// Is job `id` queued (ready or parked)?
+    pub fn contains(&self, id: &JobId) -> bool {
+        self.jobs.contains_key(id)
+    }
+
     /// Put a job taken out with [`Queue::take`] back in its old place
-    /// (its monitor could not be started, or did nothing).
+    /// (its monitor could not be started, or did nothing; its priority
+    /// changed).
     pub fn put_back(&mut self, job: QueuedJob) {
         if self.jobs.contains_key(&job.id) {
             return;

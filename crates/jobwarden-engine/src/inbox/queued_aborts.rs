@@ -1,4 +1,5 @@
-//! The queued jobs' run folders, watched for their `ABORT` on one inotify
+//! The queued jobs' run folders, watched for their `ABORT` (and a
+//! `PRIORITY` request) on one inotify
 //! instance of the daemon's own, with one small table entry per job (its
 //! watch and its id).
 //!
@@ -22,6 +23,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::Signal;
 use jobwarden_model::job::JobId;
 use jobwarden_model::layout::ABORT_FILE;
+use jobwarden_model::priority::PRIORITY_FILE;
 use jobwarden_sys::inotify::{InotifyFd, async_inotify};
 
 /// What is watched: by watch (for events), by job (for removal).
@@ -136,15 +138,18 @@ async fn read_events(
                     if let Some(id) = table.jobs.remove(&event.wd) {
                         table.watches.remove(&id);
                     }
-                } else if event.name.as_deref() == Some(std::ffi::OsStr::new(ABORT_FILE))
-                    && let Some(id) = table.jobs.get(&event.wd)
-                {
-                    found.push(id.clone());
+                } else if let Some(id) = table.jobs.get(&event.wd) {
+                    let name = event.name.as_deref();
+                    if name == Some(std::ffi::OsStr::new(ABORT_FILE)) {
+                        found.push(Signal::Abort(id.clone()));
+                    } else if name == Some(std::ffi::OsStr::new(PRIORITY_FILE)) {
+                        found.push(Signal::Priority(id.clone()));
+                    }
                 }
             }
         }
-        for id in found {
-            if tx.send(Signal::Abort(id)).is_err() {
+        for signal in found {
+            if tx.send(signal).is_err() {
                 return;
             }
         }
