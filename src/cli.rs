@@ -111,6 +111,10 @@ pub enum Command {
     /// Change a queued job's priority (higher starts first); the queue follows at once.
     Priority(PriorityArgs),
 
+    /// Set how many jobs run at once (the whole daemon, one profile or one
+    /// project) without editing the config, or clear that; alone, list the limits.
+    Limit(LimitArgs),
+
     /// Validate or print the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -477,6 +481,21 @@ pub struct ResumeArgs {
     /// Print one JSON object (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    #[command(flatten)]
+    pub scope: PauseScopeArgs,
+
+    /// At most this many at once, 1 to 4096 (in place of the config's
+    /// `max_jobs`; a project has none in the config).
+    #[arg(value_name = "N", conflicts_with = "clear")]
+    pub max_jobs: Option<usize>,
+
+    /// Give the config's value back (remove the limit set by hand).
+    #[arg(long)]
+    pub clear: bool,
 }
 
 #[derive(Debug, Args)]

@@ -144,6 +144,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume(args) => pause::resume(&cli.global, &args),
         Command::Ack(args) => ack::run(&cli.global, &args),
         Command::Priority(args) => priority::run(&cli.global, &args),
+        Command::Limit(args) => pause::limit(&cli.global, &args),
         Command::Config(cmd) => config::run(&cli.global, &cmd),
         Command::Completions(args) => completions::run(&args),
         Command::Man(args) => man::run(&args),

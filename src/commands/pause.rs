@@ -1,3 +1,6 @@
+//! `jobwarden limit [--profile P | --project P] [N | --clear]` too: the
+//! other standing order kept under `control/` (`jobwarden_model::limits`).
+//!
 //! `jobwarden pause [--profile P | --project P] [--reason R] [--json]` and
 //! `jobwarden resume [--profile P | --project P | --all] [--json]`: write
 //! or remove a pause marker under `control/` (`control.rs`). Both are
@@ -181,6 +184,70 @@ fn note_queued(layout: &Layout, config: &Config, scope: &Scope, op: Op, fields: 
 /// The most queued jobs a pause is noted in.
 const NOTED_AT_MOST: usize = 10_000;
 
+/// `jobwarden limit`: set, clear or list the limits set by hand.
+pub fn limit(global: &GlobalArgs, args: &crate::cli::LimitArgs) -> anyhow::Result<ExitCode> {
+    use jobwarden_model::limits;
+    let loaded = super::load_lenient(global)?;
+    super::say_config_problems(&loaded.problems);
+    let (config, layout) = (loaded.config, loaded.layout);
+    let scope = scope_of(&args.scope);
+    if let Some(n) = args.max_jobs {
+        if loaded.problems.is_empty() {
+            check_profile(&config, &scope)?;
+        }
+        limits::set(&layout, &scope, n)?;
+        let was = match &scope {
+            Scope::Daemon => format!("max_jobs {}", config.max_jobs),
+            Scope::Profile(p) => config
+                .profiles
+                .get(p)
+                .and_then(|p| p.max_jobs)
+                .map_or("no limit of its own".to_owned(), |m| {
+                    format!("max_jobs {m}")
+                }),
+            Scope::Project(_) => "no limit of its own".to_owned(),
+        };
+        print_line(format_args!(
+            "{}: at most {n} at once, set by hand (the config says {was}); `jobwarden limit{} --clear` gives that back",
+            what(&scope),
+            flag(&scope)
+        ))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.clear {
+        return match limits::clear(&layout, &scope)? {
+            Some(l) => {
+                print_line(format_args!(
+                    "{}: the limit of {} set by hand is cleared; the config's applies",
+                    what(&scope),
+                    l.max_jobs
+                ))?;
+                Ok(ExitCode::SUCCESS)
+            }
+            None => Err(super::No(format!("{}: no limit was set by hand", what(&scope))).into()),
+        };
+    }
+    let set = limits::read(&layout);
+    if set.is_empty() {
+        print_line(format_args!(
+            "no limit set by hand: the config's max_jobs ({}) and its profiles' apply",
+            config.max_jobs
+        ))?;
+    }
+    for (scope, l) in set.list() {
+        let by =
+            l.by.as_deref()
+                .map(|b| format!(" by {b}"))
+                .unwrap_or_default();
+        print_line(format_args!(
+            "{}: at most {} at once{by}",
+            what(&scope),
+            l.max_jobs
+        ))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn scope_of(args: &PauseScopeArgs) -> Scope {
     match (&args.profile, &args.project) {
         (Some(p), _) => Scope::Profile(p.clone()),
@@ -206,7 +273,7 @@ fn what(scope: &Scope) -> String {
     }
 }
 
-/// The flag that names `scope` again, for `resume`.
+/// The flag that names `scope` again, for `resume` and `limit --clear`.
 fn flag(scope: &Scope) -> String {
     let quoted = |v: &str| {
         if v.chars()

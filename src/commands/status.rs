@@ -113,6 +113,9 @@ pub struct Status {
     queued: Vec<QueuedView>,
     /// The pauses in force (markers under `control/`).
     paused: jobwarden_model::control::Pauses,
+    /// The limits set by hand (`jobwarden limit`, markers under `control/`).
+    #[serde(skip_serializing_if = "jobwarden_model::limits::Limits::is_empty")]
+    limits: jobwarden_model::limits::Limits,
     deferred: Vec<state_file::Deferred>,
     /// The last finished jobs, newest first.
     recent: Vec<JobJson>,
@@ -277,6 +280,7 @@ impl Status {
             running: Vec::new(),
             queued: Vec::new(),
             paused: waiting.pauses.clone(),
+            limits: jobwarden_model::limits::read(layout),
             deferred: live
                 .map(|s| still_waiting(layout, &s.deferred))
                 .unwrap_or_default(),

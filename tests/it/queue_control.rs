@@ -84,3 +84,71 @@ fn without_a_daemon_the_priority_is_changed_in_the_record_and_kept() {
         "b first, as its record says"
     );
 }
+
+#[test]
+fn a_limit_set_by_hand_holds_starts_at_once_outlives_a_restart_and_clears() {
+    let sb = Sandbox::new();
+    let job = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]).global("max_jobs", "4"));
+    let mut d = Daemon::start(&sb);
+    let out = sb.run(&["limit", "1"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stdout.contains("at most 1 at once"), "{}", out.stdout);
+    sb.drop_prompt("p", "one", "x\n");
+    sb.wait_state("p", "one", "running", secs(20));
+    sb.drop_prompt("p", "two", "x\n");
+    sb.drop_prompt("p", "three", "x\n");
+    let two = sb.wait_state("p", "two", "queued", secs(20));
+    sb.wait_state("p", "three", "queued", secs(20));
+    wait_until("status to say the limit", secs(10), || {
+        let s = sb.run(&["status"]).stdout;
+        (s.contains("1 running of 1 (limit set by hand)")
+            && s.contains("limit 1 reached (set by hand)"))
+        .then_some(())
+    });
+    assert_never("a second job starting under the limit", millis(800), || {
+        sb.ran_lines().len() > 1
+    });
+    // It outlives a restart.
+    d.sigterm();
+    d.wait_exit(secs(10));
+    let _d = Daemon::start(&sb);
+    assert_never(
+        "a second job starting after the restart",
+        millis(800),
+        || sb.ran_lines().len() > 1,
+    );
+    assert_eq!(sb.job(&two.id).expect("two").state(), "queued");
+    // A project limit and a profile limit are listed; clearing gives the
+    // config's 4 back: the others start at once.
+    assert_eq!(sb.run(&["limit", "--project", "p", "2"]).code(), 0);
+    assert_eq!(sb.run(&["limit", "--profile", "default", "3"]).code(), 0);
+    let listed = sb.run(&["limit"]).stdout;
+    assert!(listed.contains("project p: at most 2"), "{listed}");
+    assert!(listed.contains("profile default: at most 3"), "{listed}");
+    assert!(
+        sb.run(&["limit", "--profile", "nope", "3"]).code() != 0,
+        "no such profile"
+    );
+    assert_eq!(sb.run(&["limit", "--clear"]).code(), 0);
+    // The project's limit of 2 now holds the third back.
+    wait_until("two running under the project's limit", secs(20), || {
+        (sb.ran_lines().len() == 2).then_some(())
+    });
+    assert_never("a third beyond the project's limit", millis(800), || {
+        sb.ran_lines().len() > 2
+    });
+    assert_eq!(sb.run(&["limit", "--project", "p", "--clear"]).code(), 0);
+    wait_until("the third running", secs(20), || {
+        (sb.ran_lines().len() == 3).then_some(())
+    });
+    assert_eq!(
+        sb.run(&["limit", "--project", "p", "--clear"]).code(),
+        1,
+        "nothing to clear"
+    );
+    for name in ["one", "two", "three"] {
+        release(&sb, name);
+    }
+    sb.wait_done("p", "three", secs(20));
+}

@@ -84,7 +84,10 @@ impl Daemon {
                 .for_each(|f| self.consider_found(f)),
             Signal::Abort(id) => self.abort_if_queued(&id),
             Signal::Priority(id) => self.take_priority(&id),
-            Signal::Control => self.refresh_pauses(),
+            Signal::Control => {
+                self.refresh_pauses();
+                self.refresh_limits();
+            }
             Signal::InboxGone(how) => {
                 tracing::warn!(
                     "{} was {how}; re-establishing the watch",

@@ -123,6 +123,7 @@ pub async fn run(
     let signals = daemon.start_watching();
     // A pause outlives restarts: read before the first job can start.
     daemon.refresh_pauses();
+    daemon.refresh_limits();
     daemon.take_recovered(recovered);
     daemon.ready_spare();
     daemon.renew_lease();

@@ -19,8 +19,15 @@
 //! waiting job, and that one, once it has started or parked again, the
 //! next (so a free place is never left unused while jobs wait for it).
 //! A dispatch therefore looks only at jobs that may start.
+//!
+//! Besides: `queue.rs` (the order and the parked jobs), `after.rs` (the
+//! jobs a job waits for, and ending one whose dependency failed),
+//! `orders.rs` (pauses, limits and priorities set by hand; what
+//! `daemon.json` says of the queue). A job's start time and its profile's
+//! windows are blockers like the others, looked at again at every tick.
 
 pub(crate) mod after;
+mod orders;
 mod queue;
 
 use std::collections::HashMap;
@@ -28,13 +35,13 @@ use std::path::PathBuf;
 
 pub(super) use queue::{Blocker, Queue, QueuedJob};
 
-use super::state_file::{self, Queued};
 use super::{Daemon, Slot};
 use jobwarden_ledger::short_id;
 use jobwarden_model::config::{Config, DEFAULT_PROFILE};
-use jobwarden_model::control::{self, Pauses, Scope};
+use jobwarden_model::control::Pauses;
 use jobwarden_model::job::{JobId, JobRecord};
 use jobwarden_model::layout::Layout;
+use jobwarden_model::limits::Limits;
 use jobwarden_model::placeholders;
 use jobwarden_sys::clock::Timestamp;
 
@@ -45,6 +52,8 @@ pub(super) struct Schedule {
     holds: Holds,
     /// The pauses in force, as last read from `control/`.
     pub pauses: Pauses,
+    /// The limits set by hand, as last read from `control/`.
+    pub limits: Limits,
 }
 
 /// What running jobs hold: places in their profile's and route's limits,
@@ -54,6 +63,7 @@ struct Holds {
     jobs: HashMap<JobId, QueuedJob>,
     profiles: HashMap<String, usize>,
     routes: HashMap<String, usize>,
+    projects: HashMap<String, usize>,
     /// Who works in each checkout, and whether alone (true) or shared.
     workdirs: HashMap<PathBuf, Vec<(JobId, bool)>>,
 }
@@ -63,11 +73,13 @@ impl Holds {
         self.jobs.shrink_to_fit();
         self.profiles.shrink_to_fit();
         self.routes.shrink_to_fit();
+        self.projects.shrink_to_fit();
         self.workdirs.shrink_to_fit();
     }
 
     fn take(&mut self, job: QueuedJob, alone: bool) {
         *self.profiles.entry(job.profile.clone()).or_default() += 1;
+        *self.projects.entry(job.project.clone()).or_default() += 1;
         if let Some(route) = &job.route {
             *self.routes.entry(route.clone()).or_default() += 1;
         }
@@ -84,8 +96,12 @@ impl Holds {
     /// let a waiting job go.
     fn release(&mut self, id: &JobId) -> Option<(QueuedJob, Vec<Blocker>)> {
         let job = self.jobs.remove(id)?;
-        let mut freed = vec![Blocker::ProfileLimit(job.profile.clone())];
+        let mut freed = vec![
+            Blocker::ProfileLimit(job.profile.clone()),
+            Blocker::ProjectLimit(job.project.clone()),
+        ];
         decrement(&mut self.profiles, &job.profile);
+        decrement(&mut self.projects, &job.project);
         if let Some(route) = &job.route {
             decrement(&mut self.routes, route);
             freed.push(Blocker::RouteLimit(route.clone()));
@@ -133,6 +149,7 @@ impl Schedule {
         candidates.extend([
             Blocker::PausedProject(job.project.clone()),
             Blocker::PausedProfile(job.profile.clone()),
+            Blocker::ProjectLimit(job.project.clone()),
             Blocker::ProfileLimit(job.profile.clone()),
         ]);
         candidates.extend(job.route.clone().map(Blocker::RouteLimit));
@@ -148,9 +165,14 @@ impl Schedule {
         match blocker {
             Blocker::PausedProject(p) => !self.pauses.projects.contains_key(p),
             Blocker::PausedProfile(p) => !self.pauses.profiles.contains_key(p),
-            Blocker::ProfileLimit(p) => {
-                profile_limit(config, p).is_none_or(|max| Holds::running(&h.profiles, p) < max)
-            }
+            Blocker::ProfileLimit(p) => self
+                .profile_limit(config, p)
+                .is_none_or(|max| Holds::running(&h.profiles, p) < max),
+            Blocker::ProjectLimit(p) => self
+                .limits
+                .projects
+                .get(p)
+                .is_none_or(|l| Holds::running(&h.projects, p) < l.max_jobs),
             Blocker::RouteLimit(r) => {
                 route_limit(config, r).is_none_or(|max| Holds::running(&h.routes, r) < max)
             }
@@ -195,8 +217,17 @@ impl Schedule {
             Blocker::PausedProject(p) => format!("paused (project {p})"),
             Blocker::PausedProfile(p) => format!("paused (profile {p})"),
             Blocker::ProfileLimit(p) => format!(
-                "limit of profile {p}: {} running",
-                Holds::running(&h.profiles, p)
+                "limit of profile {p}: {} running{}",
+                Holds::running(&h.profiles, p),
+                if self.limits.profiles.contains_key(p) {
+                    " (set by hand)"
+                } else {
+                    ""
+                }
+            ),
+            Blocker::ProjectLimit(p) => format!(
+                "limit of project {p}: {} running (set by hand)",
+                Holds::running(&h.projects, p)
             ),
             Blocker::RouteLimit(r) => format!(
                 "limit of route {r}: {} running",
@@ -230,8 +261,16 @@ fn when(at: u64) -> String {
     format!("{} (in {left})", Timestamp::from_epoch_ms(at))
 }
 
-fn profile_limit(config: &Config, profile: &str) -> Option<usize> {
-    config.profiles.get(profile).and_then(|p| p.max_jobs)
+impl Schedule {
+    /// How many of `profile`'s jobs may run at once: its limit set by
+    /// hand, else its `max_jobs`.
+    fn profile_limit(&self, config: &Config, profile: &str) -> Option<usize> {
+        self.limits
+            .profiles
+            .get(profile)
+            .map(|l| l.max_jobs)
+            .or_else(|| config.profiles.get(profile).and_then(|p| p.max_jobs))
+    }
 }
 
 fn route_limit(config: &Config, route: &str) -> Option<usize> {
@@ -359,7 +398,7 @@ impl Daemon {
         !self.stopping
             && self.storage.is_ok()
             && self.sched.pauses.daemon.is_none()
-            && self.running.len() + self.sched.queue.len() < self.config.max_jobs
+            && self.running.len() + self.sched.queue.len() < self.max_jobs()
     }
 
     /// Write the views of jobs claimed to start at once that still wait
@@ -405,86 +444,12 @@ impl Daemon {
         self.dispatching = false;
     }
 
-    /// End queued job `id` `cancelled`: a job it waited for ended other
-    /// than `succeeded` (`why`). Its ABORT marker says so first, as any
-    /// cancel of a queued job.
-    fn cancel_for_dependency(&mut self, id: &JobId, why: &str) {
-        let reason = format!("{why}; this job waited for it (after), so it does not run");
-        tracing::info!(job = %id, "{reason}");
-        match jobwarden_model::abort::write_marker_by(
-            &self.layout,
-            id,
-            Some(&reason),
-            "jobwarden (after)",
-        ) {
-            Ok(_) => self.abort_if_queued(id),
-            Err(e) => {
-                tracing::error!(job = %id, "{e}; it waits in the queue, cancelled at the next try")
-            }
-        }
-    }
-
-    /// Take a request to change queued job `id`'s priority (see
-    /// `jobwarden_model::priority`): its record and event, then its place
-    /// in the queue, claim order kept.
-    pub(super) fn take_priority(&mut self, id: &JobId) {
-        if !self.sched.queue.contains(id) {
-            return;
-        }
-        let changed = JobRecord::load_job(&self.layout, id).and_then(|mut rec| {
-            let mut events = jobwarden_model::events::EventLog::open(
-                self.layout.root(),
-                &self.layout.events(id),
-                self.config.events_for(&rec),
-            );
-            jobwarden_model::priority::take(&self.layout, &mut rec, &mut events)
-        });
-        match changed {
-            Ok(Some((from, to))) => {
-                tracing::info!(job = %id, from, to, "priority changed by hand");
-                if let Some(mut job) = self.sched.queue.take(id) {
-                    job.priority = to;
-                    job.woken_by = None;
-                    self.sched.queue.put_back(job);
-                }
-                self.dispatch();
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(job = %id, "changing its priority: {e}; tried again at the next tick")
-            }
-        }
-    }
-
-    /// The priority requests of queued jobs no event told of (the tick's
-    /// look, as for their ABORT markers).
-    pub(super) fn look_for_priority_requests(&mut self) {
-        let asked: Vec<JobId> = self
-            .sched
-            .queue
-            .ids()
-            .filter(|id| std::fs::symlink_metadata(self.layout.priority_request(id)).is_ok())
-            .cloned()
-            .collect();
-        for id in asked {
-            self.take_priority(&id);
-        }
-    }
-
-    /// Judge again every job waiting for another, for its start time or
-    /// for its window (at each tick: time passed, a job waited for may
-    /// have ended elsewhere, or its next attempt been claimed).
-    pub(super) fn look_again_at_waiting(&mut self) {
-        self.sched.queue.unpark_where(Blocker::looked_at_each_tick);
-        self.dispatch();
-    }
-
     fn dispatch_queued(&mut self) {
         while !self.stopping
             && !self.holding_starts
             && self.storage.is_ok()
             && self.sched.pauses.daemon.is_none()
-            && self.running.len() < self.config.max_jobs
+            && self.running.len() < self.max_jobs()
         {
             let Some(next) = self.sched.queue.next().cloned() else {
                 return;
@@ -628,100 +593,5 @@ impl Daemon {
         }
         self.wake(&Blocker::After(id.clone()));
         true
-    }
-
-    /// Read the pause markers again; log what changed, let the jobs of a
-    /// lifted pause go.
-    pub(super) fn refresh_pauses(&mut self) {
-        let now = control::read(&self.layout);
-        if now == self.sched.pauses {
-            return;
-        }
-        if now.ignored != self.sched.pauses.ignored {
-            for path in &now.ignored {
-                tracing::warn!(
-                    "{} names no profile or project: it pauses nothing (write markers with `jobwarden pause`)",
-                    path.display()
-                );
-            }
-        }
-        let was = std::mem::replace(&mut self.sched.pauses, now);
-        let is_listed = |pauses: &Pauses, scope: &Scope| match scope {
-            Scope::Daemon => pauses.daemon.is_some(),
-            Scope::Profile(p) => pauses.profiles.contains_key(p),
-            Scope::Project(p) => pauses.projects.contains_key(p),
-        };
-        for (scope, pause) in self.sched.pauses.list() {
-            if !is_listed(&was, &scope) {
-                let reason = pause.reason.as_deref().unwrap_or("no reason given");
-                tracing::info!(%scope, "paused ({reason}): its jobs wait; prompts are still claimed");
-            }
-        }
-        for (scope, _) in was.list() {
-            if is_listed(&self.sched.pauses, &scope) {
-                continue;
-            }
-            tracing::info!(%scope, "resumed");
-            match scope {
-                Scope::Daemon => {}
-                Scope::Profile(p) => self.wake(&Blocker::PausedProfile(p)),
-                Scope::Project(p) => self.wake(&Blocker::PausedProject(p)),
-            }
-        }
-        self.dispatch();
-    }
-
-    /// Why the jobs that are not parked wait, if they do: what holds back
-    /// every job alike.
-    fn general_wait(&self) -> Option<String> {
-        if self.stopping {
-            Some("the daemon is stopping".into())
-        } else if !self.storage.is_ok() {
-            Some(format!("storage {}: starts wait", self.storage.condition))
-        } else if self.sched.pauses.daemon.is_some() {
-            Some("paused (daemon)".into())
-        } else if self.running.len() >= self.config.max_jobs {
-            Some(format!("max_jobs {} reached", self.config.max_jobs))
-        } else {
-            None
-        }
-    }
-
-    /// The first queued jobs for `daemon.json`, each with why it waits.
-    pub(super) fn queue_listing(&self) -> Vec<Queued> {
-        let general = self.general_wait();
-        self.sched
-            .queue
-            .listing(state_file::LISTED)
-            .into_iter()
-            .map(|(job, blocker)| Queued {
-                job_id: job.id.to_string(),
-                project: job.project.clone(),
-                profile: job.profile.clone(),
-                waiting: match blocker {
-                    Some(b) => Some(self.sched.describe(&self.layout, &self.config, b)),
-                    // Back in the order for a look: what it waits for still.
-                    None if !job.after.is_empty() => {
-                        match after::standing(&self.layout, self.ledger.as_ref(), &job.after) {
-                            after::Standing::Waits(dep) => {
-                                Some(after::describe(&self.layout, &dep))
-                            }
-                            _ => general.clone(),
-                        }
-                    }
-                    None => general.clone(),
-                },
-            })
-            .collect()
-    }
-
-    /// `; paused: daemon, profile review` for the service manager's status.
-    pub(super) fn pauses_line(&self) -> String {
-        let list = self.sched.pauses.list();
-        if list.is_empty() {
-            return String::new();
-        }
-        let scopes: Vec<String> = list.iter().map(|(s, _)| s.to_string()).collect();
-        format!("; paused: {}", scopes.join(", "))
     }
 }

@@ -76,6 +76,7 @@ impl Daemon {
         }
         self.share_inbox();
         self.refresh_pauses();
+        self.refresh_limits();
         self.forget_gone_deferrals();
         self.look_again_at_waiting();
         self.tell_ends_by_hand();

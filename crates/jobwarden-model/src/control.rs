@@ -227,7 +227,7 @@ fn is_there(layout: &Layout, marker: &Path) -> bool {
 
 /// The entries of a marker folder, dotfiles (a writer's temporary files)
 /// left out.
-fn markers_in(layout: &Layout, dir: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn markers_in(layout: &Layout, dir: &Path) -> Vec<(String, PathBuf)> {
     let entries = match fsio::read_dir(layout.root(), dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
@@ -258,7 +258,7 @@ fn read_marker(layout: &Layout, path: &Path) -> Pause {
 }
 
 /// Who is pausing: the user name and uid.
-fn who() -> String {
+pub(crate) fn who() -> String {
     let uid = nix::unistd::getuid();
     match nix::unistd::User::from_uid(uid).ok().flatten() {
         Some(user) => format!("{} (uid {uid})", user.name),

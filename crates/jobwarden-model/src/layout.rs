@@ -126,8 +126,8 @@ impl Layout {
     }
 
     /// The folders the daemon creates at start.
-    pub fn skeleton(&self) -> [PathBuf; 6] {
-        let [control, profiles, projects] = self.control_folders();
+    pub fn skeleton(&self) -> [PathBuf; 8] {
+        let [control, profiles, projects, profile_limits, project_limits] = self.control_folders();
         [
             self.inbox(),
             self.runs(),
@@ -135,6 +135,8 @@ impl Layout {
             control,
             profiles,
             projects,
+            profile_limits,
+            project_limits,
         ]
     }
 

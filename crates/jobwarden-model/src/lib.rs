@@ -12,6 +12,7 @@
 //! - [`abort`] — the ABORT marker (written, read).
 //! - [`priority`] — a queued job's priority changed by hand: the `PRIORITY` request.
 //! - [`control`] — pause markers under `control/`; an operator's input noted in a job's events.
+//! - [`limits`] — how many jobs run at once, set by hand under `control/`.
 //! - [`config`] — the config file: resolved, read, every problem named at once, validated
 //!   (profiles, routes, limits, hooks, executors), shown, diffed, handed to a monitor.
 //! - [`placeholders`] — a job's placeholder values and its workdir, resolved the one way.
@@ -24,6 +25,7 @@ pub mod front_matter;
 pub mod job;
 pub mod job_id;
 pub mod layout;
+pub mod limits;
 pub mod placeholders;
 pub mod priority;
 pub mod state;

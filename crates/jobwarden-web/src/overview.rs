@@ -164,6 +164,20 @@ pub(super) fn health_rows(
             facts.push(("inbox watch", format!("{}{why}", esc(w))));
         }
     }
+    let limits: Vec<String> = jobwarden_model::limits::read(&web.layout)
+        .list()
+        .into_iter()
+        .map(|(scope, l)| {
+            let what = match scope.name() {
+                Some(_) => scope.to_string(),
+                None => "every job".to_owned(),
+            };
+            format!("{}: at most {} at once", esc(&what), l.max_jobs)
+        })
+        .collect();
+    if !limits.is_empty() {
+        facts.push(("limits set by hand", limits.join("; ")));
+    }
     facts
         .into_iter()
         .map(|(k, v)| {

@@ -96,8 +96,14 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
     }
     let n = |state: &str| s.counts.get(state).copied().unwrap_or(0);
     let live = n("preparing") + n("running") + n("publishing");
+    let of = s
+        .limits
+        .daemon
+        .as_ref()
+        .map(|l| format!(" of {} (limit set by hand)", l.max_jobs))
+        .unwrap_or_default();
     let mut summary = format!(
-        "{}: {live} running, {} queued",
+        "{}: {live} running{of}, {} queued",
         s.overall_state,
         n("queued")
     );
@@ -110,6 +116,16 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
     line("jobs", &summary)?;
     for (i, p) in pause_lines(&s.paused).iter().enumerate() {
         line(if i == 0 { "paused" } else { "" }, &fit(p, 70))?;
+    }
+    let limits: Vec<String> = s
+        .limits
+        .list()
+        .into_iter()
+        .filter(|(scope, _)| *scope != jobwarden_model::control::Scope::Daemon)
+        .map(|(scope, l)| format!("{scope}: {} at once (set by hand)", l.max_jobs))
+        .collect();
+    for (i, l) in limits.iter().enumerate() {
+        line(if i == 0 { "limits" } else { "" }, &fit(l, 70))?;
     }
     let ended: Vec<String> = JobState::ALL
         .iter()

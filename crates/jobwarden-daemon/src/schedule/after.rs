@@ -8,6 +8,8 @@
 //! for `--after`). A job can only wait for jobs that existed when it was
 //! claimed, so no cycle can form.
 
+use super::super::Daemon;
+use super::Blocker;
 use jobwarden_ledger::{Ledger, short_id};
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::Layout;
@@ -109,5 +111,34 @@ pub(crate) fn describe(layout: &Layout, dep: &JobId) -> String {
     match JobRecord::load_job(layout, dep) {
         Ok(rec) => format!("after job {short} ({}, {})", rec.prompt_name(), rec.state),
         Err(_) => format!("after job {short}"),
+    }
+}
+
+impl Daemon {
+    /// End queued job `id` `cancelled`: a job it waited for ended other
+    /// than `succeeded` (`why`). Its ABORT marker says so first, as any
+    /// cancel of a queued job.
+    pub(super) fn cancel_for_dependency(&mut self, id: &JobId, why: &str) {
+        let reason = format!("{why}; this job waited for it (after), so it does not run");
+        tracing::info!(job = %id, "{reason}");
+        match jobwarden_model::abort::write_marker_by(
+            &self.layout,
+            id,
+            Some(&reason),
+            "jobwarden (after)",
+        ) {
+            Ok(_) => self.abort_if_queued(id),
+            Err(e) => {
+                tracing::error!(job = %id, "{e}; it waits in the queue, cancelled at the next try")
+            }
+        }
+    }
+
+    /// Judge again every job waiting for another, for its start time or
+    /// for its window (at each tick: time passed, a job waited for may
+    /// have ended elsewhere, or its next attempt been claimed).
+    pub(crate) fn look_again_at_waiting(&mut self) {
+        self.sched.queue.unpark_where(Blocker::looked_at_each_tick);
+        self.dispatch();
     }
 }

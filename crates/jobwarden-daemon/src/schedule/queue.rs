@@ -28,6 +28,9 @@ pub enum Blocker {
     ProfileLimit(String),
     /// The route's `max_jobs` are running (the route by its `match`).
     RouteLimit(String),
+    /// The project's limit, set by hand (`jobwarden limit --project`), is
+    /// reached.
+    ProjectLimit(String),
     /// Another job works in this folder.
     Workdir(PathBuf),
     /// A job it waits for (front matter `after`) has not ended.

@@ -7,6 +7,9 @@
 //! control/pause-profile/<profile>   jobs of one profile are paused
 //! control/pause-project/<project>   jobs of one project are paused; '/'
 //!                                   in the project written `%2F`, '%' `%25`
+//! control/limit                     how many jobs run at once, set by hand
+//! control/limit-profile/<profile>   how many of one profile's, set by hand
+//! control/limit-project/<project>   how many of one project's (named as above)
 //! ```
 
 use std::path::PathBuf;
@@ -22,9 +25,31 @@ impl Layout {
         self.root().join("control")
     }
 
-    /// The folders under the root that hold pause markers.
-    pub fn control_folders(&self) -> [PathBuf; 3] {
-        [self.control(), self.profile_pauses(), self.project_pauses()]
+    /// The folders under the root that hold pause and limit markers.
+    pub fn control_folders(&self) -> [PathBuf; 5] {
+        [
+            self.control(),
+            self.profile_pauses(),
+            self.project_pauses(),
+            self.profile_limits(),
+            self.project_limits(),
+        ]
+    }
+
+    /// `control/limit`: the number of jobs that run at once, set by hand
+    /// (in place of the config's `max_jobs`).
+    pub fn daemon_limit(&self) -> PathBuf {
+        self.control().join("limit")
+    }
+
+    /// `control/limit-profile/`: one marker per profile limited by hand.
+    pub fn profile_limits(&self) -> PathBuf {
+        self.control().join("limit-profile")
+    }
+
+    /// `control/limit-project/`: one marker per project limited by hand.
+    pub fn project_limits(&self) -> PathBuf {
+        self.control().join("limit-project")
     }
 
     /// `control/pause`: present while the whole daemon is paused.
