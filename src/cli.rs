@@ -248,6 +248,10 @@ pub struct StatusArgs {
     /// Print one JSON object (shape in docs/status-json.md).
     #[arg(long)]
     pub json: bool,
+
+    /// Draw the status again in place every second on a terminal, until Ctrl-C.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
 }
 
 #[derive(Debug, Args)]
@@ -350,6 +354,10 @@ pub struct JobsArgs {
     /// Print a JSON array (shape in docs/cli-json.md).
     #[arg(long)]
     pub json: bool,
+
+    /// Draw the list again in place every second on a terminal, until Ctrl-C.
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
 }
 
 #[derive(Debug, Args)]

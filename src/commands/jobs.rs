@@ -27,6 +27,14 @@ use super::queue_view::{QueueView, pause_lines};
 use super::waiting::WaitingJson;
 
 pub fn run(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
+    if args.watch {
+        return super::redraw::every_second("jobwarden jobs", || once(global, args));
+    }
+    once(global, args)
+}
+
+/// The list, once.
+fn once(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
     let window = Window::parse(args.since.as_deref(), args.until.as_deref())?;
     let states = parse_states(&args.state)?;
     let (inbox_states, job_states): (Vec<String>, Vec<String>) = states

@@ -14,7 +14,8 @@
 //! clap types; `reload.rs` (`reload`, and the config part of `status`);
 //! `waiting.rs` (prompts in the inbox as `jobs`, `show`, `logs` and
 //! `events` show them); `cancel.rs` (`abort` of what has not started);
-//! `queue_view.rs` (why queued jobs wait and what is paused); `exit.rs` (the
+//! `queue_view.rs` (why queued jobs wait and what is paused); `redraw.rs`
+//! (`--watch`: a view drawn again in place on a terminal); `exit.rs` (the
 //! one table of exit codes); `watch.rs` (how the waiting commands sleep:
 //! inotify, re-check, poll) and `progress.rs` (what they say meanwhile);
 //! `wait/` (`scope.rs`: what `--project`/`--all` take in, `tracker.rs`: the
@@ -46,6 +47,7 @@ mod pause;
 mod priority;
 mod progress;
 mod queue_view;
+mod redraw;
 mod reload;
 mod retry;
 mod route;

@@ -56,6 +56,14 @@ fn now_ms() -> u64 {
 const LISTED: usize = 20;
 
 pub fn run(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
+    if args.watch {
+        return super::redraw::every_second("jobwarden status", || once(global, args));
+    }
+    once(global, args)
+}
+
+/// The status, once.
+fn once(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     // An invalid config on disk is part of the answer (`config.errors`).
     let loaded = super::load_lenient(global)?;
     let (config, layout) = (loaded.config, loaded.layout);

@@ -152,3 +152,43 @@ fn a_limit_set_by_hand_holds_starts_at_once_outlives_a_restart_and_clears() {
     }
     sb.wait_done("p", "three", secs(20));
 }
+
+#[test]
+fn watch_draws_again_on_a_terminal_ends_on_ctrl_c_and_is_refused_on_a_pipe() {
+    let sb = Sandbox::new();
+    let job = sb.script("gated", GATED);
+    sb.configure(&ConfigToml::new(&["/bin/sh", &job]));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "shown", "x\n");
+    sb.wait_state("p", "shown", "running", secs(20));
+    for cmd in ["jobs", "status"] {
+        let piped = sb.run(&[cmd, "--watch"]);
+        assert_eq!(piped.code(), 2, "{piped:?}");
+        assert!(piped.stderr.contains("not one"), "{}", piped.stderr);
+        // On a terminal (`script` gives it one), Ctrl-C after a while.
+        let line = format!(
+            "timeout --preserve-status -s INT 2.5 {BIN} --root {} --config {} {cmd} --watch",
+            sb.root.display(),
+            sb.config.display()
+        );
+        let typescript = sb.out().join(format!("typescript-{cmd}"));
+        let status = std::process::Command::new("script")
+            .args(["-qefc", &line])
+            .arg(&typescript)
+            .env("TERM", "xterm")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("script");
+        let seen = fs::read_to_string(&typescript).unwrap_or_default();
+        assert_eq!(status.code(), Some(0), "Ctrl-C ends it with 0: {seen}");
+        let draws = seen.matches(&format!("jobwarden {cmd}, every 1s")).count();
+        assert!(draws >= 2, "drawn again in place ({draws} draws): {seen}");
+        assert!(seen.contains("\u{1b}[H\u{1b}[2J"), "in place");
+        assert!(
+            seen.contains("shown") || seen.contains("1 running"),
+            "{seen}"
+        );
+    }
+    release(&sb, "shown");
+}
