@@ -400,6 +400,17 @@ impl Git<'_> {
         cmd.arg("-C")
             .arg(self.repo)
             .args(["-c", "core.pager=cat", "-c", "color.ui=false"])
+            // A repository's own config may have been written by a job
+            // (its checkout): nothing it names runs here, outside the
+            // job's sandbox. No hooks (a fetch runs `reference-transaction`),
+            // no fsmonitor program, no `ext::` transport.
+            .args([
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.fsmonitor=false",
+            ])
+            .args(["-c", "protocol.ext.allow=never"])
             .args(args)
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_OPTIONAL_LOCKS", "0")
@@ -458,6 +469,73 @@ impl Git<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `git` run in `dir`, which must succeed.
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ok, "git {args:?}");
+    }
+
+    /// A repository whose config and hooks a job wrote: a survey with a
+    /// fetch runs none of what they name.
+    #[test]
+    #[allow(clippy::disallowed_methods)] // the job's own files
+    fn a_survey_runs_nothing_a_repositorys_own_config_or_hooks_name() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "under CI git must be there"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (origin, repo) = (dir.path().join("origin"), dir.path().join("repo"));
+        std::fs::create_dir_all(&origin).expect("origin");
+        git(&origin, &["init", "-q", "-b", "main"]);
+        git(&origin, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        git(
+            dir.path(),
+            &["clone", "-q", origin.to_str().expect("utf-8"), "repo"],
+        );
+        let pwned = dir.path().join("pwned");
+        let touch = format!("touch {}", pwned.display());
+        git(&repo, &["config", "core.fsmonitor", &touch]);
+        let hook = repo.join(".git/hooks/reference-transaction");
+        std::fs::write(&hook, format!("#!/bin/sh\n{touch}\n")).expect("hook");
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        git(&origin, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let asked = [Asked {
+            branch: "origin/main",
+            tip: None,
+        }];
+        let surveyed = runtime.block_on(survey(
+            repo.to_str().expect("utf-8"),
+            Some("origin"),
+            "origin/main",
+            &asked,
+            GIT_TIMEOUT,
+        ));
+        assert!(surveyed.is_ok(), "{surveyed:?}");
+        assert!(!pwned.exists(), "the repository's hook or fsmonitor ran");
+    }
 
     #[test]
     fn ref_names_git_could_misread_are_refused() {
