@@ -17,6 +17,7 @@ mod backlog;
 mod bad_input;
 mod browser;
 mod browser_dashboard;
+mod changed_files;
 mod cli;
 mod concurrency;
 mod config;

@@ -86,6 +86,7 @@ ops! {
     RetryRequested => "retry_requested",
     Acknowledged => "acknowledged",
     Priority => "priority",
+    ChangedFiles => "changed_files",
     Paused => "paused",
     Resumed => "resumed",
 }

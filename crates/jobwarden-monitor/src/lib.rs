@@ -22,8 +22,10 @@
 //! - `abort_watch.rs` — the ABORT marker, watched on the monitor's one inotify instance.
 //! - `slurm.rs` — the main command as a Slurm batch job; `slurm/ending.rs` its end.
 //! - `restore.rs` — the monitor's own files kept in place while its job runs.
+//! - `changed.rs` — the files the main command changed in its git checkout, found without it.
 
 mod abort_watch;
+mod changed;
 mod contain;
 mod output;
 mod restore;
@@ -196,6 +198,9 @@ struct Monitor<'a> {
     /// it (see [`sandbox::Prepared::take_affected`]); `None` when that
     /// command ran unsandboxed, and the file is read by its path.
     affected: Option<std::fs::File>,
+    /// The files the main command changed in its git checkout
+    /// (`changed.rs`), absolute.
+    changed: Vec<String>,
 }
 
 impl<'a> Monitor<'a> {
@@ -235,6 +240,7 @@ impl<'a> Monitor<'a> {
             log: None,
             keep_archived: false,
             affected: None,
+            changed: Vec::new(),
         }
     }
 }
@@ -520,9 +526,10 @@ impl Monitor<'_> {
         out.text(keep)
     }
 
-    /// `executed_on`: the prompt and the workdir; `affected`: what the job
-    /// listed in `$JOBWARDEN_RUN_DIR/affected`, relative paths resolved
-    /// against the workdir.
+    /// `executed_on`: the prompt and the workdir; `affected`: the files the
+    /// main command changed in its git checkout (`changed.rs`), and what
+    /// the job listed in `$JOBWARDEN_RUN_DIR/affected`, relative paths
+    /// resolved against the workdir.
     fn paths(&self) -> Vec<(PathRelation, String)> {
         let prompt = self.layout.waiting_prompt(&self.rec.prompt_name());
         let mut paths = vec![(PathRelation::ExecutedOn, prompt.display().to_string())];
@@ -540,6 +547,9 @@ impl Monitor<'_> {
                 .and_then(|m| fsio::read_capped_at(file, &list, m.len(), AFFECTED_MAX_BYTES)),
             None => fsio::read_capped(self.layout.root(), &list, AFFECTED_MAX_BYTES),
         };
+        for path in &self.changed {
+            paths.push((PathRelation::Affected, path.clone()));
+        }
         let Ok((bytes, _)) = read else {
             return paths;
         };

@@ -110,9 +110,11 @@ impl Monitor<'_> {
                     .await?
             }
             None => {
+                let before = self.checkout_before().await;
                 let end = self
                     .run_stage(Stage::Run, planned.take(), sink, abort_watch)
                     .await?;
+                self.checkout_after(before).await;
                 self.verdict(Stage::Run, &end)
             }
         };

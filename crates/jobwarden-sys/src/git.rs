@@ -7,7 +7,10 @@
 //! `rev-list`, `fetch`), each in a process group of its own, killed with
 //! its children at a deadline, never waiting on a terminal or a pager.
 //! One survey asks a repository about many branches at once: the cost is a
-//! handful of processes a repository, not a few a job.
+//! handful of processes a repository, not a few a job. What a job changed
+//! in the checkout it worked in is asked the same way (`changes.rs`).
+
+pub mod changes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
