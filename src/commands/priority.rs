@@ -56,6 +56,10 @@ pub fn run(global: &GlobalArgs, args: &PriorityArgs) -> anyhow::Result<ExitCode>
     if let Some(why) = priority::not_queued(&now).filter(|_| now.priority == from) {
         return Err(No(format!("{why}; its priority stays {from}")).into());
     }
-    print_line(format_args!("priority of {id}: {from} → {}", now.priority))?;
+    if now.priority == from {
+        print_line(format_args!("priority of {id} is {from} already"))?;
+    } else {
+        print_line(format_args!("priority of {id}: {from} → {}", now.priority))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
