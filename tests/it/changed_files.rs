@@ -5,24 +5,8 @@
 //! agent. Real git, real daemon, a real sandboxed job.
 
 use std::fs;
-use std::path::Path;
-use std::process::Command;
 
 use crate::support::*;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 #[test]
 fn the_files_a_job_changed_in_its_checkout_are_recorded_without_its_help() {

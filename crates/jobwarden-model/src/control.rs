@@ -84,40 +84,40 @@ pub struct Pause {
     pub reason: Option<String>,
 }
 
-/// Every pause in force, as the markers under `control/` say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Pauses {
-    /// The whole daemon, if paused.
-    pub daemon: Option<Pause>,
-    /// Paused profiles, by name.
-    pub profiles: BTreeMap<String, Pause>,
-    /// Paused projects, by folder (`acme/api`).
-    pub projects: BTreeMap<String, Pause>,
-    /// Files under `control/` that name no profile or project: they pause
-    /// nothing.
+/// What the markers under `control/` say of one kind of order (pauses,
+/// limits): the whole daemon's, each profile's, each project's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ByScope<T> {
+    /// The whole daemon's.
+    pub daemon: Option<T>,
+    /// By profile name.
+    pub profiles: BTreeMap<String, T>,
+    /// By project folder (`acme/api`).
+    pub projects: BTreeMap<String, T>,
+    /// Files under `control/` that name no profile or project, or say
+    /// nothing of this kind: they order nothing.
     #[serde(skip)]
     pub ignored: Vec<PathBuf>,
 }
 
-impl Pauses {
+impl<T> Default for ByScope<T> {
+    fn default() -> Self {
+        ByScope {
+            daemon: None,
+            profiles: BTreeMap::new(),
+            projects: BTreeMap::new(),
+            ignored: Vec::new(),
+        }
+    }
+}
+
+impl<T> ByScope<T> {
     pub fn is_empty(&self) -> bool {
         self.daemon.is_none() && self.profiles.is_empty() && self.projects.is_empty()
     }
 
-    /// The pause that holds back jobs of `project` with `profile`, if any,
-    /// the narrowest first (project, then profile, then the daemon).
-    pub fn holding(&self, project: &str, profile: &str) -> Option<Scope> {
-        if self.projects.contains_key(project) {
-            Some(Scope::Project(project.to_owned()))
-        } else if self.profiles.contains_key(profile) {
-            Some(Scope::Profile(profile.to_owned()))
-        } else {
-            self.daemon.as_ref().map(|_| Scope::Daemon)
-        }
-    }
-
-    /// Every pause, the daemon's first.
-    pub fn list(&self) -> Vec<(Scope, &Pause)> {
+    /// Every order, the daemon's first.
+    pub fn list(&self) -> Vec<(Scope, &T)> {
         let daemon = self.daemon.iter().map(|p| (Scope::Daemon, p));
         let profiles = self
             .profiles
@@ -128,6 +128,23 @@ impl Pauses {
             .iter()
             .map(|(n, p)| (Scope::Project(n.clone()), p));
         daemon.chain(profiles).chain(projects).collect()
+    }
+}
+
+/// Every pause in force, as the markers under `control/` say.
+pub type Pauses = ByScope<Pause>;
+
+impl Pauses {
+    /// The pause that holds back jobs of `project` with `profile`, if any,
+    /// the narrowest first (project, then profile, then the daemon).
+    pub fn holding(&self, project: &str, profile: &str) -> Option<Scope> {
+        if self.projects.contains_key(project) {
+            Some(Scope::Project(project.to_owned()))
+        } else if self.profiles.contains_key(profile) {
+            Some(Scope::Profile(profile.to_owned()))
+        } else {
+            self.daemon.as_ref().map(|_| Scope::Daemon)
+        }
     }
 }
 

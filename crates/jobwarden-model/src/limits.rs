@@ -9,12 +9,11 @@
 //! running daemon follows it at once. It only holds back starts: running
 //! jobs go on when a limit is lowered.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::{ControlError, Scope, markers_in, who};
+use crate::control::{ByScope, ControlError, Scope, markers_in, who};
 use crate::layout::{self, Layout};
 use jobwarden_sys::clock::Timestamp;
 use jobwarden_sys::error::IoError;
@@ -37,36 +36,7 @@ pub struct Limit {
 }
 
 /// Every limit set by hand, as the markers say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Limits {
-    /// The whole daemon's, in place of `max_jobs`.
-    pub daemon: Option<Limit>,
-    pub profiles: BTreeMap<String, Limit>,
-    pub projects: BTreeMap<String, Limit>,
-    /// Markers that say no limit (not a number in range, a stray name).
-    #[serde(skip)]
-    pub ignored: Vec<PathBuf>,
-}
-
-impl Limits {
-    pub fn is_empty(&self) -> bool {
-        self.daemon.is_none() && self.profiles.is_empty() && self.projects.is_empty()
-    }
-
-    /// Every limit, the daemon's first.
-    pub fn list(&self) -> Vec<(Scope, &Limit)> {
-        let daemon = self.daemon.iter().map(|l| (Scope::Daemon, l));
-        let profiles = self
-            .profiles
-            .iter()
-            .map(|(n, l)| (Scope::Profile(n.clone()), l));
-        let projects = self
-            .projects
-            .iter()
-            .map(|(n, l)| (Scope::Project(n.clone()), l));
-        daemon.chain(profiles).chain(projects).collect()
-    }
-}
+pub type Limits = ByScope<Limit>;
 
 /// Where `scope`'s limit marker is; an error names an unusable name.
 pub fn marker(layout: &Layout, scope: &Scope) -> Result<PathBuf, String> {
