@@ -107,6 +107,19 @@ impl Daemon {
         }
     }
 
+    /// What of its own holds back `job`, which is in the order: a job it
+    /// waits for, its start time, its window, a pause or limit of its own.
+    fn own_wait(&self, job: &super::QueuedJob) -> Option<String> {
+        if !job.after.is_empty()
+            && let after::Standing::Waits(dep) =
+                after::standing(&self.layout, self.ledger.as_ref(), &job.after)
+        {
+            return Some(after::describe(&self.layout, &dep));
+        }
+        let blocker = self.sched.blocker(job, &self.config)?;
+        Some(self.sched.describe(&self.layout, &self.config, &blocker))
+    }
+
     /// The first queued jobs for `daemon.json`, each with why it waits.
     pub(crate) fn queue_listing(&self) -> Vec<Queued> {
         let general = self.general_wait();
@@ -120,16 +133,9 @@ impl Daemon {
                 profile: job.profile.clone(),
                 waiting: match blocker {
                     Some(b) => Some(self.sched.describe(&self.layout, &self.config, b)),
-                    // Back in the order for a look: what it waits for still.
-                    None if !job.after.is_empty() => {
-                        match after::standing(&self.layout, self.ledger.as_ref(), &job.after) {
-                            after::Standing::Waits(dep) => {
-                                Some(after::describe(&self.layout, &dep))
-                            }
-                            _ => general.clone(),
-                        }
-                    }
-                    None => general.clone(),
+                    // In the order (not looked at yet, or back for a look):
+                    // what of its own holds it still, else what holds all.
+                    None => self.own_wait(job).or_else(|| general.clone()),
                 },
             })
             .collect()
