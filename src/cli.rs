@@ -415,7 +415,7 @@ pub struct EventsArgs {
     pub from_seq: Option<u64>,
 
     /// Only what was done to the job from outside: the drop that was claimed, abort and cancel,
-    /// retry, acknowledgement, pause and resume, what the reconcile found.
+    /// retry, acknowledgement, a priority changed, pause and resume, what the reconcile found.
     #[arg(long)]
     pub inputs_only: bool,
 
