@@ -195,15 +195,15 @@ impl Finisher<'_> {
             && retry::should_requeue(self.config, rec, ending.outcome, self.ledger.as_deref())
             && !self.layout.waiting_prompt(&rec.prompt_name()).exists();
         let (state, outcome) = (ending.state, ending.outcome);
-        self.write_end(rec, events, state, ending.reason, outcome, requeue)?;
-        let held = match held {
-            Some(Err(named)) => {
-                place::not_its_own(self.layout, rec, events, &named)?;
-                None
-            }
-            Some(Ok(held)) => Some(held),
-            None => None,
+        let foreign = match &held {
+            Some(Err(named)) => Some(named.as_path()),
+            _ => None,
         };
+        self.write_end(rec, events, state, ending.reason, outcome, requeue, foreign)?;
+        if foreign.is_some() {
+            place::told_not_its_own(rec, events);
+        }
+        let held = held.and_then(Result::ok);
         let recorded = self.record(rec, ending.outcome, &ending.artifacts, &ending.paths);
         if requeue && !recorded {
             // Without the row the next claim could not count this attempt.
@@ -234,7 +234,8 @@ impl Finisher<'_> {
         ending: Ending,
     ) -> Result<Handed, JobError> {
         let (state, outcome) = (ending.state, ending.outcome);
-        let view_behind = self.write_end(rec, events, state, ending.reason, outcome, false)?;
+        let view_behind =
+            self.write_end(rec, events, state, ending.reason, outcome, false, None)?;
         Ok(Handed {
             artifacts: ending.artifacts,
             paths: ending.paths,
@@ -245,7 +246,10 @@ impl Finisher<'_> {
 
     /// Step 1: where the prompt goes, said in the record, and the record
     /// moved to its terminal state (durably). True when `job.json` is
-    /// behind the record's journal line.
+    /// behind the record's journal line. `foreign`: the record named as its
+    /// claimed prompt a file no claim of it makes: the terminal record says
+    /// so in the same write (`missing`, nothing moved).
+    #[allow(clippy::too_many_arguments)]
     fn write_end(
         &self,
         rec: &mut JobRecord,
@@ -254,8 +258,15 @@ impl Finisher<'_> {
         reason: Option<String>,
         outcome: Outcome,
         requeue: bool,
+        foreign: Option<&Path>,
     ) -> Result<bool, JobError> {
-        self.plan(rec, state, outcome, requeue);
+        match foreign {
+            Some(named) => {
+                rec.outcome = Some(outcome.as_str().to_owned());
+                place::mark_not_its_own(self.layout, rec, named);
+            }
+            None => self.plan(rec, state, outcome, requeue),
+        }
         crate::shared_inbox::ending(self.layout, rec)?;
         let fields = json!({"outcome": outcome.as_str()});
         Ok(rec.transition(self.layout, events, state, reason, fields)?)

@@ -134,20 +134,26 @@ fn missing(
 
 /// The record of an ending job named as its claimed prompt `named`, a
 /// file no claim of its prompt makes (see `claimed_place`): nothing is
-/// moved or put back, and the record says its prompt is `missing`.
-pub(super) fn not_its_own(
-    layout: &Layout,
-    rec: &mut JobRecord,
-    events: &mut EventLog,
-    named: &Path,
-) -> Result<(), JobError> {
-    rec.disposition = Some(jobwarden_model::job::DISPOSITION_MISSING.to_owned());
+/// moved or put back, and the record says its prompt is `missing`, why in
+/// `archive_error` (set before its terminal write, which carries it).
+pub(super) fn mark_not_its_own(layout: &Layout, rec: &mut JobRecord, named: &Path) {
     let why = format!(
         "its record named {} as the prompt it claimed, a file no claim of {} makes; nothing was moved",
         rel(layout, named),
         rec.prompt_name()
     );
-    not_moved(layout, rec, events, named, &why)
+    rec.disposition = Some(jobwarden_model::job::DISPOSITION_MISSING.to_owned());
+    rec.archive_path = None;
+    rec.inbox_path = None;
+    rec.extra.insert("archive_error".into(), json!(why));
+}
+
+/// Say, once its terminal record is written, what [`mark_not_its_own`]
+/// found: a warning and an `archive_failed` event.
+pub(super) fn told_not_its_own(rec: &JobRecord, events: &mut EventLog) {
+    let why = rec.extra.get("archive_error").cloned().unwrap_or_default();
+    tracing::warn!(job = %rec.job_id, "prompt not moved: {}", why.as_str().unwrap_or(""));
+    events.append(Op::ArchiveFailed, json!({"reason": why}));
 }
 
 fn announce(rec: &JobRecord, events: &mut EventLog) {
