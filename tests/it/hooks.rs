@@ -138,8 +138,12 @@ fn a_command_hook_is_told_each_end_it_asked_for_with_the_notice_on_stdin() {
     assert_eq!(b["event"], "failed");
     assert_eq!(b["job"]["exit_code"], 3);
     assert_eq!(b["job"]["outcome"], "failure");
-    let args = fs::read_to_string(sb.out().join("args")).expect("args");
-    assert!(args.contains(&format!("failed p/bad {}", bad.id)), "{args}");
+    // The hook writes its arguments after its notice: wait for them.
+    let line = format!("failed p/bad {}", bad.id);
+    wait_until("the hook's arguments", secs(10), || {
+        let args = fs::read_to_string(sb.out().join("args")).unwrap_or_default();
+        args.contains(&line).then_some(())
+    });
     // Each delivery is in the job's events.
     let done = wait_until("the delivery recorded", secs(10), || {
         sb.job(&bad.id)
