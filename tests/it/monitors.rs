@@ -368,3 +368,52 @@ fn a_monitor_whose_daemon_died_before_its_report_finishes_the_end_alone() {
     assert!(!running.exists());
     assert_eq!(sb.jobs().len(), 1);
 }
+
+/// Prints `BEGIN`, `$1` bytes of `x`, then `END` on stdout, and a line
+/// on stderr.
+const PRINTS: &str =
+    r#"printf BEGIN; head -c "$1" /dev/zero | tr '\0' x; printf END; echo err >&2"#;
+
+#[test]
+fn a_profile_keeping_output_keeps_it_whole_up_to_its_size_handed_over_or_not() {
+    let sb = Sandbox::new();
+    let script = sb.script("prints", PRINTS);
+    let size = "{name}";
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &script, size])
+            .global("artifact_tail_bytes", "\"1KiB\"")
+            .profile("keep_output", "\"2MiB\""),
+    );
+    let _d = Daemon::start(&sb);
+    let stdout = |n: &str| {
+        sb.drop_prompt("proj", n, "x\n");
+        let job = sb.wait_done("proj", n, secs(30));
+        assert_eq!(job.state(), "succeeded", "{:#}", job.record);
+        let row = wait_row(&sb, &job.id);
+        assert_eq!(artifact_text(&row, "stderr_tail"), Some("err\n"));
+        let out = row["artifacts"]
+            .as_array()
+            .and_then(|a| a.iter().find(|a| a["kind"] == "stdout_tail"))
+            .map(|a| a["content"].clone())
+            .expect("a stdout artifact");
+        out
+    };
+    // Under the size: whole, though far above artifact_tail_bytes (and,
+    // past what a monitor hands over, recorded by the monitor itself).
+    for n in ["200000", "1500000"] {
+        let out = stdout(n);
+        let text = out["text"].as_str().unwrap_or("");
+        let want = n.parse::<usize>().unwrap_or(0) + "BEGINEND".len();
+        assert_eq!(text.len(), want, "{n}");
+        assert!(text.starts_with("BEGINx") && text.ends_with("xEND"), "{n}");
+        assert_eq!(out["truncated"], false, "{n}");
+        assert_eq!(out["bytes"], want, "{n}");
+    }
+    // Over it: its last 2 MiB, said to be cut.
+    let out = stdout("2500000");
+    let text = out["text"].as_str().unwrap_or("");
+    assert_eq!(text.len(), 2 << 20);
+    assert!(text.ends_with("xEND") && !text.contains("BEGIN"));
+    assert_eq!(out["truncated"], true);
+    assert_eq!(out["bytes"], 2_500_000 + "BEGINEND".len());
+}

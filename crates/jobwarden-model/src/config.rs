@@ -218,6 +218,10 @@ pub struct Profile {
     /// How long a `failure` or `timeout` defers the prompt's next claim.
     pub cooldown: Duration,
     pub rate_limit: RateLimit,
+    /// Its main command's stdout and stderr kept for the ledger, each up to
+    /// this many bytes (`keep_output = "8MiB"`): an output no longer is
+    /// kept whole. `None`: the last `artifact_tail_bytes` only.
+    pub keep_output: Option<u64>,
     /// Runs before the main command (cwd: the run folder), e.g. to create
     /// the workdir as a git worktree.
     pub prepare: Option<Phase>,

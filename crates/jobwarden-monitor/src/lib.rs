@@ -460,8 +460,16 @@ impl Monitor<'_> {
         ending
     }
 
-    fn tail_cap(&self) -> usize {
-        usize::try_from(self.config.artifact_tail_bytes).unwrap_or(usize::MAX)
+    /// How much of each stream of `stage`'s command is kept for the ledger:
+    /// the last `artifact_tail_bytes`, or for the main command up to the
+    /// profile's `keep_output` (an output no longer is kept whole).
+    fn tail_cap(&self, stage: Stage) -> usize {
+        let tail = self.config.artifact_tail_bytes;
+        let cap = match (stage, self.profile.keep_output) {
+            (Stage::Run, Some(keep)) => keep.max(tail),
+            _ => tail,
+        };
+        usize::try_from(cap).unwrap_or(usize::MAX)
     }
 
     /// How the job ends in `state`: with the output tails of what ran and
@@ -508,7 +516,7 @@ impl Monitor<'_> {
     /// phase's under its name (`prepare_stdout_tail`, ...). Returns its
     /// stdout tail as text, at most `keep` bytes.
     fn keep_tails(&mut self, stage: Stage, sink: &SharedSink, keep: usize) -> String {
-        let cap = self.tail_cap();
+        let cap = self.tail_cap(stage);
         let (out, err) = output::lock(sink).take_tails();
         let (out_kind, err_kind) = match stage {
             Stage::Prepare => ("prepare_stdout_tail", "prepare_stderr_tail"),

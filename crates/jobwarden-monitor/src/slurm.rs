@@ -599,7 +599,7 @@ impl Monitor<'_> {
             ));
             at = 0;
         }
-        let tail = self.tail_cap();
+        let tail = self.tail_cap(Stage::Run);
         loop {
             if file.seek(SeekFrom::Start(at)).is_err() {
                 return;

@@ -215,9 +215,10 @@ impl Monitor<'_> {
                 return Err(stop);
             }
         };
+        // A phase keeps enough of its stdout to find its last line.
         let tail_cap = match stage {
-            Stage::Run => self.tail_cap(),
-            Stage::Prepare | Stage::Publish => self.tail_cap().max(PHASE_TAIL_MIN),
+            Stage::Run => self.tail_cap(stage),
+            Stage::Prepare | Stage::Publish => self.tail_cap(stage).max(PHASE_TAIL_MIN),
         };
         let mut end = self
             .supervise(child, timeout, tail_cap, sink, abort_watch)

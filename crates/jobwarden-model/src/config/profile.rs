@@ -16,6 +16,11 @@ use super::{DEFAULT_PROFILE, DEMO_COMMAND, GitTemplates, Phase, Profile, PromptV
 const HOUR: Duration = Duration::from_secs(3600);
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// The most of each stream a profile's `keep_output` may keep: the
+/// ledger holds it in one row, and the monitor in memory while the job
+/// runs (up to twice this, between trims).
+pub const KEEP_OUTPUT_MAX: u64 = 64 << 20;
+
 /// Every profile, `default` always among them.
 pub(super) fn build(
     v: &mut Validator,
@@ -124,6 +129,9 @@ fn profile(v: &mut Validator, name: &str, p: &RawProfile, base: Option<&Profile>
             .or(base.map(|b| b.cooldown))
             .unwrap_or(2 * HOUR),
         rate_limit,
+        keep_output: v
+            .bytes(&key("keep_output"), p.keep_output.clone(), KEEP_OUTPUT_MAX)
+            .or(base.and_then(|b| b.keep_output)),
         prepare,
         publish,
         limits,

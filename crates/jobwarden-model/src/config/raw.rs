@@ -104,6 +104,7 @@ pub(super) struct RawProfile {
     pub max_attempts: Opt<i64>,
     pub cooldown: Opt<String>,
     pub rate_limit: Option<RawRateLimit>,
+    pub keep_output: Opt<RawSize>,
     pub prepare: Option<RawPhase>,
     pub publish: Option<RawPhase>,
     pub limits: Option<RawLimits>,

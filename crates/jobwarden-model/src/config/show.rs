@@ -89,6 +89,8 @@ struct ShownProfile<'a> {
     cooldown: String,
     rate_limit: ShownRateLimit<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    keep_output: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     prepare: Option<ShownPhase<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     publish: Option<ShownPhase<'a>>,
@@ -176,6 +178,7 @@ impl Config {
                             patterns: p.rate_limit.patterns.sources().collect(),
                             cooldown: dur(p.rate_limit.cooldown),
                         },
+                        keep_output: p.keep_output.map(format_size),
                         prepare: p.prepare.as_ref().map(|ph| ShownPhase {
                             command: ph.command.iter().map(Template::source).collect(),
                             timeout: dur(ph.timeout),
