@@ -34,10 +34,16 @@ fn checkout() -> PathBuf {
 
 /// The ```sh blocks of the README's `## Quickstart` section, line by line.
 fn quickstart_blocks() -> Vec<Vec<String>> {
+    section_blocks("Quickstart")
+}
+
+/// The ```sh blocks of the README's section `## <heading>` (up to the
+/// next `## `), line by line, blank lines left out.
+fn section_blocks(heading: &str) -> Vec<Vec<String>> {
     let readme = fs::read_to_string(checkout().join("README.md")).expect("read README.md");
     let start = readme
-        .find("\n## Quickstart\n")
-        .expect("README has a Quickstart");
+        .find(&format!("\n## {heading}\n"))
+        .unwrap_or_else(|| panic!("README has a section {heading:?}"));
     let section = &readme[start + 1..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let mut blocks = Vec::new();
@@ -210,4 +216,46 @@ fn readme_quickstart_runs_as_written() {
     }
     assert!(!job_id.is_empty(), "the Quickstart submits a prompt");
     drop(daemon);
+}
+
+/// The recipe of "Dropping prompts", run as written (`$ROOT` set, no
+/// daemon, so that the prompt waits): a second drop of the same name
+/// replaces nothing and says so, its text kept beside.
+#[test]
+fn readme_drop_recipe_never_replaces_a_waiting_prompt() {
+    let sb = Sandbox::new();
+    let blocks = section_blocks("Dropping prompts");
+    let recipe = blocks.first().expect("a shell block").join("\n");
+    assert!(
+        recipe.contains("$ROOT/inbox/acme/fix.prompt.md"),
+        "{recipe}"
+    );
+    let run = || {
+        let out = bash(&recipe, &sb.root, &sb)
+            .env("ROOT", &sb.root)
+            .output()
+            .expect("run the recipe");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let prompt = sb.root.join("inbox/acme/fix.prompt.md");
+    let kept = sb.root.join("inbox/acme/.fix.tmp");
+    assert_eq!(run(), "");
+    assert_eq!(
+        fs::read_to_string(&prompt).ok().as_deref(),
+        Some("Fix the flaky test.\n")
+    );
+    assert!(!kept.exists());
+    // The waiting prompt is edited by its owner; the same drop again.
+    fs::write(&prompt, "the waiting one\n").expect("edit the waiting prompt");
+    let said = run();
+    assert!(said.contains("acme/fix is still waiting"), "{said}");
+    assert_eq!(
+        fs::read_to_string(&prompt).ok().as_deref(),
+        Some("the waiting one\n")
+    );
+    assert_eq!(
+        fs::read_to_string(&kept).ok().as_deref(),
+        Some("Fix the flaky test.\n")
+    );
 }
