@@ -432,3 +432,48 @@ fn a_broken_config_file_leaves_the_operator_able_to_see_and_stop_jobs() {
     });
     assert_eq!(job.state(), "aborted", "{:#}", job.record);
 }
+
+/// Routes are told apart by their pattern and hooks by their name: a route
+/// inserted first is one route added (not every route after it changed),
+/// and a `[[notify]]` hook added or removed is a change, not "no change".
+#[test]
+fn a_reload_names_a_route_inserted_first_and_each_notify_hook_added_or_removed() {
+    let sb = Sandbox::new();
+    let route = |m: &str| format!("[[route]]\nmatch = \"{m}\"\nprofile = \"default\"\n");
+    let hook = "[[notify]]\nname = \"ops\"\non = [\"failed\"]\ncommand = [\"true\"]\n";
+    let base = ConfigToml::new(&["cat"]);
+    sb.configure(
+        &base
+            .clone()
+            .extra(&format!("{}{}", route("a/**"), route("b/**"))),
+    );
+    let _d = Daemon::start(&sb);
+    let changes = |sb: &Sandbox| -> Vec<String> {
+        let out = sb.run(&["reload", "--json"]);
+        assert_eq!(out.code(), 0, "{out:?}");
+        let answer: Value = serde_json::from_str(&out.stdout).expect("reload --json");
+        assert_eq!(answer["result"], "applied", "{answer}");
+        serde_json::from_value(answer["changes"].clone()).expect("changes")
+    };
+
+    sb.configure(&base.clone().extra(&format!(
+        "{}{}{}{hook}",
+        route("new/**"),
+        route("a/**"),
+        route("b/**")
+    )));
+    assert_eq!(
+        changes(&sb),
+        ["route #1: added (match = \"new/**\")", "notify.ops: added"]
+    );
+    sb.configure(&base.clone().extra(&format!(
+        "{}{}{}",
+        route("new/**"),
+        route("a/**"),
+        route("b/**")
+    )));
+    let out = sb.run(&["reload"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stdout.contains("notify.ops: removed"), "{out:?}");
+    assert!(!out.stdout.contains("no change"), "{out:?}");
+}

@@ -13,7 +13,7 @@ use crate::state::JobState;
 
 /// The events a hook may ask for besides a job ending in a state (any
 /// terminal state, by its name).
-pub const EVENTS: [&str; 3] = ["needs_attention", "cooldown", "all_done"];
+pub const EVENTS: [&str; 4] = ["needs_attention", "retrying", "cooldown", "all_done"];
 
 /// Placeholders a hook's command may use. Those of a job are empty for
 /// `all_done`.
@@ -22,7 +22,7 @@ pub const NOTIFY_VARS: &[&str] = &[
 ];
 
 /// A validated `[[notify]]` entry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Hook {
     pub name: String,
     /// Terminal state names and [`EVENTS`] it wants.
@@ -36,7 +36,7 @@ pub struct Hook {
 }
 
 /// How a hook delivers.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Delivery {
     Command(Vec<Template>),
     Webhook {
