@@ -110,11 +110,15 @@ pub struct Status {
     /// Whether `ledger.db` is usable: damage this command found opening it,
     /// or that the live daemon reported (its start's full check).
     ledger: health::Condition,
-    /// `never_run`, `active` (something runs or is queued), `needs_attention`
-    /// (nothing does, but some prompt's last run failed, timed out, was
-    /// rate limited or could not start, and nobody acknowledged it) or
-    /// `all_done`.
+    /// `never_run`, `active` (something runs or is queued), `waiting`
+    /// (nothing does, but prompts wait in the inbox), `needs_attention`
+    /// (nothing does or waits, but some prompt's last run failed, timed
+    /// out, was rate limited or could not start, and nobody acknowledged
+    /// it) or `all_done`.
     overall_state: &'static str,
+    /// Prompts waiting in the inbox with no job yet (deferred ones too):
+    /// work not done.
+    waiting: usize,
     /// Jobs with a run folder, by state (every state, zeros included).
     counts: BTreeMap<&'static str, u64>,
     running: Vec<RunningView>,
@@ -301,6 +305,7 @@ impl Status {
             completion_summary: None,
             last_clock_step: None,
             acknowledged: 0,
+            waiting: jobwarden_engine::waiting::list(layout).len(),
         };
         if let Some(ledger) = ledger {
             status.add_jobs(config, layout, ledger, live, &waiting)?;
@@ -326,6 +331,8 @@ impl Status {
         if self.overall_state != "active" {
             self.overall_state = if held > 0 {
                 "active"
+            } else if self.waiting > 0 {
+                "waiting"
             } else {
                 "needs_attention"
             };
@@ -411,11 +418,14 @@ impl Status {
             .iter()
             .map(|s| self.counts.get(s).copied().unwrap_or(0))
             .sum();
-        if active == 0 {
+        // A prompt waiting in the inbox is work not done: no summary yet.
+        if active == 0 && self.waiting == 0 {
             self.completion_summary = ledger.completion_summary()?;
         }
         self.overall_state = if active > 0 {
             "active"
+        } else if self.waiting > 0 {
+            "waiting"
         } else if !self.needs_attention.is_empty() {
             "needs_attention"
         } else if ledger.ever_ran()? {

@@ -131,6 +131,47 @@ fn status_follows_the_overall_state_from_never_run_to_all_done() {
     assert_eq!(st["counts"]["failed"], 1, "{st:#}");
 }
 
+/// A prompt waiting in the inbox with no job yet is work not done: not
+/// `all_done` (with no daemon to claim it, and deferred by a cooldown
+/// while one runs), counted in `waiting`, and no completion summary yet.
+#[test]
+fn a_prompt_waiting_in_the_inbox_is_counted_and_not_all_done() {
+    let sb = sandbox(|c| c.profile("cooldown", "\"1h\""));
+    let mut d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "done", "fine\n");
+    sb.wait_done("proj", "done", secs(15));
+    let st = wait_until("all done", secs(10), || {
+        Some(json(&sb, &["status", "--json"], 0)).filter(|s| s["overall_state"] == "all_done")
+    });
+    assert_eq!(st["waiting"], 0, "{st:#}");
+    d.sigterm();
+    assert_eq!(d.wait_exit(secs(10)).code(), Some(0));
+
+    sb.drop_prompt("proj", "later", "fine\n");
+    let st = json(&sb, &["status", "--json"], 3);
+    assert_eq!(st["overall_state"], "waiting", "{st:#}");
+    assert_eq!(st["waiting"], 1, "{st:#}");
+    assert!(st["completion_summary"].is_null(), "{st:#}");
+    let human = sb.run(&["status"]).stdout;
+    assert!(
+        human.contains("waiting: 0 running, 0 queued, 1 waiting in the inbox"),
+        "{human}"
+    );
+    fs::remove_file(sb.root.join("inbox/proj/later.prompt.md")).expect("take it back");
+
+    // A prompt waiting out the cooldown its failure started.
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "flaky", "fail\n");
+    sb.wait_done("proj", "flaky", secs(15));
+    sb.drop_prompt("proj", "flaky", "fail again\n");
+    let st = wait_until("the prompt deferred", secs(10), || {
+        Some(json(&sb, &["status", "--json"], 0))
+            .filter(|s| s["deferred"].as_array().is_some_and(|d| d.len() == 1))
+    });
+    assert_eq!(st["overall_state"], "waiting", "{st:#}");
+    assert_eq!(st["waiting"], 1, "{st:#}");
+}
+
 #[test]
 fn status_lists_a_prompt_deferred_by_its_cooldown() {
     let sb = sandbox(|c| c.profile("cooldown", "\"1h\""));

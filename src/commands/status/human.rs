@@ -107,6 +107,9 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
         s.overall_state,
         n("queued")
     );
+    if s.waiting > 0 {
+        summary.push_str(&format!(", {} waiting in the inbox", s.waiting));
+    }
     if !s.deferred.is_empty() {
         summary.push_str(&format!(", {} deferred", s.deferred.len()));
     }
