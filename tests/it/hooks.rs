@@ -431,3 +431,53 @@ fn a_deferred_prompt_retried_now_runs_and_is_no_longer_counted() {
         (cooldowns(&sb) == Some(0)).then_some(())
     });
 }
+
+/// A failed attempt with another to come is told `retrying`, not `failed`
+/// nor `needs_attention`; `all_done` waits while the retry sits out its
+/// cooldown, and the last attempt's failure is told as a failure.
+#[test]
+fn a_failure_with_a_retry_to_come_is_told_retrying_and_all_done_waits_for_the_last_attempt() {
+    let sb = Sandbox::new();
+    let job = sb.script("job", JOB);
+    let hook = recorder(&sb);
+    sb.configure(
+        &ConfigToml::new(&["/bin/sh", &job])
+            .profile("max_attempts", "2")
+            // Longer than the quiet time after which `all_done` is told.
+            .profile("cooldown", "\"4s\"")
+            .extra(&format!(
+                "[[notify]]\nname = \"rec\"\n\
+                 on = [\"failed\", \"needs_attention\", \"retrying\", \"all_done\"]\ncommand = {}\n",
+                q_argv(&["/bin/sh", &hook])
+            )),
+    );
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "flaky", "fail\n");
+    let retrying = wait_until("retrying", secs(20), || {
+        notices(&sb).into_iter().find(|n| n["event"] == "retrying")
+    });
+    assert_eq!(retrying["job"]["attempt"], 1, "{retrying:#}");
+    assert_eq!(retrying["job"]["state"], "failed", "{retrying:#}");
+    assert_eq!(retrying["job"]["next_attempt"], 2, "{retrying:#}");
+    let last = sb.wait_done("p", "flaky", secs(30));
+    assert_eq!(last.int_field("attempt"), Some(2));
+    let all_done = wait_until("all_done", secs(20), || {
+        notices(&sb).into_iter().find(|n| n["event"] == "all_done")
+    });
+    assert_eq!(
+        all_done["summary"]["jobs"], 2,
+        "both attempts: {all_done:#}"
+    );
+    assert_eq!(all_done["summary"]["by_state"]["failed"], 2, "{all_done:#}");
+    let got = notices(&sb);
+    let told = |event: &str| -> Vec<Value> {
+        got.iter()
+            .filter(|n| n["event"] == event)
+            .map(|n| n["job"]["attempt"].clone())
+            .collect()
+    };
+    assert_eq!(told("retrying"), [1], "{got:#?}");
+    assert_eq!(told("failed"), [2], "only the last attempt: {got:#?}");
+    assert_eq!(told("needs_attention"), [2], "{got:#?}");
+    assert_eq!(told("all_done").len(), 1, "{got:#?}");
+}

@@ -1,9 +1,11 @@
 //! What the daemon tells the `[[notify]]` hooks (`jobwarden_engine::hooks`): a job's
 //! end by its state, `needs_attention` when that end needs the operator,
-//! `cooldown` when a prompt is deferred by the cooldown its last run
-//! started, and `all_done` once the queue has drained after work and
-//! stayed so for [`ALL_DONE_QUIET`]. Each is handed to the hub and never
-//! waited for.
+//! `retrying` instead of both when the failure put the prompt back for an
+//! automatic retry (its record says `requeued`), `cooldown` when a prompt
+//! is deferred by the cooldown its last run started, and `all_done` once
+//! the queue has drained after work — no prompt waiting in the inbox,
+//! deferred or not — and stayed so for [`ALL_DONE_QUIET`]. Each is handed
+//! to the hub and never waited for.
 //!
 //! A prompt cancelled while it waits in the inbox (`jobwarden abort
 //! project/name`, the web page's cancel) is claimed and ended by the
@@ -34,34 +36,53 @@ pub(super) const ALL_DONE_QUIET: Duration = Duration::from_secs(2);
 /// after it.
 const BY_HAND_OVERLAP_MS: u64 = 60_000;
 
+/// The disposition of an ended job whose prompt went back to the inbox.
+const REQUEUED: &str = "requeued";
+
 /// The most jobs cancelled by hand one look tells.
 const BY_HAND_MAX: usize = 1000;
 
 impl Daemon {
     /// The ended job `rec`: its state, and `needs_attention` when its
-    /// outcome needs the operator.
+    /// outcome needs the operator; `retrying` instead of both when the
+    /// failure put its prompt back for an automatic retry.
     pub(super) fn notify_end(&mut self, rec: &JobRecord) {
         self.work_seen = true;
         if rec.state == JobState::Cancelled {
             self.told_cancelled
                 .insert(rec.job_id.clone(), rec.created_at.epoch_ms());
         }
+        let outcome = rec
+            .outcome
+            .as_deref()
+            .and_then(|o| o.parse::<Outcome>().ok());
+        let needs_attention = outcome.is_some_and(Outcome::needs_attention);
+        if needs_attention && rec.disposition.as_deref() == Some(REQUEUED) {
+            self.notify_retrying(rec);
+            return;
+        }
         let state = rec.state.as_str();
         if self.hooks.wants(state) {
             self.hooks
                 .send(Notice::of_job(state, rec, &self.layout, json!({})));
         }
-        let outcome = rec
-            .outcome
-            .as_deref()
-            .and_then(|o| o.parse::<Outcome>().ok());
-        if outcome.is_some_and(Outcome::needs_attention) && self.hooks.wants("needs_attention") {
+        if needs_attention && self.hooks.wants("needs_attention") {
             self.hooks.send(Notice::of_job(
                 "needs_attention",
                 rec,
                 &self.layout,
                 json!({}),
             ));
+        }
+    }
+
+    /// A failed attempt whose prompt went back to the inbox for the next
+    /// one: not the prompt's failure yet (its last attempt's tells that).
+    fn notify_retrying(&self, rec: &JobRecord) {
+        if self.hooks.wants("retrying") {
+            let extra = json!({ "next_attempt": rec.attempt.saturating_add(1) });
+            self.hooks
+                .send(Notice::of_job("retrying", rec, &self.layout, extra));
         }
     }
 
@@ -140,12 +161,13 @@ impl Daemon {
             .send(Notice::of_job("cooldown", &rec, &self.layout, extra));
     }
 
-    /// Is the daemon drained: nothing running, queued, settling or waiting
-    /// to be recorded?
+    /// Is the daemon drained: nothing running, queued, settling, waiting
+    /// for its cooldown (a retry to come) or to be recorded?
     fn drained(&self) -> bool {
         self.running.is_empty()
             && self.sched.queue.len() == 0
             && self.settling.is_empty()
+            && self.deferred.is_empty()
             && self.unsettled.is_empty()
             && self.clearing_jobs.is_empty()
     }
@@ -166,9 +188,17 @@ impl Daemon {
     /// The quiet time passed, still drained: tell `all_done`, with the
     /// batch's summary. The batch's code is not run again until the next
     /// work arrives: its pages go back (see `memory`).
+    /// A prompt still waiting in the inbox (one whose claim waits for
+    /// writes to succeed again, say) is work not done: looked at again
+    /// after a rescan's interval, not told.
     pub(super) fn on_all_done(&mut self) {
         self.all_done_due = None;
         if !self.drained() {
+            return;
+        }
+        if !jobwarden_engine::waiting::list(&self.layout).is_empty() {
+            let again = self.config.rescan_interval.max(ALL_DONE_QUIET);
+            self.all_done_due = Some(tokio::time::Instant::now() + again);
             return;
         }
         self.work_seen = false;

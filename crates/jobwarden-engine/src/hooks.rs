@@ -32,7 +32,7 @@ const MAX_SAID: usize = 300;
 /// What happened, as a hook is told it.
 #[derive(Debug, Clone)]
 pub struct Notice {
-    /// A terminal state's name, `needs_attention`, `cooldown`,
+    /// A terminal state's name, `needs_attention`, `retrying`, `cooldown`,
     /// `all_done`, or `test`.
     pub event: String,
     /// The job it is about, whose events record its deliveries.
