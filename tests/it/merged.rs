@@ -573,3 +573,55 @@ fn a_publish_that_removes_its_own_worktree_is_not_aborted() {
         "the publish removed its worktree"
     );
 }
+
+/// The completion summary names the batch's last job and its end, and a
+/// merge the reconcile learns after the job ended is that job's end.
+#[test]
+fn the_completion_summary_names_the_last_job_and_a_merge_learned_later_as_its_end() {
+    let sb = Sandbox::new();
+    let repos = Repos::new(&sb);
+    configure(&sb, &repos, &[], EDITS);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("widgets/main", "one", "first\n");
+    let one = sb.wait_done("widgets/main", "one", secs(60));
+    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    let finished = one
+        .str_field("finished_at")
+        .expect("finished_at")
+        .to_owned();
+    let summary = wait_until("a completion summary", secs(10), || {
+        let st = json(&sb, &["status", "--json"]);
+        Some(st["completion_summary"].clone()).filter(|s| !s.is_null())
+    });
+    let last = &summary["last"];
+    assert_eq!(last["id"], one.id.as_str(), "{summary:#}");
+    assert_eq!(last["state"], "succeeded", "{summary:#}");
+    assert_eq!(last["finished_at"], finished.as_str(), "{summary:#}");
+    assert!(last["merged_at"].is_null(), "{summary:#}");
+    assert_eq!(last["ended_at"], finished.as_str(), "{summary:#}");
+
+    // Merged by hand a while after the job ended (git's times are whole
+    // seconds): the reconcile learns it, and the merge becomes its end.
+    assert_never("the branch merged before it was", millis(1200), || {
+        sb.job(&one.id).is_some_and(|j| j.state() != "succeeded")
+    });
+    repos.merge_upstream(&format!("jobwarden/{}", one.id), "--no-ff");
+    let summary = wait_until("the summary to know the merge", secs(20), || {
+        let st = json(&sb, &["status", "--json"]);
+        let s = st["completion_summary"].clone();
+        (s["last"]["state"] == "merged" && s["last"]["merged_at"].is_string()).then_some(s)
+    });
+    let last = &summary["last"];
+    assert_eq!(last["id"], one.id.as_str(), "{summary:#}");
+    assert_eq!(
+        last["finished_at"],
+        finished.as_str(),
+        "its run's end is kept"
+    );
+    assert_eq!(last["ended_at"], last["merged_at"], "{summary:#}");
+    let ended = last["ended_at"].as_str().expect("ended_at");
+    assert!(
+        ended > finished.as_str(),
+        "merged after it ended: {summary:#}"
+    );
+}

@@ -35,6 +35,25 @@ pub struct CompletionSummary {
     pub longest: Option<Longest>,
     /// Jobs of the batch whose prompt's last run needs attention.
     pub needs_attention: Vec<String>,
+    /// The job whose end came last, a merge of its branch learned after
+    /// it ended counting as its end.
+    pub last: Option<LastEnd>,
+}
+
+/// `completion_summary.last`: the batch's last job and its end.
+#[derive(Debug, Serialize)]
+pub struct LastEnd {
+    pub id: String,
+    pub project: String,
+    pub name: String,
+    /// Its state now (`merged` once its branch was found merged).
+    pub state: String,
+    /// When its run ended.
+    pub finished_at: Timestamp,
+    /// When its branch was merged (null unless it was).
+    pub merged_at: Option<Timestamp>,
+    /// The later of the two.
+    pub ended_at: Timestamp,
 }
 
 #[derive(Debug, Serialize)]
@@ -53,7 +72,25 @@ impl Ledger {
         // Every one of the batch's, not only the few `status` lists.
         let needing = self.prompts_needing_attention(SCANNED)?;
         let attention: Vec<&str> = needing.iter().map(|a| a.job_id.as_str()).collect();
-        Ok(CompletionSummary::of(&ended, &attention))
+        let since = ended.iter().map(|j| j.created_at).min().unwrap_or(0);
+        let merges = self.merges_since(since)?;
+        Ok(CompletionSummary::of(&ended, &attention).map(|s| s.with_last(&ended, &merges)))
+    }
+
+    /// When each execution finished since `since_ms` had its branch
+    /// merged: `(execution id, merged_at)`.
+    fn merges_since(&self, since_ms: u64) -> Result<BTreeMap<String, u64>, LedgerError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT p.execution_id, p.merged_at FROM published p
+                 JOIN executions e ON e.id = p.execution_id
+                 WHERE p.merged_at IS NOT NULL AND e.finished_at >= ?1",
+            )?;
+            let rows = stmt.query_map([since_ms as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+            })?;
+            rows.collect()
+        })
     }
 }
 
@@ -91,7 +128,37 @@ impl CompletionSummary {
             by_state,
             longest,
             needs_attention,
+            last: None,
         })
+    }
+
+    /// The summary naming its last job, `merges` (execution id → when
+    /// merged) counting as ends.
+    fn with_last(mut self, ended: &[IndexedJob], merges: &BTreeMap<String, u64>) -> Self {
+        let batch = last_batch(ended);
+        self.last = batch
+            .iter()
+            .filter_map(|j| {
+                let finished = j.finished_at?;
+                let merged = merges.get(&j.id).copied();
+                Some((
+                    j,
+                    finished,
+                    merged,
+                    merged.map_or(finished, |m| m.max(finished)),
+                ))
+            })
+            .max_by_key(|(j, _, _, end)| (*end, j.created_at))
+            .map(|(j, finished, merged, end)| LastEnd {
+                id: j.id.clone(),
+                project: j.project.clone(),
+                name: j.name.clone(),
+                state: j.state.clone(),
+                finished_at: Timestamp::from_epoch_ms(finished),
+                merged_at: merged.map(Timestamp::from_epoch_ms),
+                ended_at: Timestamp::from_epoch_ms(end),
+            });
+        self
     }
 }
 
@@ -162,5 +229,24 @@ mod tests {
         assert_eq!((longest.id.as_str(), longest.duration_ms), ("a", 10 * min));
         assert_eq!(s.needs_attention, ["b"]);
         assert!(CompletionSummary::of(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn the_last_job_is_the_one_that_ended_last_a_later_merge_counting() {
+        let min = 60_000;
+        let jobs = [
+            job("a", "merged", 0, Some(0), 2 * min),
+            job("b", "failed", min, Some(min), 3 * min),
+        ];
+        let s = CompletionSummary::of(&jobs, &[]).expect("a batch");
+        let plain = s.with_last(&jobs, &BTreeMap::new()).last.expect("last");
+        assert_eq!((plain.id.as_str(), plain.merged_at), ("b", None));
+        let merges = BTreeMap::from([("a".to_owned(), 9 * min)]);
+        let s = CompletionSummary::of(&jobs, &[]).expect("a batch");
+        let last = s.with_last(&jobs, &merges).last.expect("last");
+        assert_eq!((last.id.as_str(), last.state.as_str()), ("a", "merged"));
+        assert_eq!(last.finished_at.epoch_ms(), 2 * min);
+        assert_eq!(last.merged_at.map(|t| t.epoch_ms()), Some(9 * min));
+        assert_eq!(last.ended_at.epoch_ms(), 9 * min);
     }
 }
