@@ -624,4 +624,11 @@ fn the_completion_summary_names_the_last_job_and_a_merge_learned_later_as_its_en
         ended > finished.as_str(),
         "merged after it ended: {summary:#}"
     );
+    // The line may wrap: read it as words.
+    let human = sb.run(&["status"]).stdout;
+    let words = human.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("ended last: widgets/main/one (merged,"),
+        "{human}"
+    );
 }

@@ -252,7 +252,7 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
 }
 
 /// `4 jobs in 12m00s: 2 succeeded, 1 failed, 1 cancelled; longest p/a
-/// (10m00s); 1 needs attention`.
+/// (10m00s); ended last: p/b (merged, 2m ago); 1 needs attention`.
 fn batch_line(b: &jobwarden_ledger::CompletionSummary) -> String {
     let states: Vec<String> = b
         .by_state
@@ -271,6 +271,14 @@ fn batch_line(b: &jobwarden_ledger::CompletionSummary) -> String {
             "; longest {} ({})",
             prompt_label(&l.project, &l.name),
             fmt_duration(l.duration_ms)
+        ));
+    }
+    if let Some(l) = &b.last {
+        text.push_str(&format!(
+            "; ended last: {} ({}, {})",
+            prompt_label(&l.project, &l.name),
+            l.state,
+            fmt_ago(l.ended_at.epoch_ms(), now_ms())
         ));
     }
     if !b.needs_attention.is_empty() {
