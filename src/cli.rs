@@ -347,8 +347,8 @@ pub struct JobsArgs {
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
 
-    /// At most this many jobs.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    /// At most this many rows; 0 for all. When more match, stderr says how many.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
 
     /// Print a JSON array (shape in docs/cli-json.md).
@@ -650,8 +650,8 @@ pub struct HistoryListArgs {
     /// Only executions that finished before WHEN (same forms as --since).
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
-    /// At most this many rows.
-    #[arg(long, default_value_t = 50)]
+    /// At most this many rows; 0 for all. When more match, stderr says how many.
+    #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
     /// Print a JSON array (shape in docs/history-json.md).
     #[arg(long)]

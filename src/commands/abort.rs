@@ -44,7 +44,7 @@ pub fn run(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn abort_jobs(global: &GlobalArgs, args: &AbortArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let ledger = super::open_ledger(&layout)?;
     let targets = if args.all {
         let ids = unfinished(&layout, ledger.as_ref())?;

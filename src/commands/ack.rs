@@ -70,7 +70,7 @@ struct NotNeeded {
 }
 
 pub fn run(global: &GlobalArgs, args: &AckArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let Some(mut ledger) = open_writable(&layout)? else {
         return Err(No(format!(
             "nothing needs attention: no ledger at {} (nothing ever ran)",

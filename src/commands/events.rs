@@ -37,7 +37,7 @@ pub fn run(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn show(global: &GlobalArgs, args: &EventsArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let id = {
         let ledger = super::open_ledger(&layout)?;
         match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::cli::{GlobalArgs, JobsArgs};
 use jobwarden_engine::waiting::{self, DEFERRED, WAITING, Waiting};
-use jobwarden_ledger::{IndexedJob, JobFilter, Ledger, short_id};
+use jobwarden_ledger::{IndexedJob, JobFilter, JobOrder, Ledger, SHORT_ID_MAX, short_id};
 use jobwarden_model::config::Config;
 use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::{self, Layout};
@@ -20,8 +20,8 @@ use jobwarden_sys::clock::Timestamp;
 
 use super::args::Window;
 use super::output::{
-    Cell, Column, Table, fit, fmt_ago, fmt_duration, found, print_json, print_line, prompt_label,
-    timestamp,
+    Cell, Column, Table, fit, fmt_ago, fmt_duration, found, limit_of, print_json, print_line,
+    prompt_label, say_more, timestamp,
 };
 use super::queue_view::{QueueView, pause_lines};
 use super::waiting::WaitingJson;
@@ -60,20 +60,23 @@ fn once(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
         until_ms: window.until_ms,
         text: None,
     };
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let ledger = super::open_ledger(&layout)?;
-    let limit = args.limit as usize;
+    let limit = limit_of(args.limit);
     let mut rows = Vec::new();
+    let mut more = 0;
     if (any_state || !inbox_states.is_empty()) && filter.profile.is_none() {
         let wanted = |state: &str| any_state || inbox_states.iter().any(|s| s == state);
-        let found = in_inbox(&layout, &config, ledger.as_ref(), &filter, wanted, limit)?;
+        let (found, matched) = in_inbox(&layout, &config, ledger.as_ref(), &filter, wanted, limit)?;
+        more += matched - found.len() as u64;
         rows.extend(found.into_iter().map(Row::Waiting));
     }
-    if (any_state || !filter.states.is_empty()) && rows.len() < limit {
-        let jobs = match &ledger {
-            Some(ledger) => ledger.list_jobs(&filter, limit - rows.len())?,
-            None => Vec::new(),
+    if any_state || !filter.states.is_empty() {
+        let (jobs, matched) = match &ledger {
+            Some(ledger) => ledger.page_jobs(&filter, JobOrder::Newest, 0, limit - rows.len())?,
+            None => (Vec::new(), 0),
         };
+        more += matched.saturating_sub(jobs.len() as u64);
         // A row whose job.json moved on (the index lags by an instant) is
         // shown as it is now; one that no longer matches the state filter
         // is dropped.
@@ -92,6 +95,7 @@ fn once(global: &GlobalArgs, args: &JobsArgs) -> anyhow::Result<ExitCode> {
                 }),
         );
     }
+    say_more(more, args.limit);
     if args.json {
         let daemon = super::waiting::daemon_alive(&layout);
         let view: Vec<JobJson> = rows.iter().map(|r| r.json(&layout, daemon)).collect();
@@ -148,7 +152,8 @@ impl Row {
 }
 
 /// The prompts waiting in the inbox that pass `filter` and whose state
-/// (`waiting` or `deferred`) is `wanted`, newest first, at most `limit`.
+/// (`waiting` or `deferred`) is `wanted`, newest first, at most `limit`;
+/// and how many pass in all.
 fn in_inbox(
     layout: &Layout,
     config: &Config,
@@ -156,9 +161,11 @@ fn in_inbox(
     filter: &JobFilter,
     wanted: impl Fn(&str) -> bool,
     limit: usize,
-) -> anyhow::Result<Vec<Waiting>> {
+) -> anyhow::Result<(Vec<Waiting>, u64)> {
     let now = Timestamp::now().epoch_ms();
     let mut rows = Vec::new();
+    let mut matched = 0;
+    let every_state = wanted(WAITING) && wanted(DEFERRED);
     for (prompt, found) in waiting::list(layout) {
         let passes = filter.project.as_ref().is_none_or(|p| *p == prompt.project)
             && filter.name.as_ref().is_none_or(|n| *n == prompt.name)
@@ -171,15 +178,20 @@ fn in_inbox(
         if !passes {
             continue;
         }
+        if rows.len() >= limit && every_state {
+            // Counted, not shown: what it waits for need not be worked out.
+            matched += 1;
+            continue;
+        }
         let w = waiting::examine(layout, config, ledger, prompt, found, now)?;
         if wanted(w.state()) {
-            rows.push(w);
-        }
-        if rows.len() >= limit {
-            break;
+            matched += 1;
+            if rows.len() < limit {
+                rows.push(w);
+            }
         }
     }
-    Ok(rows)
+    Ok((rows, matched))
 }
 
 /// `--state` values: job state names, or `waiting` / `deferred` for a
@@ -293,18 +305,22 @@ impl JobJson {
     }
 }
 
-/// The table's columns; with the caps a row fits 80 columns.
+/// The longest state a row shows (`setup_failed`), whole.
+pub(super) const STATE_WIDTH: usize = 12;
+
+/// The table's columns; a row fits 80 columns while its id is a generated
+/// one's short form (custom ids are shown whole, however long).
 pub(super) const COLUMNS: [Column; 6] = [
-    Column::left("ID", 8),
+    Column::left("ID", SHORT_ID_MAX),
     Column::left("PROMPT", 26),
-    Column::left("STATE", 11),
+    Column::left("STATE", STATE_WIDTH),
     Column::right("TRY", 3),
     Column::right("TIME", 8),
     Column::left("CLAIMED", 12),
 ];
 
-/// A job as a table row: the short id (the id's last 8 characters, which
-/// `<job>` arguments accept a prefix of), prompt, state, attempt, run time
+/// A job as a table row: the short id ([`short_id`], which `<job>`
+/// arguments accept a prefix of), prompt, state, attempt, run time
 /// (so far, for a running job) and how long ago it was claimed.
 pub(super) fn cells(j: &IndexedJob, now_ms: u64) -> Vec<Cell> {
     let time = match (j.started_at, j.finished_at) {
@@ -338,4 +354,39 @@ fn waiting_cells(w: &Waiting, now_ms: u64) -> Vec<Cell> {
         "-".into(),
         when.into(),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_and_a_custom_id_fit_their_columns_whole() {
+        let names = JobState::ALL.iter().map(|s| s.as_str());
+        for state in names.chain([WAITING, DEFERRED]) {
+            assert!(state.len() <= STATE_WIDTH, "{state} is cut");
+        }
+        let job = |id: &str, state: JobState| IndexedJob {
+            id: id.into(),
+            project: "p".into(),
+            name: "n".into(),
+            state: state.to_string(),
+            attempt: 1,
+            created_at: 0,
+            started_at: None,
+            finished_at: None,
+            exit_code: None,
+            state_reason: None,
+            updated_at: 0,
+            profile: None,
+        };
+        let mut table = Table::new(&COLUMNS);
+        table.push(cells(&job("nightly-2", JobState::SetupFailed), 0));
+        let id = "019ac5a1-7c2e-7d41-9a3b-5e8f3c159231-r2";
+        table.push(cells(&job(id, JobState::Interrupted), 0));
+        let lines = table.lines(false);
+        assert!(lines[1].starts_with("nightly-2  "), "{lines:#?}");
+        assert!(lines[1].contains(" setup_failed "), "{lines:#?}");
+        assert!(lines[2].starts_with("3c159231-r2  "), "{lines:#?}");
+    }
 }

@@ -42,7 +42,7 @@ pub fn run(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn logs(global: &GlobalArgs, args: &LogsArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let id = {
         let ledger = super::open_ledger(&layout)?;
         match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {

@@ -12,7 +12,7 @@ use anyhow::Context;
 use crate::cli::{GlobalArgs, MetricsArgs};
 
 pub fn run(global: &GlobalArgs, args: &MetricsArgs) -> anyhow::Result<ExitCode> {
-    let (_, layout) = super::load_for_reading(global)?;
+    let (_, layout) = super::load_existing(global)?;
     let ledger = super::open_ledger(&layout)?;
     let running = super::queue_view::daemon_alive(&layout, None);
     let text = jobwarden_engine::metrics::render(&layout, ledger.as_ref(), running);

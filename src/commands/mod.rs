@@ -275,6 +275,37 @@ fn load_for_reading(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, 
     Ok((loaded.config, loaded.layout))
 }
 
+/// [`load_for_reading`] for a command that reads what is under the root
+/// or acts on its jobs (`jobs`, `show`, `logs`, `events`, `wait`,
+/// `metrics`, `abort`, `ack`): the root must exist ([`root_must_exist`];
+/// `route`, `retry`, `priority`, `web`, `status` and `history` check it
+/// too).
+fn load_existing(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
+    let (config, layout) = load_for_reading(global)?;
+    root_must_exist(&layout)?;
+    Ok((config, layout))
+}
+
+/// A mistyped root must not read as "no jobs matched", "no job X" or
+/// "not running, storage ok": no folder there is an error (exit 2) that
+/// names it and what to check. Every command that reads a root says it
+/// the same way.
+pub(crate) fn root_must_exist(layout: &Layout) -> anyhow::Result<()> {
+    let root = layout.root();
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "no jobwarden root at {}: it is not a folder; check --root, JOBWARDEN_HOME or the config's root",
+            root.display()
+        ),
+        Err(e) => anyhow::bail!(
+            "no jobwarden root at {} ({e}): check --root, JOBWARDEN_HOME or the config's root; \
+             `jobwarden daemon` creates it at its first start",
+            root.display()
+        ),
+    }
+}
+
 /// The warning of [`load_for_reading`]: the file's first error, how many
 /// more, and that the built-in defaults stand in.
 fn say_config_problems(problems: &[String]) {

@@ -22,6 +22,24 @@ use crate::commands::EXIT_NO;
 use jobwarden_model::job::{JobRecord, JobState};
 use jobwarden_sys::clock::Timestamp;
 
+/// A `--limit` as a row count: 0 means every row.
+pub fn limit_of(given: u32) -> usize {
+    match given {
+        0 => i64::MAX as usize,
+        n => n as usize,
+    }
+}
+
+/// Say on stderr that `more` rows matched beyond the `limit` shown, and
+/// how to see them (stdout keeps to the rows, JSON or not).
+pub fn say_more(more: u64, limit: u32) {
+    if more > 0 {
+        jobwarden_sys::logging::line(format_args!(
+            "jobwarden: {more} more not shown (--limit {limit}); --limit N shows more, --limit 0 all"
+        ));
+    }
+}
+
 /// Pretty JSON and a newline on stdout; a closed pipe is an error, not a panic.
 pub fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

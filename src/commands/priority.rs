@@ -23,6 +23,7 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 pub fn run(global: &GlobalArgs, args: &PriorityArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
+    super::root_must_exist(&layout)?;
     let ledger = super::open_ledger(&layout)?;
     let id = super::resolve_job(&layout, ledger.as_ref(), &args.job)?;
     let rec = JobRecord::load_job(&layout, &id)?;

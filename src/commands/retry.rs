@@ -12,6 +12,7 @@ use jobwarden_engine::retry::by_hand;
 
 pub fn run(global: &GlobalArgs, args: &RetryArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
+    super::root_must_exist(&layout)?;
     let ledger = super::open_ledger(&layout)?;
     let id = super::resolve_job(&layout, ledger.as_ref(), &args.job)?;
     let by = super::operator();

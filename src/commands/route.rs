@@ -24,6 +24,7 @@ const EXAMPLE_ID: &str = "JOB_ID";
 
 pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load(global)?;
+    super::root_must_exist(&layout)?;
     let inbox = layout.inbox();
     let given = Path::new(&args.path);
     let path = if given.is_absolute() {

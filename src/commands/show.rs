@@ -38,7 +38,7 @@ const LOG_TAIL_BYTES: u64 = 16 * 1024;
 const NOTIFICATIONS_TAIL_BYTES: u64 = 256 * 1024;
 
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let ledger = super::open_ledger(&layout)?;
     let id = match super::resolve_target(&layout, ledger.as_ref(), &args.job)? {
         Target::Job(id) => id,

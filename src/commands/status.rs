@@ -67,14 +67,7 @@ fn once(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
     // An invalid config on disk is part of the answer (`config.errors`).
     let loaded = super::load_lenient(global)?;
     let (config, layout) = (loaded.config, loaded.layout);
-    // A mistyped root must not read as "not running, storage ok".
-    if let Err(e) = std::fs::metadata(layout.root()) {
-        anyhow::bail!(
-            "no jobwarden root at {} ({e}): check --root, JOBWARDEN_HOME or the config's root; \
-             `jobwarden daemon` creates it at its first start",
-            layout.root().display()
-        );
-    }
+    super::root_must_exist(&layout)?;
     // A damaged ledger is an answer too: `ledger` says what is wrong.
     let (ledger, damage) = match super::open_ledger(&layout) {
         Ok(ledger) => (ledger, None),

@@ -10,12 +10,7 @@ use jobwarden_web::{self as web, Web};
 
 pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load_for_reading(global)?;
-    if !layout.root().is_dir() {
-        anyhow::bail!(
-            "the root {} does not exist; start the daemon first (`jobwarden daemon`), it makes it",
-            layout.root().display()
-        );
-    }
+    super::root_must_exist(&layout)?;
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         anyhow::bail!(
             "--listen {} is not a loopback address: anyone who can reach it could try the token; add --allow-remote to mean it",

@@ -3,15 +3,20 @@
 //! In this order:
 //! 1. Anything with a NUL, a leading `/`, a `..` or `.` segment, or another
 //!    unsafe character is refused before it becomes a path.
-//! 2. `project/name` (it has a `/`): that prompt's newest job.
+//! 2. `project/name` (it has a `/`): that prompt's live job (the newest
+//!    one, if several have not ended), else its newest job: a newer job
+//!    that already ended (a cancelled duplicate) never hides one that
+//!    runs.
 //! 3. A full job id whose run folder exists.
 //! 4. A unique prefix of at least 4 characters of the id, else of its short
-//!    form: tables show ids by their last 8 characters, because a UUIDv7's
-//!    head is its timestamp, shared by every job of the same minute.
-//!    Several matches: ambiguous, and the candidates are listed.
-//! 5. `name`: the newest job of the prompt of that name at the top of the
-//!    inbox; else, when prompts of that name are in other folders, the
-//!    newest job of the one that is (several: ambiguous, each listed). A
+//!    form ([`jobwarden_ledger::short_id`]: a generated id's last 8
+//!    characters, because a UUIDv7's head is its timestamp, shared by every
+//!    job of the same minute; a retry's first attempt's and `-r2`; another
+//!    id whole). Several matches: the one whose id or short id is the
+//!    argument itself, else ambiguous, and the candidates are listed.
+//! 5. `name`: the job (live, else newest, as in 2) of the prompt of that
+//!    name at the top of the inbox; else, when prompts of that name are in
+//!    other folders, that of the one that is (several: ambiguous, each listed). A
 //!    name may hold any letter; only what could never name a prompt is
 //!    refused.
 //!
@@ -117,12 +122,12 @@ fn prompt_label(project: &str, name: &str) -> String {
 pub fn resolve(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<JobId, LookupError> {
     if arg.contains('/') {
         let (project, name) = split_prompt(arg)?;
-        return newest_of(layout, ledger, &project, &name, arg);
+        return job_of_prompt_named(layout, ledger, &project, &name, arg);
     }
     if let Some(id) = by_id(layout, ledger, arg)? {
         return Ok(id);
     }
-    match by_name(ledger, arg)? {
+    match by_name(layout, ledger, arg)? {
         Some(id) => Ok(id),
         None => Err(not_found(arg)),
     }
@@ -204,7 +209,7 @@ fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError
             if found.is_empty() {
                 found = ledger.executions_with_short_prefix(arg, limit)?;
             }
-            if let Some(id) = one_of(arg, found.into_iter().map(Candidate::from).collect())? {
+            if let Some(id) = one_of(arg, exactly(arg, found))? {
                 return Ok(Some(id));
             }
         }
@@ -300,7 +305,10 @@ fn prompt_target(
     let newest = ledger
         .newest_job_of(&prompt.project, &prompt.name)?
         .map(|j| made(layout, j));
-    let live = newest.as_ref().filter(|j| is_live(layout, j));
+    let live = match newest.as_ref().filter(|j| is_live(layout, j)) {
+        Some(j) => Some(j.clone()),
+        None => live_job_of(layout, ledger, &prompt.project, &prompt.name)?,
+    };
     if let (Some(j), false) = (live, file_only) {
         return JobId::parse(&j.id)
             .map(|id| Some(Target::Job(id)))
@@ -321,6 +329,41 @@ fn prompt_target(
         .map(|j| JobId::parse(&j.id).map(Target::Job))
         .transpose()
         .map_err(LookupError::Invalid)
+}
+
+/// How many of a prompt's jobs the index holds unended are looked at for
+/// the live one (more is a stale index: the start-up check mends it).
+const LIVE_CANDIDATES: usize = 16;
+
+/// The newest job of a prompt that has not ended, by its record.
+fn live_job_of(
+    layout: &Layout,
+    ledger: &Ledger,
+    project: &str,
+    name: &str,
+) -> Result<Option<IndexedJob>, LookupError> {
+    let unended = ledger.unended_jobs_of(project, name, LIVE_CANDIDATES)?;
+    Ok(unended
+        .into_iter()
+        .map(|j| made(layout, j))
+        .find(|j| is_live(layout, j)))
+}
+
+/// The job a prompt name means when only jobs count: its live job, else
+/// its newest.
+fn job_of_prompt(
+    layout: &Layout,
+    ledger: &Ledger,
+    project: &str,
+    name: &str,
+) -> Result<Option<IndexedJob>, LookupError> {
+    let newest = ledger
+        .newest_job_of(project, name)?
+        .map(|j| made(layout, j));
+    if newest.as_ref().is_some_and(|j| is_live(layout, j)) {
+        return Ok(newest);
+    }
+    Ok(live_job_of(layout, ledger, project, name)?.or(newest))
 }
 
 /// How long a claim seen in progress is given to index its job.
@@ -411,16 +454,16 @@ fn named_elsewhere(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Targe
     }
 }
 
-/// The newest job of the prompt named `name`: at the top of the inbox,
-/// else in the one folder that has a prompt of that name.
-fn by_name(ledger: &Ledger, name: &str) -> Result<Option<JobId>, LookupError> {
-    if let Some(j) = ledger.newest_job_of("", name)? {
+/// The job ([`job_of_prompt`]) of the prompt named `name`: at the top of
+/// the inbox, else in the one folder that has a prompt of that name.
+fn by_name(layout: &Layout, ledger: &Ledger, name: &str) -> Result<Option<JobId>, LookupError> {
+    if let Some(j) = job_of_prompt(layout, ledger, "", name)? {
         return JobId::parse(&j.id).map(Some).map_err(LookupError::Invalid);
     }
     let projects = ledger.projects_with_prompt(name, MAX_CANDIDATES + 1)?;
     let mut newest = Vec::with_capacity(projects.len());
     for project in &projects {
-        newest.extend(ledger.newest_job_of(project, name)?);
+        newest.extend(job_of_prompt(layout, ledger, project, name)?);
     }
     one_of(name, newest.into_iter().map(Candidate::from).collect())
 }
@@ -463,15 +506,16 @@ fn split_prompt(arg: &str) -> Result<(String, String), LookupError> {
     Ok((project.to_owned(), name.to_owned()))
 }
 
-fn newest_of(
+/// `project/name` where only jobs count: [`job_of_prompt`].
+fn job_of_prompt_named(
     layout: &Layout,
     ledger: &Ledger,
     project: &str,
     name: &str,
     arg: &str,
 ) -> Result<JobId, LookupError> {
-    match ledger.newest_job_of(project, name)? {
-        Some(j) => JobId::parse(&made(layout, j).id).map_err(LookupError::Invalid),
+    match job_of_prompt(layout, ledger, project, name)? {
+        Some(j) => JobId::parse(&j.id).map_err(LookupError::Invalid),
         None => Err(LookupError::NotFound(format!(
             "no job of prompt {arg:?}; `jobwarden jobs` lists them"
         ))),
@@ -492,7 +536,18 @@ fn by_prefix_or_tail(
     if found.is_empty() {
         found = scan_run_dirs(layout, arg);
     }
-    one_of(arg, found.into_iter().map(Candidate::from).collect())
+    one_of(arg, exactly(arg, found))
+}
+
+/// Of several matches, the one whose id or short id is `arg` itself (a
+/// first attempt's short id is a prefix of its retries'); else all.
+fn exactly<T: Into<Candidate>>(arg: &str, found: Vec<T>) -> Vec<Candidate> {
+    let found: Vec<Candidate> = found.into_iter().map(Into::into).collect();
+    let exact = |c: &&Candidate| c.id == arg || short_id(&c.id) == arg;
+    match found.iter().filter(exact).count() {
+        1 if found.len() > 1 => found.into_iter().filter(|c| exact(&c)).collect(),
+        _ => found,
+    }
 }
 
 /// The slow way, when the index knows no match: the run folders' names.

@@ -175,6 +175,14 @@ impl Ledger {
         })
     }
 
+    /// How many executions `f` selects.
+    pub fn count(&self, f: &Filter) -> Result<u64, LedgerError> {
+        let (where_sql, params) = f.where_sql(&[]);
+        let sql = format!("SELECT count(*) FROM executions{where_sql}");
+        self.read(|c| c.query_row(&sql, params_from_iter(params), |r| r.get::<_, i64>(0)))
+            .map(|n| n.max(0) as u64)
+    }
+
     /// The execution with this id, if the ledger has it.
     pub fn execution(&self, id: &str) -> Result<Option<Execution>, LedgerError> {
         let sql = format!("SELECT {COLUMNS} FROM executions WHERE id = ?1");

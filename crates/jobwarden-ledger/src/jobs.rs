@@ -16,6 +16,7 @@
 use rusqlite::{OptionalExtension, Row, params, params_from_iter};
 use serde::Serialize;
 
+use super::short_id::short_id;
 use super::{Ledger, LedgerError};
 use jobwarden_model::job::{JobRecord, JobState};
 
@@ -259,8 +260,11 @@ impl Ledger {
         self.query(&sql, params![prefix, upper_bound(prefix), limit as i64])
     }
 
-    /// Jobs whose short id (the last 8 characters, as tables show it)
-    /// starts with `prefix`, at most `limit`.
+    /// Jobs whose short id (as tables show it, [`short_id`]) starts with
+    /// `prefix`, at most `limit`. A row indexed before short ids took their
+    /// present form holds the id's last 8 characters until it is indexed
+    /// again (each daemon start's check does); the lookup also reads run
+    /// folders' names when the index knows no match.
     pub fn jobs_with_short_prefix(
         &self,
         prefix: &str,
@@ -457,17 +461,6 @@ pub(super) fn unended_states() -> Vec<&'static str> {
         .map(|s| s.as_str())
         .collect()
 }
-
-/// The last 8 characters of an id: what tables show, and what `<job>`
-/// arguments may give a prefix of (a UUIDv7's head is its timestamp, the
-/// same for every job of a minute).
-pub fn short_id(id: &str) -> String {
-    let skip = id.chars().count().saturating_sub(SHORT_ID_LEN);
-    id.chars().skip(skip).collect()
-}
-
-/// Length of [`short_id`].
-pub const SHORT_ID_LEN: usize = 8;
 
 /// The smallest string greater than every string starting with `prefix`
 /// (ids are ASCII, so bumping the last byte is enough).

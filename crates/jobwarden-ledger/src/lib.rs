@@ -11,6 +11,7 @@
 //! - `query.rs` — the reads that drive decisions (cooldown, attempts).
 //! - `jobs.rs` — the job index: a cache of every run folder's `job.json` for the CLI.
 //! - `lookup.rs` — the reads behind a `<job>` argument beyond the index.
+//! - `short_id.rs` — the short form of an id that tables show and lookups take.
 //! - [`history`] — the CLI's queries (list, stats, export).
 //! - `attention.rs` — what needs the operator's attention, and `ack`.
 //! - `diagnostics.rs` — each execution's compiler and linter diagnostics, and questions of them.
@@ -41,6 +42,7 @@ mod published;
 mod query;
 pub mod repair;
 mod retention;
+mod short_id;
 mod slurm;
 
 use std::path::{Path, PathBuf};
@@ -52,12 +54,13 @@ pub use attention::{Attention, Standing};
 pub use batch::CompletionSummary;
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
 pub use execution::{Artifact, Execution, Handed, PathRelation, Source, stored_path};
-pub use jobs::{IndexedJob, JobFilter, JobOrder, short_id};
+pub use jobs::{IndexedJob, JobFilter, JobOrder};
 pub use metrics::{Bucket, Durations};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
 pub use published::{Published, PublishedRow, Settled, Watched};
 pub use query::{Cooldowns, Ended, LastRun};
+pub use short_id::{SHORT_ID_MAX, short_id};
 pub use slurm::SlurmRun;
 
 /// How long a writer waits for another writer's lock before giving up.

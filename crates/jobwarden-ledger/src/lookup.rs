@@ -1,12 +1,13 @@
 //! The reads behind the CLI's `<job>` argument (the lookup's) that the
-//! job index alone cannot answer: a prompt name in any folder, and
-//! executions, which outlive their run folders (and include runs recorded
-//! by hand) for `history show`.
+//! job index alone cannot answer: a prompt name in any folder, its live
+//! jobs, and executions, which outlive their run folders (and include runs
+//! recorded by hand) for `history show`.
 
 use rusqlite::params;
 
 use super::history::{COLUMNS, execution_from_row};
-use super::jobs::upper_bound;
+use super::jobs::{IndexedJob, unended_states, upper_bound};
+use super::short_id::short_id_sql;
 use super::{Execution, Ledger, LedgerError};
 
 impl Ledger {
@@ -22,6 +23,31 @@ impl Ledger {
             "SELECT DISTINCT project FROM jobs WHERE name = ?1 ORDER BY project LIMIT ?2",
             params![name, limit as i64],
         )
+    }
+
+    /// The jobs of a prompt that the index holds as not ended, newest
+    /// claim first, at most `limit`: a live job is what a prompt name
+    /// means, however many of its jobs ended since it started.
+    pub fn unended_jobs_of(
+        &self,
+        project: &str,
+        name: &str,
+        limit: usize,
+    ) -> Result<Vec<IndexedJob>, LedgerError> {
+        let unended = unended_states();
+        let marks = vec!["?"; unended.len()].join(", ");
+        let sql = format!(
+            "SELECT id FROM jobs WHERE project = ? AND name = ? AND state IN ({marks}) \
+             ORDER BY created_at DESC, id DESC LIMIT {limit}"
+        );
+        let mut args: Vec<&str> = vec![project, name];
+        args.extend(unended);
+        let ids = self.strings(&sql, rusqlite::params_from_iter(args))?;
+        let mut jobs = Vec::with_capacity(ids.len());
+        for id in ids {
+            jobs.extend(self.indexed_job(&id)?);
+        }
+        Ok(jobs)
     }
 
     /// The folders holding an execution of a prompt named `name`, at most `limit`.
@@ -64,7 +90,7 @@ impl Ledger {
         self.executions(&sql, params![prefix, upper_bound(prefix), limit as i64])
     }
 
-    /// Executions whose short id (the id's last 8 characters) starts with
+    /// Executions whose short id ([`crate::short_id`]) starts with
     /// `prefix`, at most `limit`. No index serves this: it is asked only
     /// when no id starts with the prefix.
     pub fn executions_with_short_prefix(
@@ -72,9 +98,10 @@ impl Ledger {
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<Execution>, LedgerError> {
+        let short = short_id_sql();
         let sql = format!(
             "SELECT {COLUMNS} FROM executions \
-             WHERE substr(id, -8) >= ?1 AND substr(id, -8) < ?2 ORDER BY id LIMIT ?3"
+             WHERE {short} >= ?1 AND {short} < ?2 ORDER BY id LIMIT ?3"
         );
         self.executions(&sql, params![prefix, upper_bound(prefix), limit as i64])
     }

@@ -31,7 +31,16 @@ pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCo
         until_ms: window.until_ms,
     };
     let (_, _, ledger) = super::open(global)?;
-    let rows = ledger.list(&filter, args.limit)?;
+    let limit = if args.limit == 0 {
+        u32::MAX
+    } else {
+        args.limit
+    };
+    let rows = ledger.list(&filter, limit)?;
+    if rows.len() as u64 == u64::from(limit) {
+        let more = ledger.count(&filter)?.saturating_sub(rows.len() as u64);
+        crate::commands::output::say_more(more, args.limit);
+    }
     if args.json {
         let view: Vec<ExecutionJson<'_>> = rows.iter().map(ExecutionJson::from).collect();
         print_json(&view)?;
@@ -101,7 +110,7 @@ impl<'a> From<&'a Execution> for ExecutionJson<'a> {
 
 /// The table's columns; with the caps a row fits 80 columns.
 pub(super) const COLUMNS: [Column; 6] = [
-    Column::left("ID", 8),
+    Column::left("ID", jobwarden_ledger::SHORT_ID_MAX),
     Column::left("PROMPT", 24),
     Column::left("OUTCOME", 12),
     Column::right("ATTEMPT", 7),

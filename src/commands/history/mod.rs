@@ -51,10 +51,5 @@ pub(super) fn existing_root(global: &GlobalArgs) -> anyhow::Result<Layout> {
 /// A mistyped root must not read as "no history, eligible": only a root
 /// that exists gets a ledger (created empty if it has none yet).
 fn ensure_root(layout: &Layout) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        layout.root().is_dir(),
-        "no jobwarden root at {} (check --root, JOBWARDEN_HOME or the config's root)",
-        layout.root().display()
-    );
-    Ok(())
+    super::root_must_exist(layout)
 }

@@ -58,7 +58,7 @@ const RESCAN_GAP: Duration = Duration::from_millis(200);
 const SETTLE_POLL: Duration = Duration::from_millis(20);
 
 pub fn run(global: &GlobalArgs, args: &WaitArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load_for_reading(global)?;
+    let (config, layout) = super::load_existing(global)?;
     let scope = scope_of(args)?;
     let ledger = super::open_ledger(&layout)?;
     let named = resolve_named(&layout, ledger.as_ref(), &args.jobs)?;
