@@ -3,7 +3,9 @@
 //! no longer `needs_attention` for it, and it counts it as acknowledged).
 //!
 //! A job is acknowledged through its prompt: the prompt's newest
-//! execution must be this job's and must have gone wrong. The record is a
+//! execution must be this job's and must have gone wrong. A prompt named
+//! (`project/name`) means its newest execution, even while a retry of it
+//! waits or runs (that retry has no execution yet). The record is a
 //! row in the ledger (`acknowledgements`, see `ledger/attention.rs`), so a
 //! newer run of the same prompt that goes wrong needs attention again.
 //!
@@ -90,11 +92,11 @@ pub fn run(global: &GlobalArgs, args: &AckArgs) -> anyhow::Result<ExitCode> {
             ..Report::default()
         }
     } else {
-        let ids = args
-            .jobs
-            .iter()
-            .map(|arg| super::resolve_job(&layout, Some(&ledger), arg))
-            .collect::<anyhow::Result<Vec<JobId>>>()?;
+        let mut ids = Vec::with_capacity(args.jobs.len());
+        for arg in &args.jobs {
+            let id = super::resolve_job(&layout, Some(&ledger), arg)?;
+            ids.push(last_run_if_named(&layout, &ledger, arg, id)?);
+        }
         acknowledge_each(&mut ledger, &ids, now, by.as_deref())?
     };
     for acked in &report.acknowledged {
@@ -118,6 +120,37 @@ fn open_writable(layout: &Layout) -> anyhow::Result<Option<Ledger>> {
     Ok(Some(Ledger::open(&path).with_context(
         || "acknowledgements are written to the ledger, which must be writable",
     )?))
+}
+
+/// A prompt named (`project/name`, or its bare name) while a job of it
+/// has not ended (a retry queued after a failure): the prompt's last run
+/// is meant, the one `status` says needs attention. Else `id` as resolved.
+fn last_run_if_named(
+    layout: &Layout,
+    ledger: &Ledger,
+    arg: &str,
+    id: JobId,
+) -> anyhow::Result<JobId> {
+    if ledger.standing_of(id.as_str())?.is_some() {
+        return Ok(id);
+    }
+    let prompt = match jobwarden_model::job::JobRecord::load_job(layout, &id) {
+        Ok(rec) => Some((rec.project, rec.name)),
+        Err(_) => ledger
+            .indexed_job(id.as_str())?
+            .map(|j| (j.project, j.name)),
+    };
+    let Some((project, name)) = prompt else {
+        return Ok(id);
+    };
+    let named = arg.strip_suffix(".prompt.md").unwrap_or(arg);
+    if named != prompt_label(&project, &name) && named != name {
+        return Ok(id);
+    }
+    match ledger.newest_execution_of(&project, &name)? {
+        Some(last) => JobId::parse(&last.id).map_err(anyhow::Error::msg),
+        None => Ok(id),
+    }
 }
 
 /// Acknowledge each job that needs it; say why the others need nothing.

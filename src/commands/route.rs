@@ -2,7 +2,8 @@
 //! get — the route that matches (or none), the profile, the captures, the
 //! workdir and the final argv of each stage — computed exactly as the claim
 //! and the monitor compute them, with an example job id. Nothing runs and
-//! nothing is written.
+//! nothing is written. A file name the daemon would ignore (`notes.md`: not
+//! `*.prompt.md`) is said to be one, with the name it would need (exit 2).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -32,6 +33,9 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     } else {
         inbox.join(given)
     };
+    if let Some(why) = ignored_name(&path) {
+        anyhow::bail!("{why}");
+    }
     let path = if path.to_string_lossy().ends_with(layout::PROMPT_SUFFIX) {
         path
     } else {
@@ -97,6 +101,42 @@ pub fn run(global: &GlobalArgs, args: &RouteArgs) -> anyhow::Result<ExitCode> {
     };
     show(&shown, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Extensions of a file that is not a prompt (a path without one names
+/// a folder: a prompt in it).
+const FILE_EXTENSIONS: [&str; 5] = ["md", "markdown", "txt", "tmp", "prompt"];
+
+/// Why the daemon would ignore a file at `path` (one named as a file, or
+/// one there, that is not `*.prompt.md`), and the name it would need;
+/// `None` for a prompt's name or a folder.
+fn ignored_name(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy();
+    if name.ends_with(layout::PROMPT_SUFFIX) {
+        return None;
+    }
+    let ext = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    let file_like = ext.is_some_and(|e| FILE_EXTENSIONS.contains(&e.as_str()))
+        || path.symlink_metadata().is_ok_and(|m| !m.is_dir());
+    if !file_like {
+        return None;
+    }
+    let stem = match name.strip_suffix(layout::RUNNING_SUFFIX) {
+        Some(stem) => stem.to_owned(),
+        None => path
+            .file_stem()
+            .map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned()),
+    };
+    let what = if name.ends_with(layout::RUNNING_SUFFIX) {
+        "is the name of a prompt already claimed (its job runs)"
+    } else {
+        "is not a prompt name"
+    };
+    Some(format!(
+        "{name:?} {what}: the daemon ignores every file not named *{suffix}, so a file of that name would never run; \
+         name it {stem}{suffix} (`jobwarden route` of that name says what it would get)",
+        suffix = layout::PROMPT_SUFFIX,
+    ))
 }
 
 /// A prompt that would be rejected, and why: exit 1, a clean "no".

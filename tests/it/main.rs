@@ -43,6 +43,7 @@ mod ledger;
 mod ledger_damage;
 mod lifecycle;
 mod limits;
+mod lookup;
 mod merged;
 mod metrics;
 mod monitors;
