@@ -234,7 +234,9 @@ pub struct SubmitArgs {
 #[derive(Debug, Args)]
 pub struct RouteArgs {
     /// A prompt's path relative to inbox/ (`acme/api/main/fix.prompt.md`),
-    /// or under the root's inbox/ as an absolute path.
+    /// or under the root's inbox/ as an absolute path; a folder means a prompt
+    /// in it. A file name the daemon ignores (not `*.prompt.md`, like `fix.md`)
+    /// is an error that says so and names the name it would need.
     #[arg(value_name = "PATH")]
     pub path: String,
 
@@ -283,7 +285,7 @@ pub struct AbortArgs {
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// Jobs to wait for: ids, unique prefixes (4+ characters) of ids or short ids, or
-    /// prompt names (project/name: its newest job).
+    /// prompt names (project/name: its live job, else its newest).
     #[arg(
         value_name = "JOB",
         required_unless_present_any = ["project", "all"],
@@ -311,11 +313,11 @@ pub struct WaitArgs {
 }
 
 /// How the `<job>` argument reads, for every command that takes one.
-pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt's project/name or name, meaning its newest job";
+pub const JOB_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (as tables show it), or a prompt's project/name or name, meaning its live job, else its newest job (for history show: its newest execution)";
 
 /// How the `<job>` argument reads for the commands that also take a prompt
 /// waiting in the inbox (`show`, `logs`, `events`).
-pub const TARGET_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (the last 8 characters tables show), or a prompt name (project/name): its live job, else the prompt waiting in the inbox (project/name.prompt.md: only that), else its newest job";
+pub const TARGET_ARG_HELP: &str = "A job id, a unique prefix (4+ characters) of an id or of a short id (as tables show it), or a prompt name (project/name): its live job, else the prompt waiting in the inbox (project/name.prompt.md: only that), else its newest job";
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {
@@ -509,7 +511,7 @@ pub struct LimitArgs {
 #[derive(Debug, Args)]
 pub struct PriorityArgs {
     /// The queued job: an id, a unique prefix (4+ characters) of an id or short id,
-    /// or a prompt name (project/name: its newest job).
+    /// or a prompt name (project/name: its live job, else its newest).
     #[arg(value_name = "JOB")]
     pub job: String,
 
@@ -521,8 +523,8 @@ pub struct PriorityArgs {
 #[derive(Debug, Args)]
 pub struct AckArgs {
     /// Jobs whose failure to acknowledge: ids, unique prefixes (4+ characters) of ids or
-    /// short ids, or prompt names (project/name: its newest job). Each must be its
-    /// prompt's last run.
+    /// short ids, or prompt names (project/name: its last run, even while a retry of
+    /// it waits or runs). Each must be its prompt's last run.
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",

@@ -23,9 +23,10 @@
 //! Matching reads the job index; if the index knows nothing (stale, or
 //! rebuilt after a restore), the run folders' names are searched instead.
 //!
-//! [`resolve_execution`] answers the same question for `history show`,
-//! whose rows outlive run folders and include runs recorded by hand: it
-//! searches the ledger's executions as well as the job index.
+//! [`resolve_execution`] (`lookup/execution.rs`) answers the same question
+//! for `history show`, whose rows outlive run folders and include runs
+//! recorded by hand: it searches the ledger's executions as well as the
+//! job index.
 //!
 //! Commands that also act on what has no job yet (`show`, `logs`,
 //! `events`, `abort`) use [`resolve_target`]: a prompt name may then mean
@@ -36,6 +37,10 @@
 //! A bare name that names nothing at the top of the inbox may name a
 //! prompt in any folder (waiting there, or with jobs), if only one folder
 //! has a prompt of that name.
+
+mod execution;
+
+pub use execution::resolve_execution;
 
 use jobwarden_ledger::{Execution, IndexedJob, Ledger, LedgerError, short_id};
 use jobwarden_model::job::{JobId, JobRecord};
@@ -146,83 +151,6 @@ fn by_id(layout: &Layout, ledger: &Ledger, arg: &str) -> Result<Option<JobId>, L
         return by_prefix_or_tail(layout, ledger, arg);
     }
     Ok(None)
-}
-
-/// Resolve `arg` to an execution (a ledger row) for `history show`: the
-/// forms [`resolve`] takes, matched against the ledger's executions. A job
-/// that matches but has no row yet (it has not ended) is named in the
-/// "not found" answer.
-pub fn resolve_execution(
-    layout: &Layout,
-    ledger: &Ledger,
-    arg: &str,
-) -> Result<JobId, LookupError> {
-    if let Some(id) = execution_of(ledger, arg)? {
-        return Ok(id);
-    }
-    match resolve(layout, ledger, arg) {
-        Ok(id) => Err(LookupError::NotFound(no_row_yet(layout, ledger, &id)?)),
-        Err(LookupError::NotFound(_)) => Err(LookupError::NotFound(format!(
-            "no execution {arg:?} in the ledger {}; `jobwarden history list` lists them",
-            ledger.path().display()
-        ))),
-        Err(e) => Err(e),
-    }
-}
-
-/// Why job `id` has no execution row: it has not ended, or its row was
-/// not written (which `history repair` backfills).
-fn no_row_yet(layout: &Layout, ledger: &Ledger, id: &JobId) -> Result<String, LookupError> {
-    let state = match jobwarden_model::job::JobRecord::load_job(layout, id) {
-        Ok(rec) => Some(rec.state),
-        Err(_) => ledger
-            .indexed_job(id.as_str())?
-            .and_then(|j| j.state.parse::<jobwarden_model::job::JobState>().ok()),
-    };
-    Ok(match state {
-        Some(s) if s.is_terminal() => format!(
-            "job {id} ({s}) has no execution in the ledger: its row was not written; `jobwarden history repair` backfills it from the job's record"
-        ),
-        Some(s) => format!(
-            "job {id} ({s}) has no execution in the ledger yet: its row is written when it ends; `jobwarden show {id}` shows it now"
-        ),
-        None => format!(
-            "job {id} has no execution in the ledger; `jobwarden show {id}` shows what is known of it"
-        ),
-    })
-}
-
-/// The execution `arg` names, if the ledger has one.
-fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError> {
-    if arg.contains('/') {
-        let (project, name) = split_prompt(arg)?;
-        let newest = ledger.newest_execution_of(&project, &name)?;
-        return one_of(arg, newest.into_iter().map(Candidate::from).collect());
-    }
-    if let Some(id) = id_like(arg)? {
-        if ledger.has_execution(id.as_str())? {
-            return Ok(Some(id));
-        }
-        if arg.len() >= MIN_PREFIX {
-            let limit = MAX_CANDIDATES + 1;
-            let mut found = ledger.executions_with_prefix(arg, limit)?;
-            if found.is_empty() {
-                found = ledger.executions_with_short_prefix(arg, limit)?;
-            }
-            if let Some(id) = one_of(arg, exactly(arg, found))? {
-                return Ok(Some(id));
-            }
-        }
-    }
-    if let Some(e) = ledger.newest_execution_of("", arg)? {
-        return JobId::parse(&e.id).map(Some).map_err(LookupError::Invalid);
-    }
-    let projects = ledger.projects_with_execution_of(arg, MAX_CANDIDATES + 1)?;
-    let mut newest = Vec::with_capacity(projects.len());
-    for project in &projects {
-        newest.extend(ledger.newest_execution_of(project, arg)?);
-    }
-    one_of(arg, newest.into_iter().map(Candidate::from).collect())
 }
 
 /// `arg` as an id (or id prefix) when it can be one; `None` when it can
