@@ -263,7 +263,9 @@ fn prompt_target(
 /// the live one (more is a stale index: the start-up check mends it).
 const LIVE_CANDIDATES: usize = 16;
 
-/// The newest job of a prompt that has not ended, by its record.
+/// The newest job of a prompt that has not ended, by its record. Only a
+/// job with a record counts: an older row without one is a claim cut
+/// short (the newest row, a claim under way, is [`made`]'s to wait for).
 fn live_job_of(
     layout: &Layout,
     ledger: &Ledger,
@@ -271,10 +273,12 @@ fn live_job_of(
     name: &str,
 ) -> Result<Option<IndexedJob>, LookupError> {
     let unended = ledger.unended_jobs_of(project, name, LIVE_CANDIDATES)?;
-    Ok(unended
-        .into_iter()
-        .map(|j| made(layout, j))
-        .find(|j| is_live(layout, j)))
+    Ok(unended.into_iter().find(|j| {
+        JobId::parse(&j.id)
+            .ok()
+            .and_then(|id| JobRecord::load_job(layout, &id).ok())
+            .is_some_and(|rec| !rec.state.is_terminal())
+    }))
 }
 
 /// The job a prompt name means when only jobs count: its live job, else
