@@ -70,7 +70,7 @@ pub fn run(global: &GlobalArgs, args: &SubmitArgs) -> anyhow::Result<ExitCode> {
         since_ms,
         ledger: None,
         watch: Watch::new(RECHECK, POLL),
-        progress: Progress::new(),
+        progress: Progress::without_clock(),
         seen: None,
     };
     let end = follower.follow()?;
@@ -246,25 +246,21 @@ struct End {
     attempt: u32,
 }
 
-/// Print the end and turn it into the exit status.
+/// Print the end and turn it into the exit status. The end itself was
+/// said as the job's last change ([`Progress::job_changed`]); only what
+/// that line cannot tell is added here: a rejection comes from the daemon
+/// although this command's own checks passed.
 fn report_end(rec: &JobRecord, json: bool, mut submitted: Submitted) -> anyhow::Result<ExitCode> {
-    let reason = rec.state_reason.as_deref().unwrap_or("no reason recorded");
-    match rec.state {
-        JobState::Rejected if rec.job_id != submitted.job_id => {
-            jobwarden_sys::logging::line(format_args!(
-                "job {}: rejected by the daemon: {reason}; the id {} printed above was not used",
-                rec.job_id, submitted.job_id
-            ));
-        }
-        JobState::Rejected => jobwarden_sys::logging::line(format_args!(
-            "job {}: rejected by the daemon: {reason}",
+    if rec.state == JobState::Rejected {
+        let unused = match rec.job_id != submitted.job_id {
+            true => format!("; the id {} printed above was not used", submitted.job_id),
+            false => String::new(),
+        };
+        jobwarden_sys::logging::line(format_args!(
+            "jobwarden: job {} was rejected by the daemon although it passed this command's checks \
+             (a daemon started with another config? `jobwarden reload` makes it read the file){unused}",
             rec.job_id
-        )),
-        _ if rec.state_reason.is_some() => jobwarden_sys::logging::line(format_args!(
-            "job {}: {} ({reason})",
-            rec.job_id, rec.state
-        )),
-        _ => jobwarden_sys::logging::line(format_args!("job {}: {}", rec.job_id, rec.state)),
+        ));
     }
     if json {
         submitted.end = Some(End {
@@ -364,11 +360,14 @@ impl Follower<'_> {
             if let Some(value) = ready(self)? {
                 return Ok(value);
             }
-            let status = match &self.seen {
-                Some((id, state)) => format!("job {id}: {state}"),
-                None => format!("{}: waiting to be claimed", self.prompt),
-            };
-            self.progress.status(&status);
+            match &self.seen {
+                // Its end is said already; the prompt's move is a moment.
+                Some((_, state)) if state.is_terminal() => {}
+                Some((id, state)) => self.progress.status(&format!("job {id}: {state}")),
+                None => self
+                    .progress
+                    .status(&format!("{}: waiting to be claimed", self.prompt)),
+            }
             self.watch.wait(None);
         }
     }

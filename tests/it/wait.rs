@@ -16,10 +16,12 @@ use serde_json::Value;
 use crate::support::*;
 
 /// By the prompt's name (`$1`): `ok` succeeds, `fail` exits 3, `slow`
-/// sleeps, `cool` fails at once; anything else says `ready` and runs until
+/// sleeps, `cool` fails at once, `chatty` writes a line every 50 ms for a
+/// second and succeeds; anything else says `ready` and runs until
 /// `$OUT/release-<name>` or `$OUT/release-all` exists.
 const BY_NAME: &str = r#"case "$1" in
   ok) echo fine; exit 0 ;;
+  chatty) for i in $(seq 20); do echo "line $i"; sleep 0.05; done; exit 0 ;;
   fail|cool) echo failing; exit 3 ;;
   slow) sleep 30 ;;
 esac
@@ -443,17 +445,6 @@ fn submit_wait_says_each_change_on_stderr() {
 
 #[test]
 fn wait_shows_a_live_line_on_a_terminal() {
-    // `script` gives the command a terminal; skipped where it is missing
-    // or cannot open one (no /dev/ptmx in some containers).
-    let works = Command::new("script")
-        .args(["-qec", "true", "/dev/null"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !works {
-        eprintln!("skipped: no `script` that can give wait a terminal");
-        return;
-    }
     let sb = sandbox_with(|c| c);
     let _d = Daemon::start(&sb);
     sb.drop_prompt("proj", "gated", "run until released\n");
@@ -466,15 +457,9 @@ fn wait_shows_a_live_line_on_a_terminal() {
         job.id
     );
     let typescript = sb.out().join("typescript");
-
-    let mut child = Command::new("script")
-        .args(["-qefc", &line])
-        .arg(&typescript)
-        .env("TERM", "xterm")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("run script");
+    let Some(mut child) = on_a_terminal(&line, &typescript) else {
+        return;
+    };
     let said = |what: &str| {
         let text = fs::read_to_string(&typescript).unwrap_or_default();
         text.contains(what).then_some(text)
@@ -496,4 +481,102 @@ fn wait_shows_a_live_line_on_a_terminal() {
         !text.contains("running →"),
         "no change lines on a terminal: {text:?}"
     );
+}
+
+/// A prompt file `<name>.prompt.md` outside the root, for `submit`.
+fn prompt_file(sb: &Sandbox, name: &str) -> String {
+    let file = sb.base.join(format!("{name}.prompt.md"));
+    fs::write(&file, format!("{name}\n")).expect("prompt file");
+    file.to_str().expect("UTF-8 path").to_owned()
+}
+
+#[test]
+fn submit_wait_says_the_end_once() {
+    let sb = sandbox_with(|c| c);
+    let _d = Daemon::start(&sb);
+    let file = prompt_file(&sb, "ok");
+
+    let out = sb.run(&["submit", &file, "--project", "proj", "--wait"]);
+
+    assert_eq!(out.code(), 0, "{out:?}");
+    let ends: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("succeeded"))
+        .collect();
+    assert_eq!(ends.len(), 1, "the end is said once: {out:?}");
+    let id = out.stdout.trim();
+    assert!(
+        ends[0].starts_with(&format!("job {id} (proj/ok): ")),
+        "{out:?}"
+    );
+}
+
+/// Give `line` (a shell command line) a terminal with `script`; `None`
+/// where there is no `script` that can open one (no /dev/ptmx in some
+/// containers).
+fn on_a_terminal(line: &str, typescript: &std::path::Path) -> Option<Child> {
+    let works = Command::new("script")
+        .args(["-qec", "true", "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!("skipped: no `script` that can give the command a terminal");
+        return None;
+    }
+    let child = Command::new("script")
+        .args(["-qefc", line])
+        .arg(typescript)
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("run script");
+    Some(child)
+}
+
+#[test]
+fn submit_wait_on_a_terminal_draws_each_live_line_once() {
+    let sb = sandbox_with(|c| c);
+    let _d = Daemon::start(&sb);
+    let file = prompt_file(&sb, "chatty");
+    let line = format!(
+        "{} --root {} --config {} submit {file} --project proj --wait 2>&1",
+        BIN,
+        sb.root.display(),
+        sb.config.display(),
+    );
+    let typescript = sb.out().join("typescript");
+    let Some(mut child) = on_a_terminal(&line, &typescript) else {
+        return;
+    };
+    let status = wait_until("script to exit", secs(30), || {
+        child.try_wait().expect("try_wait")
+    });
+
+    let text = fs::read_to_string(&typescript).unwrap_or_default();
+    assert!(status.success(), "{status:?}\n{text:?}");
+    let job = sb.wait_done("proj", "chatty", secs(5));
+    assert!(
+        job.log().contains("line 20"),
+        "its output woke the command many times: {}",
+        job.log()
+    );
+    // Each frame follows an erase of the line; one drawn twice is a redraw
+    // that changed nothing.
+    let frames: Vec<&str> = text
+        .split("\r\x1b[2K")
+        .skip(1)
+        .map(|f| f.split(['\r', '\n']).next().unwrap_or(""))
+        .filter(|f| !f.is_empty())
+        .collect();
+    let running = format!("job {}: running", job.id);
+    assert_eq!(
+        frames.iter().filter(|f| f.ends_with(&running)).count(),
+        1,
+        "the running line is drawn once: {frames:?}\n{text:?}"
+    );
+    let ends = text.matches("succeeded").count();
+    assert_eq!(ends, 1, "the end is said once: {text:?}");
 }
