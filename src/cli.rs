@@ -4,6 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::ArgValueCandidates;
+
+/// Completes a `<job>` argument with the root's jobs and prompt names.
+fn job_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(crate::commands::completions::jobs)
+}
 
 /// jobwarden: claims prompt files from an inbox and runs each as a monitored job.
 #[derive(Debug, Parser)]
@@ -38,8 +44,13 @@ $XDG_CONFIG_HOME/jobwarden/config.toml (~/.config/jobwarden/config.toml), else \
 JOBWARDEN_HOME, else the config's root, else /var/lib/jobwarden as root and \
 $XDG_DATA_HOME/jobwarden (~/.local/share/jobwarden) otherwise.";
 
+/// The heading the flags every subcommand accepts are listed under in
+/// `--help`, after the command's own.
+pub const GLOBAL_HEADING: &str = "Global options";
+
 /// Flags every subcommand accepts.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = GLOBAL_HEADING)]
 pub struct GlobalArgs {
     /// State directory (inbox/, runs/, archive/). Overrides JOBWARDEN_HOME and the config's `root`.
     #[arg(long, global = true, value_name = "DIR")]
@@ -147,6 +158,14 @@ pub enum Command {
     Notify(NotifyCommand),
 
     /// Print a shell's completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// The script asks `jobwarden` (on PATH) at each Tab, so that it
+    /// completes job ids (the short ids tables show) and prompt names of the
+    /// root the line names, besides commands and flags. Load it from the
+    /// shell's startup file, e.g. `source <(jobwarden completions bash)` in
+    /// ~/.bashrc, `source <(jobwarden completions zsh)` in ~/.zshrc,
+    /// `jobwarden completions fish | source` in fish's config; or install it
+    /// where the shell looks (install.sh does).
     Completions(CompletionsArgs),
 
     /// Print the manual page (roff), or write one page per command to a folder.
@@ -212,7 +231,7 @@ pub struct SubmitArgs {
 
     /// Start only once this job ended `succeeded` (an id, an id prefix or
     /// project/name); repeat it to wait for several (front matter `after`).
-    #[arg(long, value_name = "JOB")]
+    #[arg(long, value_name = "JOB", add = job_candidates())]
     pub after: Vec<String>,
 
     /// Not before this time: a local HH:MM (today, or tomorrow if past), a
@@ -265,7 +284,8 @@ pub struct AbortArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
-        conflicts_with = "all"
+        conflicts_with = "all",
+        add = job_candidates()
     )]
     pub jobs: Vec<String>,
 
@@ -289,7 +309,8 @@ pub struct WaitArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present_any = ["project", "all"],
-        conflicts_with = "all"
+        conflicts_with = "all",
+        add = job_candidates()
     )]
     pub jobs: Vec<String>,
 
@@ -364,7 +385,7 @@ pub struct JobsArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
     pub job: String,
 
     /// Print one JSON object (shape in docs/cli-json.md).
@@ -374,7 +395,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
     pub job: String,
 
     /// Only the last N lines.
@@ -389,7 +410,7 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
     pub job: String,
 
     /// Only the last N events (after the other filters).
@@ -432,7 +453,7 @@ pub struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP, add = job_candidates())]
     pub job: String,
 
     /// Start it without waiting for the prompt's cooldown (after a failure,
@@ -512,7 +533,7 @@ pub struct LimitArgs {
 pub struct PriorityArgs {
     /// The queued job: an id, a unique prefix (4+ characters) of an id or short id,
     /// or a prompt name (project/name: its live job, else its newest).
-    #[arg(value_name = "JOB")]
+    #[arg(value_name = "JOB", add = job_candidates())]
     pub job: String,
 
     /// Its new priority, -1000 to 1000 (0 is the default; higher starts first).
@@ -528,7 +549,8 @@ pub struct AckArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
-        conflicts_with = "all"
+        conflicts_with = "all",
+        add = job_candidates()
     )]
     pub jobs: Vec<String>,
 
@@ -670,7 +692,7 @@ pub struct HistoryDiagnosticsArgs {
     #[arg(long, conflicts_with = "job")]
     pub files: bool,
     /// The diagnostics of one execution.
-    #[arg(long, value_name = "JOB")]
+    #[arg(long, value_name = "JOB", add = job_candidates())]
     pub job: Option<String>,
     /// Only executions that finished at or after WHEN: a duration ago (`7d`), a date or an RFC
     /// 3339 time.
@@ -686,7 +708,7 @@ pub struct HistoryDiagnosticsArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryShowArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP, add = job_candidates())]
     pub job: String,
     /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]

@@ -42,7 +42,10 @@ pub fn render() -> String {
     if let Some(after) = cmd.get_after_long_help() {
         let _ = write!(md, "{after}\n\n");
     }
-    md.push_str("## Options of every command\n\n");
+    md.push_str(&format!(
+        "## {} (every command accepts them)\n\n",
+        crate::cli::GLOBAL_HEADING
+    ));
     args(&mut md, cmd.get_arguments().filter(|a| a.is_global_set()));
     md.push_str("## Commands\n\n");
     for sub in visible(&cmd) {

@@ -29,7 +29,7 @@ mod ack;
 mod args;
 mod cancel;
 pub mod cli_reference;
-mod completions;
+pub(crate) mod completions;
 mod config;
 mod daemon;
 mod events;
@@ -82,6 +82,9 @@ pub fn main() -> ExitCode {
     use clap::Parser;
     // Before anything opens a file: see `stdio.rs`.
     let std_fds = stdio::open_closed_std_fds();
+    // A shell asking for completions (`COMPLETE=bash jobwarden -- …`) is
+    // answered here, and the process ends.
+    completions::register();
     let cli = Cli::parse();
     jobwarden_sys::logging::init(cli.global.log_format);
     if let Err(e) = std_fds {

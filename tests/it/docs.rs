@@ -59,24 +59,74 @@ fn full_name(cmd: &clap::Command) -> String {
 }
 
 #[test]
-fn completions_for_each_shell_name_the_commands() {
-    for shell in ["bash", "zsh", "fish"] {
+fn completions_for_each_shell_register_the_binary_which_names_the_commands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let (code, script, stderr) = bin(&["completions", shell]);
         assert_eq!(code, 0, "{shell}: {stderr}");
-        assert!(script.len() > 1000, "{shell}: a script, not {script:?}");
-        for word in ["submit", "abort", "history", "json", "root"] {
-            assert!(script.contains(word), "{shell} completion lacks {word:?}");
-        }
-        // `monitor_started` is an event op `events --op` offers.
-        let commands = script.replace("monitor_started", "");
         assert!(
-            !commands.contains("monitor") && !commands.contains("cli-reference"),
-            "{shell} completion offers a hidden command"
+            script.contains(&format!("COMPLETE=\"{shell}\""))
+                || script.contains(&format!("COMPLETE={shell}"))
+                || script.contains(&format!("$env:COMPLETE = \"{shell}\"")),
+            "{shell}: a registration that asks the binary: {script}"
         );
+        assert!(script.contains("jobwarden"), "{shell}: {script}");
+        assert!(
+            !script.contains(BIN),
+            "{shell}: names the program, not where it was made from: {script}"
+        );
+    }
+    // What the registration gets when the shell asks for the commands.
+    let out = Command::new(BIN)
+        .args(["--", "jobwarden", ""])
+        .env("COMPLETE", "fish")
+        .output()
+        .expect("run jobwarden");
+    let offered = String::from_utf8_lossy(&out.stdout);
+    let words: Vec<&str> = offered
+        .lines()
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    for word in ["submit", "abort", "history", "--root"] {
+        assert!(words.contains(&word), "{word:?} offered: {words:?}");
+    }
+    for hidden in ["monitor", "cli-reference"] {
+        assert!(!words.contains(&hidden), "hidden {hidden:?} offered: {words:?}");
     }
     let (code, _, stderr) = bin(&["completions", "tcsh"]);
     assert_eq!(code, 2, "an unknown shell is a usage error");
     assert!(stderr.contains("bash"), "the shells are listed: {stderr}");
+}
+
+/// The flags every command accepts.
+const GLOBAL_FLAGS: [&str; 3] = ["--root <DIR>", "--config <FILE>", "--log-format <FORMAT>"];
+
+#[test]
+fn each_commands_help_lists_its_own_options_before_the_global_ones() {
+    for cmd in commands() {
+        let name = full_name(&cmd);
+        let mut args: Vec<&str> = name.split(' ').filter(|w| *w != "jobwarden").collect();
+        for flag in ["-h", "--help"] {
+            args.push(flag);
+            let (code, help, stderr) = bin(&args);
+            args.pop();
+            assert_eq!(code, 0, "{name} {flag}: {stderr}");
+            let (own, global) = help
+                .split_once("\nGlobal options:\n")
+                .unwrap_or_else(|| panic!("{name} {flag}: no \"Global options:\" heading:\n{help}"));
+            for g in GLOBAL_FLAGS {
+                assert!(global.contains(g), "{name} {flag}: {g} under the heading:\n{help}");
+                assert!(!own.contains(g), "{name} {flag}: {g} among its own:\n{help}");
+            }
+            assert!(
+                own.contains("--help") && !global.contains("--help"),
+                "{name} {flag}: its own options first:\n{help}"
+            );
+        }
+    }
+    let (_, show, _) = bin(&["show", "--help"]);
+    let own = show.find("--json").expect("show's --json");
+    let heading = show.find("Global options:").expect("the heading");
+    assert!(own < heading, "{show}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod browser;
 mod browser_dashboard;
 mod changed_files;
 mod cli;
+mod completion;
 mod concurrency;
 mod config;
 mod daemon;
