@@ -591,7 +591,8 @@ pub struct MonitorArgs {
 
 #[derive(Debug, Args)]
 pub struct WebArgs {
-    /// Address and port to serve on.
+    /// Address and port to serve on. One already in use is an error (exit
+    /// 2) that names it; nothing is made under the root then.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
     pub listen: std::net::SocketAddr,
     /// Serve on an address other than the loopback (anyone who can reach

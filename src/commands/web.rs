@@ -1,6 +1,7 @@
 //! `jobwarden web [--listen ADDR] [--allow-remote] [--print-url]`: the
 //! local web page ([`jobwarden_web`]) in this process, until SIGTERM.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -21,6 +22,8 @@ pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
         println_url(&web::print_url(&layout, args.listen)?)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Before anything is made: a taken port changes nothing.
+    let listener = bind(args.listen)?;
     let token = web::token(&layout, true)?;
     let metrics_token = web::metrics_token(&layout, true)?;
     if !args.listen.ip().is_loopback() {
@@ -38,8 +41,27 @@ pub fn run(global: &GlobalArgs, args: &WebArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(web::serve(state, args.listen))?;
+    runtime.block_on(web::serve(state, listener))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The page's socket, or an error that names the address, where it came
+/// from (`--listen`, whose default is 127.0.0.1:8765) and what to do.
+fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(listen).map_err(|e| {
+        let what = match e.kind() {
+            std::io::ErrorKind::AddrInUse => format!(
+                "{listen} is already in use (another `jobwarden web`, or another program: \
+                 `ss -ltnp 'sport = :{port}'` names it)",
+                port = listen.port()
+            ),
+            _ => format!("cannot listen on {listen}: {e}"),
+        };
+        anyhow::anyhow!(
+            "{what}; give the page another address with --listen ADDR:PORT \
+             (under systemd, on the ExecStart line of jobwarden-web.service)"
+        )
+    })
 }
 
 fn println_url(url: &str) -> anyhow::Result<()> {

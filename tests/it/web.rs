@@ -459,3 +459,22 @@ fn retry_and_cancel_from_the_page_and_the_list_filters_by_profile() {
     let row = wait_row(&sb, &cancelled.id);
     assert_eq!(row["outcome"], "cancelled", "{row:#}");
 }
+
+#[test]
+fn a_port_already_taken_is_named_with_the_flag_that_chooses_another() {
+    let sb = Sandbox::new();
+    std::fs::create_dir_all(&sb.root).expect("root");
+    let taken = TcpListener::bind("127.0.0.1:0").expect("a port to hold");
+    let addr = taken.local_addr().expect("addr").to_string();
+
+    let out = sb.run(&["web", "--listen", &addr]);
+
+    assert_eq!(out.code(), 2, "{out:?}");
+    for said in [addr.as_str(), "already in use", "--listen"] {
+        assert!(out.stderr.contains(said), "{said:?} in {out:?}");
+    }
+    assert!(
+        !sb.root.join("web.token").exists() && out.stdout.is_empty(),
+        "nothing made before the port was had: {out:?}"
+    );
+}

@@ -39,7 +39,6 @@ mod overview;
 mod pages;
 mod secure;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
@@ -71,8 +70,10 @@ impl Web {
     }
 }
 
-/// Serve until the process is told to stop (SIGTERM, SIGINT).
-pub async fn serve(web: Web, listen: SocketAddr) -> anyhow::Result<()> {
+/// Serve on `listener` (bound by the caller, who knows how the address
+/// was given and can say so when it is taken) until the process is told
+/// to stop (SIGTERM, SIGINT).
+pub async fn serve(web: Web, listener: std::net::TcpListener) -> anyhow::Result<()> {
     let state = Arc::new(web);
     let app = Router::new()
         .route("/", get(overview::overview))
@@ -108,9 +109,9 @@ pub async fn serve(web: Web, listen: SocketAddr) -> anyhow::Result<()> {
         ))
         .layer(axum::middleware::from_fn(secure::guard))
         .with_state(state);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    let listen = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
     tracing::info!(%listen, "web page served");
     axum::serve(listener, app)
         .with_graceful_shutdown(stopped())
