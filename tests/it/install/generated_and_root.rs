@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 use super::{Scratch, UserLayout, mode, text, unit_env};
 use crate::support::{secs, wait_until};
 
-/// Completions for bash, zsh and fish and a manual page per command, where
+/// Completions for bash, zsh and fish (registrations that ask the binary)
+/// and a manual page per command, where
 /// the shells and man look; a page of a command that no longer exists goes
 /// at the next install, and uninstall removes them all.
 #[test]
@@ -19,7 +20,13 @@ fn user_install_puts_completions_and_manual_pages_in_place() {
     let at = UserLayout::of(&sc.home);
     for file in &at.completions {
         let script = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        assert!(script.contains("submit"), "{}", file.display());
+        // The registration asks the installed `jobwarden` at each Tab.
+        assert!(
+            script.contains("COMPLETE=")
+                && (script.contains("jobwarden\" --") || script.contains("jobwarden --")),
+            "{}: {script}",
+            file.display()
+        );
         assert_eq!(mode(file), 0o644, "{}", file.display());
     }
     let page = fs::read_to_string(at.man.join("jobwarden.1")).expect("jobwarden.1");
