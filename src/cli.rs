@@ -315,7 +315,9 @@ pub struct WaitArgs {
     pub jobs: Vec<String>,
 
     /// Also every job of this project that has not ended, or is claimed while
-    /// waiting, and its prompts waiting in the inbox (repeatable).
+    /// waiting, and its prompts waiting in the inbox (repeatable). The jobs
+    /// of the project's current batch that ended before the wait count too,
+    /// each prompt by its newest (docs/cli-json.md).
     #[arg(long, value_name = "P")]
     pub project: Vec<String>,
 

@@ -9,9 +9,10 @@
 //! pipe: `clippy.toml` rules them out.
 //!
 //! Besides one file per subcommand: `stdio.rs` (fds 0–2 opened on
-//! `/dev/null` when started closed); `completions.rs`, `man.rs` and
-//! `cli_reference.rs` (hidden; `docs/cli-reference.md`), generated from the
-//! clap types; `reload.rs` (`reload`, and the config part of `status`);
+//! `/dev/null` when started closed); `completions.rs` (the shell's
+//! registration, and the answers it asks for at each Tab, job ids and
+//! prompt names among them), `man.rs` and `cli_reference.rs` (hidden;
+//! `docs/cli-reference.md`), generated from the clap types; `reload.rs` (`reload`, and the config part of `status`);
 //! `waiting.rs` (prompts in the inbox as `jobs`, `show`, `logs` and
 //! `events` show them); `cancel.rs` (`abort` of what has not started);
 //! `queue_view.rs` (why queued jobs wait and what is paused); `redraw.rs`

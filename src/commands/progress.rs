@@ -214,23 +214,41 @@ mod tests {
     #[test]
     fn the_live_line_is_drawn_again_only_when_what_it_shows_changes() {
         let mut p = live(false);
-        assert_eq!(p.frame("job a: queued", 0, 80).as_deref(), Some("job a: queued"));
+        assert_eq!(
+            p.frame("job a: queued", 0, 80).as_deref(),
+            Some("job a: queued")
+        );
         // Woken by a log write or a heartbeat: the same state, nothing drawn.
         assert_eq!(p.frame("job a: queued", 3, 80), None);
-        assert_eq!(p.frame("job a: running", 4, 80).as_deref(), Some("job a: running"));
+        assert_eq!(
+            p.frame("job a: running", 4, 80).as_deref(),
+            Some("job a: running")
+        );
         assert_eq!(p.frame("job a: running", 9, 80), None);
         // A line that stays took the live line's place: drawn anew.
         p.shown = false;
-        assert_eq!(p.frame("job a: running", 9, 80).as_deref(), Some("job a: running"));
+        assert_eq!(
+            p.frame("job a: running", 9, 80).as_deref(),
+            Some("job a: running")
+        );
     }
 
     #[test]
     fn a_clocked_live_line_is_drawn_again_once_its_second_changes() {
         let mut p = live(true);
-        assert_eq!(p.frame("1 running", 0, 80).as_deref(), Some("[0s] 1 running"));
+        assert_eq!(
+            p.frame("1 running", 0, 80).as_deref(),
+            Some("[0s] 1 running")
+        );
         assert_eq!(p.frame("1 running", 0, 80), None);
-        assert_eq!(p.frame("1 running", 1, 80).as_deref(), Some("[1s] 1 running"));
-        assert_eq!(p.frame("1 running", 65, 80).as_deref(), Some("[1m05s] 1 running"));
+        assert_eq!(
+            p.frame("1 running", 1, 80).as_deref(),
+            Some("[1s] 1 running")
+        );
+        assert_eq!(
+            p.frame("1 running", 65, 80).as_deref(),
+            Some("[1m05s] 1 running")
+        );
     }
 
     #[test]

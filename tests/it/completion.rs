@@ -56,10 +56,7 @@ fn a_job_argument_is_completed_with_the_roots_jobs_and_prompt_names() {
     let root = sb.root.display().to_string();
     let config = sb.config.display().to_string();
 
-    let (values, out) = complete(
-        &["--root", &root, "--config", &config, "show", ""],
-        &[],
-    );
+    let (values, out) = complete(&["--root", &root, "--config", &config, "show", ""], &[]);
     assert!(out.status.success(), "{out:?}");
     for want in [short(&live.id), short(&ok.id), "proj/gated", "proj/ok"] {
         assert!(values.iter().any(|v| v == want), "{want} in {values:?}");
@@ -72,7 +69,10 @@ fn a_job_argument_is_completed_with_the_roots_jobs_and_prompt_names() {
     // What is typed so far narrows them; every command taking a job does it.
     let (values, _) = complete(&["--root", &root, "abort", "proj/g"], &[]);
     assert_eq!(values, ["proj/gated"]);
-    let (values, _) = complete(&["logs", "--follow", "proj/o"], &[("JOBWARDEN_HOME", &root)]);
+    let (values, _) = complete(
+        &["logs", "--follow", "proj/o"],
+        &[("JOBWARDEN_HOME", &root)],
+    );
     assert_eq!(values, ["proj/ok"], "the root from the environment");
     let (values, _) = complete(&[&format!("--root={root}"), "wait", short(&ok.id)], &[]);
     assert_eq!(values, [short(&ok.id)]);
@@ -89,7 +89,10 @@ fn prompts_waiting_in_the_inbox_are_offered_before_any_daemon_ran() {
 
     assert!(out.status.success(), "{out:?}");
     assert_eq!(values, ["acme/api/fix-login"], "{out:?}");
-    assert!(!sb.root.join("ledger.db").exists(), "completing writes nothing");
+    assert!(
+        !sb.root.join("ledger.db").exists(),
+        "completing writes nothing"
+    );
 }
 
 #[test]

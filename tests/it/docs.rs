@@ -90,7 +90,10 @@ fn completions_for_each_shell_register_the_binary_which_names_the_commands() {
         assert!(words.contains(&word), "{word:?} offered: {words:?}");
     }
     for hidden in ["monitor", "cli-reference"] {
-        assert!(!words.contains(&hidden), "hidden {hidden:?} offered: {words:?}");
+        assert!(
+            !words.contains(&hidden),
+            "hidden {hidden:?} offered: {words:?}"
+        );
     }
     let (code, _, stderr) = bin(&["completions", "tcsh"]);
     assert_eq!(code, 2, "an unknown shell is a usage error");
@@ -110,12 +113,18 @@ fn each_commands_help_lists_its_own_options_before_the_global_ones() {
             let (code, help, stderr) = bin(&args);
             args.pop();
             assert_eq!(code, 0, "{name} {flag}: {stderr}");
-            let (own, global) = help
-                .split_once("\nGlobal options:\n")
-                .unwrap_or_else(|| panic!("{name} {flag}: no \"Global options:\" heading:\n{help}"));
+            let (own, global) = help.split_once("\nGlobal options:\n").unwrap_or_else(|| {
+                panic!("{name} {flag}: no \"Global options:\" heading:\n{help}")
+            });
             for g in GLOBAL_FLAGS {
-                assert!(global.contains(g), "{name} {flag}: {g} under the heading:\n{help}");
-                assert!(!own.contains(g), "{name} {flag}: {g} among its own:\n{help}");
+                assert!(
+                    global.contains(g),
+                    "{name} {flag}: {g} under the heading:\n{help}"
+                );
+                assert!(
+                    !own.contains(g),
+                    "{name} {flag}: {g} among its own:\n{help}"
+                );
             }
             assert!(
                 own.contains("--help") && !global.contains("--help"),

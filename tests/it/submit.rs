@@ -64,8 +64,14 @@ fn submit_wait_succeeds_and_prints_the_id_the_job_runs_under() {
         Some("fix-it"),
         "named after the file"
     );
+    let ends: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("succeeded"))
+        .collect();
+    assert_eq!(ends.len(), 1, "the end, once: {out:?}");
     assert!(
-        out.stderr.contains(&format!("job {id}: succeeded")),
+        ends[0].starts_with(&format!("job {id} (acme/api/fix-it): ")),
         "{out:?}"
     );
     let copy = fs::read_to_string(job.dir.join("prompt.md")).expect("prompt.md");
@@ -101,7 +107,7 @@ fn wait_exits_4_when_the_job_failed() {
     let job = wait_done_id(&sb, out.stdout.trim());
     assert_eq!(job.state(), "failed");
     assert_eq!(job.str_field("name"), Some("fails"), "`.md` is dropped too");
-    assert!(out.stderr.contains(": failed"), "{out:?}");
+    assert!(out.stderr.contains("failed (exit 3)"), "{out:?}");
 }
 
 #[test]
@@ -499,7 +505,7 @@ fn wait_reports_its_own_rejection_when_its_id_was_taken_after_the_drop() {
     assert_eq!(rejected[0].state(), "rejected");
     assert!(
         out.stderr
-            .contains(&format!("job {}: rejected", rejected[0].id)),
+            .contains(&format!("job {} (late): ", rejected[0].id)),
         "reports the job that holds its prompt: {out:?}"
     );
 }

@@ -17,11 +17,12 @@ use crate::support::*;
 
 /// By the prompt's name (`$1`): `ok` succeeds, `fail` exits 3, `slow`
 /// sleeps, `cool` fails at once, `chatty` writes a line every 50 ms for a
-/// second and succeeds; anything else says `ready` and runs until
+/// second and succeeds, `once` fails the first time only; anything else says `ready` and runs until
 /// `$OUT/release-<name>` or `$OUT/release-all` exists.
 const BY_NAME: &str = r#"case "$1" in
   ok) echo fine; exit 0 ;;
   chatty) for i in $(seq 20); do echo "line $i"; sleep 0.05; done; exit 0 ;;
+  once) [ -e "$OUT/once-failed" ] && exit 0; touch "$OUT/once-failed"; exit 3 ;;
   fail|cool) echo failing; exit 3 ;;
   slow) sleep 30 ;;
 esac
@@ -579,4 +580,68 @@ fn submit_wait_on_a_terminal_draws_each_live_line_once() {
     );
     let ends = text.matches("succeeded").count();
     assert_eq!(ends, 1, "the end is said once: {text:?}");
+}
+
+#[test]
+fn wait_for_a_project_counts_its_jobs_that_ended_before_the_wait() {
+    let sb = sandbox_with(|c| c);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "fail", "fail please\n");
+    sb.drop_prompt("proj", "ok", "fine\n");
+    let fail = sb.wait_done("proj", "fail", secs(15));
+    let ok = sb.wait_done("proj", "ok", secs(15));
+
+    let out = sb.run(&["wait", "--project", "proj", "--json"]);
+
+    assert_eq!(out.code(), 4, "the failure counts: {out:?}");
+    let v = json(&out);
+    let jobs = v["jobs"].as_array().expect("jobs");
+    for job in [&fail, &ok] {
+        let row = jobs
+            .iter()
+            .find(|j| j["id"] == job.id.as_str())
+            .unwrap_or_else(|| panic!("{} listed: {v:#}", job.id));
+        assert_eq!(row["counted"], true, "{v:#}");
+        assert_eq!(row["before_wait"], true, "{v:#}");
+    }
+    assert!(
+        out.stderr
+            .contains(&format!("job {} (proj/fail): failed (exit 3)", fail.id)),
+        "{out:?}"
+    );
+    let other = sb.run(&["wait", "--project", "elsewhere"]);
+    assert_eq!(
+        other.code(),
+        0,
+        "another project's end is not counted: {other:?}"
+    );
+}
+
+#[test]
+fn wait_for_a_project_counts_a_prompt_by_its_last_attempt() {
+    let sb = sandbox_with(|c| c.profile("max_attempts", "2").profile("cooldown", "\"0s\""));
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "once", "fails, then succeeds\n");
+    let retried = sb.wait_job_where(
+        "the second attempt to succeed",
+        "proj",
+        "once",
+        &[],
+        secs(15),
+        |j| j.is_done() && j.state() == "succeeded",
+    );
+    assert_eq!(sb.jobs_for("proj", "once").len(), 2);
+
+    let out = sb.run(&["wait", "--project", "proj", "--json"]);
+
+    assert_eq!(out.code(), 0, "the retry replaced the failure: {out:?}");
+    let v = json(&out);
+    let counted: Vec<&str> = v["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter(|j| j["counted"] == true)
+        .map(|j| j["id"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(counted, [retried.id.as_str()], "{v:#}");
 }

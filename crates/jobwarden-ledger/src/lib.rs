@@ -51,7 +51,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use attention::{Attention, Standing};
-pub use batch::CompletionSummary;
+pub use batch::{CompletionSummary, IDLE_ENDS_A_BATCH_MS};
 pub use diagnostics::{CodeCount, CodeHit, FileCount, StoredDiagnostic};
 pub use execution::{Artifact, Execution, Handed, PathRelation, Source, stored_path};
 pub use jobs::{IndexedJob, JobFilter, JobOrder};

@@ -347,6 +347,9 @@ impl<'a> Waiter<'a> {
             self.claimed_since,
             !self.started,
         )?;
+        if !self.started {
+            self.follow_earlier();
+        }
         self.started = true;
         if let Some(newest) = newest {
             // A margin for claims indexed out of order (a clock step).
@@ -360,6 +363,33 @@ impl<'a> Waiter<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Follow the jobs in scope that ended before the wait and still
+    /// count ([`Scope::earlier_jobs`]); one whose run folder retention
+    /// removed is left out.
+    fn follow_earlier(&mut self) {
+        let Some(ledger) = self.ledger.as_ref() else {
+            return;
+        };
+        let earlier = match self.scope.earlier_jobs(ledger, self.start_ms) {
+            Ok(ids) => ids,
+            Err(e) => {
+                self.progress.say(format_args!(
+                    "jobwarden: {e:#}; jobs that ended before the wait are not counted"
+                ));
+                return;
+            }
+        };
+        for id in earlier {
+            if self.tracker.is_tracked(&id) || !self.layout.run_dir(&id).is_dir() {
+                continue;
+            }
+            self.tracker.track_earlier(id.clone());
+            // Its prompt may not have moved yet: watched until it settles.
+            self.watch.add(&self.layout.run_dir(&id), false);
+            self.refresh(&id);
+        }
     }
 
     fn scan_due(&self) -> bool {
@@ -519,6 +549,9 @@ struct WaitedJob {
     counted: bool,
     /// Why its record could no longer be read.
     error: Option<String>,
+    /// It had ended before the wait started (`--project`: the project's
+    /// current batch).
+    before_wait: bool,
 }
 
 impl WaitedJob {
@@ -535,6 +568,7 @@ impl WaitedJob {
             finished_at: rec.and_then(|r| r.finished_at),
             counted: job.exit().is_some(),
             error: job.lost.clone(),
+            before_wait: job.earlier,
         }
     }
 }

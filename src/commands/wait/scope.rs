@@ -3,6 +3,11 @@
 //! when the wait starts or that are claimed while it lasts, and the prompts
 //! in their inbox folders that will become jobs.
 //!
+//! `--project` also counts what the project's current batch already ended
+//! ([`Scope::earlier_jobs`]): a script that drops its prompts and then
+//! waits must not lose a job that ended before the wait began. (`--all`
+//! waits for the root to drain, and counts only what it saw end.)
+//!
 //! A prompt waiting in the inbox (`*.prompt.md`) is waited for unless its
 //! cooldown defers it (the same rule the daemon applies: the prompt's last
 //! run in the ledger, the cooldowns of the profile it ran under); a
@@ -16,9 +21,9 @@ use std::path::{Path, PathBuf};
 
 use jobwarden_engine::inbox;
 use jobwarden_engine::retry;
-use jobwarden_ledger::{JobFilter, Ledger};
+use jobwarden_ledger::{IDLE_ENDS_A_BATCH_MS, IndexedJob, JobFilter, Ledger};
 use jobwarden_model::config::Config;
-use jobwarden_model::job::{JobId, JobRecord};
+use jobwarden_model::job::{JobId, JobRecord, JobState};
 use jobwarden_model::layout::{
     self, InboxEntry, Layout, PROMPT_SUFFIX, PromptName, RUNNING_SUFFIX,
 };
@@ -27,6 +32,8 @@ use jobwarden_model::layout::{
 const UNFINISHED: [&str; 4] = ["queued", "preparing", "running", "publishing"];
 /// Upper bound on the jobs one index query returns.
 const QUERY_LIMIT: usize = 100_000;
+/// How many of a project's newest jobs its current batch is looked for in.
+const BATCH_SCAN: usize = 10_000;
 
 /// Which projects are waited for.
 #[derive(Debug, Clone)]
@@ -137,6 +144,27 @@ impl Scope {
         Ok((ids, newest))
     }
 
+    /// The jobs of the projects in scope (`--project` only) that ended
+    /// before the wait started and count towards its exit code: those of
+    /// the project's current batch, each prompt's newest. The batch is
+    /// [`current_batch`]'s. A prompt whose newest job has not ended is
+    /// left out: that job is waited for, and replaces the earlier end.
+    pub fn earlier_jobs(&self, ledger: &Ledger, start_ms: u64) -> anyhow::Result<Vec<JobId>> {
+        let Scope::Projects(projects) = self else {
+            return Ok(Vec::new());
+        };
+        let mut ids = Vec::new();
+        for project in projects {
+            let filter = JobFilter {
+                project: Some(project.clone()),
+                ..JobFilter::default()
+            };
+            let jobs = ledger.list_jobs(&filter, BATCH_SCAN)?;
+            ids.extend(newest_ended_per_prompt(&current_batch(&jobs, start_ms)));
+        }
+        Ok(ids)
+    }
+
     /// Without a ledger (no daemon ever ran): read every run folder.
     fn jobs_from_folders(&self, layout: &Layout, start_ms: u64) -> anyhow::Result<Vec<JobId>> {
         if !self.discovers() || !layout.runs().is_dir() {
@@ -202,6 +230,57 @@ impl Scope {
     }
 }
 
+/// The jobs of a project's current batch among `jobs` (any order), for a
+/// wait that starts at `start_ms`: the last busy stretch, jobs whose time
+/// from claim to end (to `start_ms` for one not ended) chains together
+/// with gaps shorter than [`IDLE_ENDS_A_BATCH_MS`], as `status`'s
+/// completion summary reads a batch; empty when the project has been idle
+/// that long before the wait.
+fn current_batch(jobs: &[IndexedJob], start_ms: u64) -> Vec<&IndexedJob> {
+    let mut sorted: Vec<&IndexedJob> = jobs.iter().collect();
+    sorted.sort_by_key(|j| j.created_at);
+    let mut batch: Vec<&IndexedJob> = Vec::new();
+    let mut busy_until = 0u64;
+    for job in sorted {
+        if job.created_at > busy_until.saturating_add(IDLE_ENDS_A_BATCH_MS) {
+            batch.clear();
+        }
+        let end = match ended(job) {
+            true => job.finished_at.unwrap_or(job.created_at),
+            false => start_ms,
+        };
+        busy_until = busy_until.max(end.max(job.created_at));
+        batch.push(job);
+    }
+    if start_ms > busy_until.saturating_add(IDLE_ENDS_A_BATCH_MS) {
+        batch.clear();
+    }
+    batch
+}
+
+/// Of `batch`, each prompt's newest job, if it has ended.
+fn newest_ended_per_prompt(batch: &[&IndexedJob]) -> Vec<JobId> {
+    let mut newest: BTreeMap<&str, &IndexedJob> = BTreeMap::new();
+    for job in batch {
+        let slot = newest.entry(job.name.as_str()).or_insert(job);
+        if (job.created_at, job.attempt) > (slot.created_at, slot.attempt) {
+            *slot = job;
+        }
+    }
+    newest
+        .into_values()
+        .filter(|j| ended(j))
+        .filter_map(|j| JobId::parse(&j.id).ok())
+        .collect()
+}
+
+/// Has the indexed job ended (by the index's state)?
+fn ended(job: &IndexedJob) -> bool {
+    job.state
+        .parse::<JobState>()
+        .is_ok_and(JobState::is_terminal)
+}
+
 /// The `*.prompt.md` files of one inbox folder (not below it), and how
 /// many `*.running.md` it holds. A folder that does not exist holds none.
 fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, usize) {
@@ -247,4 +326,72 @@ fn cooldown_end(
         .ok()
         .and_then(|id| retry::request::pending_for(layout, prompt, &id));
     retry::deferral(config, Some(&last), request.as_ref(), now_ms).map(|d| d.until_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000;
+
+    fn job(n: u8, name: &str, state: &str, created: u64, finished: Option<u64>) -> IndexedJob {
+        IndexedJob {
+            id: format!("0190b6a0-0000-7000-8000-0000000000{n:02}"),
+            project: "p".into(),
+            name: name.into(),
+            state: state.into(),
+            attempt: 1,
+            created_at: created,
+            started_at: Some(created),
+            finished_at: finished,
+            exit_code: None,
+            state_reason: None,
+            updated_at: created,
+            profile: None,
+        }
+    }
+
+    fn names(batch: &[&IndexedJob]) -> Vec<String> {
+        batch
+            .iter()
+            .map(|j| format!("{}:{}", j.name, j.state))
+            .collect()
+    }
+
+    #[test]
+    fn the_current_batch_chains_up_to_the_start_of_the_wait() {
+        let jobs = [
+            job(1, "old", "failed", 0, Some(10 * S)),
+            job(2, "a", "failed", 100 * S, Some(101 * S)),
+            job(3, "b", "succeeded", 120 * S, Some(140 * S)),
+        ];
+        // 20 s after b ended: a and b, not the one long before them.
+        assert_eq!(
+            names(&current_batch(&jobs, 160 * S)),
+            ["a:failed", "b:succeeded"]
+        );
+        // Idle for longer than a batch's gap: nothing ended counts.
+        assert!(current_batch(&jobs, 200 * S).is_empty());
+        // A job still running carries the batch up to the wait.
+        let mut live = jobs.to_vec();
+        live.push(job(4, "c", "running", 130 * S, None));
+        assert_eq!(current_batch(&live, 500 * S).len(), 3);
+    }
+
+    #[test]
+    fn each_prompt_counts_by_its_newest_job_once_it_has_ended() {
+        let jobs = [
+            job(1, "a", "failed", 0, Some(S)),
+            job(2, "a", "succeeded", 2 * S, Some(3 * S)),
+            job(3, "b", "failed", S, Some(2 * S)),
+            job(4, "b", "running", 4 * S, None),
+            job(5, "c", "rejected", 4 * S, Some(4 * S)),
+        ];
+        let batch: Vec<&IndexedJob> = jobs.iter().collect();
+        let ids: Vec<String> = newest_ended_per_prompt(&batch)
+            .iter()
+            .map(|id| id.to_string())
+            .collect();
+        assert_eq!(ids, [jobs[1].id.clone(), jobs[4].id.clone()]);
+    }
 }

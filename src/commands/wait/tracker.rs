@@ -26,6 +26,9 @@ pub struct Tracked {
     pub lost: Option<String>,
     /// A later attempt of its prompt is followed too: that one counts.
     pub superseded: bool,
+    /// It had ended before the wait started (`--project`'s current batch):
+    /// any other job of its prompt followed replaces it.
+    pub earlier: bool,
 }
 
 impl Tracked {
@@ -66,6 +69,9 @@ pub struct Tracker<'a> {
     layout: &'a Layout,
     jobs: Vec<Tracked>,
     by_id: HashMap<JobId, usize>,
+    /// The jobs that ended before the wait, by their prompt
+    /// (`project/name`).
+    earlier: HashMap<String, usize>,
 }
 
 impl<'a> Tracker<'a> {
@@ -74,6 +80,7 @@ impl<'a> Tracker<'a> {
             layout,
             jobs: Vec::new(),
             by_id: HashMap::new(),
+            earlier: HashMap::new(),
         }
     }
 
@@ -89,7 +96,21 @@ impl<'a> Tracker<'a> {
             done: false,
             lost: None,
             superseded: false,
+            earlier: false,
         });
+        true
+    }
+
+    /// Follow `id`, a job that ended before the wait started and counts
+    /// until another job of its prompt is followed; false if it already
+    /// was followed.
+    pub fn track_earlier(&mut self, id: JobId) -> bool {
+        if !self.track(id.clone()) {
+            return false;
+        }
+        if let Some(&i) = self.by_id.get(&id) {
+            self.jobs[i].earlier = true;
+        }
         true
     }
 
@@ -160,6 +181,7 @@ impl<'a> Tracker<'a> {
         if let Some(prev) = rec.retry_of.as_ref().and_then(|p| self.by_id.get(p)) {
             self.jobs[*prev].superseded = true;
         }
+        self.replace_earlier(i, &rec);
         let job = &mut self.jobs[i];
         let changed_from = (before != Some(rec.state)).then_some(before);
         job.rec = Some(rec);
@@ -168,6 +190,27 @@ impl<'a> Tracker<'a> {
             changed_from,
             ended: settled,
             lost: None,
+        }
+    }
+
+    /// Job `i`, whose record is `rec`, read: an earlier end of the same
+    /// prompt (not job `i` itself) is replaced when job `i` is newer.
+    fn replace_earlier(&mut self, i: usize, rec: &JobRecord) {
+        let prompt = format!("{}/{}", rec.project, rec.name);
+        if self.jobs[i].earlier {
+            self.earlier.entry(prompt).or_insert(i);
+            return;
+        }
+        let Some(&e) = self.earlier.get(&prompt) else {
+            return;
+        };
+        let newer = self.jobs[e]
+            .rec
+            .as_ref()
+            .is_none_or(|r| (r.created_at, r.attempt) < (rec.created_at, rec.attempt));
+        if newer {
+            self.jobs[e].superseded = true;
+            self.earlier.remove(&prompt);
         }
     }
 
