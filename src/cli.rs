@@ -4,12 +4,6 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use clap_complete::ArgValueCandidates;
-
-/// Completes a `<job>` argument with the root's jobs and prompt names.
-fn job_candidates() -> ArgValueCandidates {
-    ArgValueCandidates::new(crate::commands::completions::jobs)
-}
 
 /// jobwarden: claims prompt files from an inbox and runs each as a monitored job.
 #[derive(Debug, Parser)]
@@ -231,7 +225,7 @@ pub struct SubmitArgs {
 
     /// Start only once this job ended `succeeded` (an id, an id prefix or
     /// project/name); repeat it to wait for several (front matter `after`).
-    #[arg(long, value_name = "JOB", add = job_candidates())]
+    #[arg(long, value_name = "JOB")]
     pub after: Vec<String>,
 
     /// Not before this time: a local HH:MM (today, or tomorrow if past), a
@@ -284,8 +278,7 @@ pub struct AbortArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
-        conflicts_with = "all",
-        add = job_candidates()
+        conflicts_with = "all"
     )]
     pub jobs: Vec<String>,
 
@@ -309,8 +302,7 @@ pub struct WaitArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present_any = ["project", "all"],
-        conflicts_with = "all",
-        add = job_candidates()
+        conflicts_with = "all"
     )]
     pub jobs: Vec<String>,
 
@@ -387,7 +379,7 @@ pub struct JobsArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Print one JSON object (shape in docs/cli-json.md).
@@ -397,7 +389,7 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N lines.
@@ -412,7 +404,7 @@ pub struct LogsArgs {
 
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    #[arg(value_name = "JOB", help = TARGET_ARG_HELP, add = job_candidates())]
+    #[arg(value_name = "JOB", help = TARGET_ARG_HELP)]
     pub job: String,
 
     /// Only the last N events (after the other filters).
@@ -455,7 +447,7 @@ pub struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub struct RetryArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP, add = job_candidates())]
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
 
     /// Start it without waiting for the prompt's cooldown (after a failure,
@@ -535,7 +527,7 @@ pub struct LimitArgs {
 pub struct PriorityArgs {
     /// The queued job: an id, a unique prefix (4+ characters) of an id or short id,
     /// or a prompt name (project/name: its live job, else its newest).
-    #[arg(value_name = "JOB", add = job_candidates())]
+    #[arg(value_name = "JOB")]
     pub job: String,
 
     /// Its new priority, -1000 to 1000 (0 is the default; higher starts first).
@@ -551,8 +543,7 @@ pub struct AckArgs {
     #[arg(
         value_name = "JOB",
         required_unless_present = "all",
-        conflicts_with = "all",
-        add = job_candidates()
+        conflicts_with = "all"
     )]
     pub jobs: Vec<String>,
 
@@ -695,7 +686,7 @@ pub struct HistoryDiagnosticsArgs {
     #[arg(long, conflicts_with = "job")]
     pub files: bool,
     /// The diagnostics of one execution.
-    #[arg(long, value_name = "JOB", add = job_candidates())]
+    #[arg(long, value_name = "JOB")]
     pub job: Option<String>,
     /// Only executions that finished at or after WHEN: a duration ago (`7d`), a date or an RFC
     /// 3339 time.
@@ -711,7 +702,7 @@ pub struct HistoryDiagnosticsArgs {
 
 #[derive(Debug, Args)]
 pub struct HistoryShowArgs {
-    #[arg(value_name = "JOB", help = JOB_ARG_HELP, add = job_candidates())]
+    #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
     /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]

@@ -19,7 +19,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::CommandFactory;
+use clap::{Command, CommandFactory};
+use clap_complete::ArgValueCandidates;
 use clap_complete::engine::CompletionCandidate;
 use clap_complete::env::Shells;
 
@@ -46,9 +47,52 @@ const LIVE_STATES: [&str; 4] = ["queued", "preparing", "running", "publishing"];
 /// Answer a completion request (`COMPLETE=SHELL jobwarden -- <words>`)
 /// and exit; return at once when the process was not started for one.
 pub fn register() {
-    clap_complete::CompleteEnv::with_factory(Cli::command)
+    clap_complete::CompleteEnv::with_factory(|| with_job_candidates(Cli::command()))
         .var(VAR)
         .complete();
+}
+
+/// `cmd` with [`jobs`] completing every argument that takes a job (its
+/// value is named `JOB`), in every subcommand.
+fn with_job_candidates(mut cmd: Command) -> Command {
+    let id = |a: &clap::Arg| a.get_id().to_string();
+    // `mut_arg` moves the argument to the end: every positional is moved,
+    // in order and with its index said, so that none changes place.
+    let positionals: Vec<String> = cmd.get_positionals().map(id).collect();
+    if cmd.get_positionals().any(takes_a_job) {
+        for (i, name) in positionals.into_iter().enumerate() {
+            cmd = cmd.mut_arg(name, |a| with_candidates(a).index(i + 1));
+        }
+    }
+    let options: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_positional() && takes_a_job(a))
+        .map(id)
+        .collect();
+    for name in options {
+        cmd = cmd.mut_arg(name, with_candidates);
+    }
+    let subcommands: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in subcommands {
+        cmd = cmd.mut_subcommand(name, with_job_candidates);
+    }
+    cmd
+}
+
+/// Does `arg` take a job (`<JOB>`)?
+fn takes_a_job(arg: &clap::Arg) -> bool {
+    arg.get_value_names().is_some_and(|n| n == ["JOB"])
+}
+
+/// `arg` completed by [`jobs`] if it takes a job.
+fn with_candidates(arg: clap::Arg) -> clap::Arg {
+    match takes_a_job(&arg) {
+        true => arg.add(ArgValueCandidates::new(jobs)),
+        false => arg,
+    }
 }
 
 /// `jobwarden completions SHELL`: the shell's registration script.
@@ -79,7 +123,7 @@ pub fn run(args: &CompletionsArgs) -> anyhow::Result<ExitCode> {
 /// The candidates of a `<job>` argument: live jobs, then the newest, by
 /// their short ids (as tables show them), then prompt names
 /// (`project/name`) of those jobs and of the prompts waiting in the inbox.
-pub fn jobs() -> Vec<CompletionCandidate> {
+fn jobs() -> Vec<CompletionCandidate> {
     let Some(layout) = root_of_the_line() else {
         return Vec::new();
     };
@@ -200,5 +244,42 @@ mod tests {
         assert_eq!(flag_value(&line, "--config"), None);
         // Still being typed: no value yet.
         assert_eq!(flag_value(&words(&["jobwarden", "--root"]), "--root"), None);
+    }
+
+    /// Completing as the shell would: the values offered for `words`.
+    fn offered(words: &[&str]) -> Vec<String> {
+        let mut cmd = with_job_candidates(Cli::command());
+        cmd.build();
+        let args: Vec<OsString> = words.iter().map(OsString::from).collect();
+        let at = args.len() - 1;
+        clap_complete::engine::complete(&mut cmd, args, at, None)
+            .unwrap_or_default()
+            .iter()
+            .map(|c| c.get_value().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn arguments_keep_their_places_when_jobs_complete_them() {
+        let mut cmd = with_job_candidates(Cli::command());
+        cmd.build();
+        let priority = cmd.find_subcommand("priority").expect("priority");
+        let places: Vec<(String, Option<usize>)> = priority
+            .get_positionals()
+            .map(|a| (a.get_id().to_string(), a.get_index()))
+            .collect();
+        assert_eq!(
+            places,
+            [
+                ("job".to_owned(), Some(1)),
+                ("priority".to_owned(), Some(2))
+            ]
+        );
+        // The second place takes a number: no job is offered there.
+        assert!(
+            offered(&["jobwarden", "priority", "x", "-"])
+                .iter()
+                .all(|v| v.starts_with('-'))
+        );
     }
 }

@@ -30,7 +30,7 @@ mod ack;
 mod args;
 mod cancel;
 pub mod cli_reference;
-pub(crate) mod completions;
+mod completions;
 mod config;
 mod daemon;
 mod events;
