@@ -365,9 +365,10 @@ impl<'a> Waiter<'a> {
         Ok(())
     }
 
-    /// Follow the jobs in scope that ended before the wait and still
-    /// count ([`Scope::earlier_jobs`]); one whose run folder retention
-    /// removed is left out.
+    /// Follow each prompt's newest job in the current batch of the
+    /// projects in scope ([`Scope::earlier_jobs`]), so that one that ended
+    /// before the wait counts; one whose run folder retention removed is
+    /// left out.
     fn follow_earlier(&mut self) {
         let Some(ledger) = self.ledger.as_ref() else {
             return;

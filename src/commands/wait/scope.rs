@@ -144,11 +144,12 @@ impl Scope {
         Ok((ids, newest))
     }
 
-    /// The jobs of the projects in scope (`--project` only) that ended
-    /// before the wait started and count towards its exit code: those of
-    /// the project's current batch, each prompt's newest. The batch is
-    /// [`current_batch`]'s. A prompt whose newest job has not ended is
-    /// left out: that job is waited for, and replaces the earlier end.
+    /// The jobs of the projects in scope (`--project` only) that may have
+    /// ended before the wait started and then count towards its exit
+    /// code: those of the project's current batch ([`current_batch`]),
+    /// each prompt's newest. Whether one has ended is its record's to say
+    /// (the index learns a job's end late); one that has not is waited
+    /// for like any other.
     pub fn earlier_jobs(&self, ledger: &Ledger, start_ms: u64) -> anyhow::Result<Vec<JobId>> {
         let Scope::Projects(projects) = self else {
             return Ok(Vec::new());
@@ -160,7 +161,7 @@ impl Scope {
                 ..JobFilter::default()
             };
             let jobs = ledger.list_jobs(&filter, BATCH_SCAN)?;
-            ids.extend(newest_ended_per_prompt(&current_batch(&jobs, start_ms)));
+            ids.extend(newest_per_prompt(&current_batch(&jobs, start_ms)));
         }
         Ok(ids)
     }
@@ -258,8 +259,8 @@ fn current_batch(jobs: &[IndexedJob], start_ms: u64) -> Vec<&IndexedJob> {
     batch
 }
 
-/// Of `batch`, each prompt's newest job, if it has ended.
-fn newest_ended_per_prompt(batch: &[&IndexedJob]) -> Vec<JobId> {
+/// Of `batch`, each prompt's newest job.
+fn newest_per_prompt(batch: &[&IndexedJob]) -> Vec<JobId> {
     let mut newest: BTreeMap<&str, &IndexedJob> = BTreeMap::new();
     for job in batch {
         let slot = newest.entry(job.name.as_str()).or_insert(job);
@@ -269,7 +270,6 @@ fn newest_ended_per_prompt(batch: &[&IndexedJob]) -> Vec<JobId> {
     }
     newest
         .into_values()
-        .filter(|j| ended(j))
         .filter_map(|j| JobId::parse(&j.id).ok())
         .collect()
 }
@@ -379,7 +379,7 @@ mod tests {
     }
 
     #[test]
-    fn each_prompt_counts_by_its_newest_job_once_it_has_ended() {
+    fn each_prompt_counts_by_its_newest_job() {
         let jobs = [
             job(1, "a", "failed", 0, Some(S)),
             job(2, "a", "succeeded", 2 * S, Some(3 * S)),
@@ -388,10 +388,11 @@ mod tests {
             job(5, "c", "rejected", 4 * S, Some(4 * S)),
         ];
         let batch: Vec<&IndexedJob> = jobs.iter().collect();
-        let ids: Vec<String> = newest_ended_per_prompt(&batch)
+        let ids: Vec<String> = newest_per_prompt(&batch)
             .iter()
             .map(|id| id.to_string())
             .collect();
-        assert_eq!(ids, [jobs[1].id.clone(), jobs[4].id.clone()]);
+        let want: Vec<String> = [1, 3, 4].iter().map(|&i| jobs[i].id.clone()).collect();
+        assert_eq!(ids, want);
     }
 }

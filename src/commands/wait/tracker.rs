@@ -101,9 +101,9 @@ impl<'a> Tracker<'a> {
         true
     }
 
-    /// Follow `id`, a job that ended before the wait started and counts
-    /// until another job of its prompt is followed; false if it already
-    /// was followed.
+    /// Follow `id`, a job that may have ended before the wait started:
+    /// if it has, it counts until a newer job of its prompt is followed.
+    /// False if it already was followed.
     pub fn track_earlier(&mut self, id: JobId) -> bool {
         if !self.track(id.clone()) {
             return false;
@@ -197,6 +197,10 @@ impl<'a> Tracker<'a> {
     /// prompt (not job `i` itself) is replaced when job `i` is newer.
     fn replace_earlier(&mut self, i: usize, rec: &JobRecord) {
         let prompt = format!("{}/{}", rec.project, rec.name);
+        // Taken for an earlier end, it has not ended: waited for as any.
+        if self.jobs[i].earlier && !rec.state.is_terminal() {
+            self.jobs[i].earlier = false;
+        }
         if self.jobs[i].earlier {
             self.earlier.entry(prompt).or_insert(i);
             return;
