@@ -482,6 +482,21 @@ fn wait_shows_a_live_line_on_a_terminal() {
         !text.contains("running →"),
         "no change lines on a terminal: {text:?}"
     );
+    let frames = live_frames(&text);
+    assert!(
+        frames.windows(2).all(|w| w[0] != w[1]),
+        "no frame drawn twice in a row: {frames:?}"
+    );
+}
+
+/// The live lines drawn in `typescript`: each follows an erase of the line.
+fn live_frames(typescript: &str) -> Vec<&str> {
+    typescript
+        .split("\r\x1b[2K")
+        .skip(1)
+        .map(|f| f.split(['\r', '\n']).next().unwrap_or(""))
+        .filter(|f| !f.is_empty())
+        .collect()
 }
 
 /// A prompt file `<name>.prompt.md` outside the root, for `submit`.
@@ -564,14 +579,8 @@ fn submit_wait_on_a_terminal_draws_each_live_line_once() {
         "its output woke the command many times: {}",
         job.log()
     );
-    // Each frame follows an erase of the line; one drawn twice is a redraw
-    // that changed nothing.
-    let frames: Vec<&str> = text
-        .split("\r\x1b[2K")
-        .skip(1)
-        .map(|f| f.split(['\r', '\n']).next().unwrap_or(""))
-        .filter(|f| !f.is_empty())
-        .collect();
+    // One drawn twice is a redraw that changed nothing.
+    let frames = live_frames(&text);
     let running = format!("job {}: running", job.id);
     assert_eq!(
         frames.iter().filter(|f| f.ends_with(&running)).count(),
