@@ -668,6 +668,11 @@ pub struct HistoryListArgs {
     /// Only executions that finished before WHEN (same forms as --since).
     #[arg(long, value_name = "WHEN")]
     pub until: Option<String>,
+    /// Only executions whose prompt text holds TEXT, case ignored (a plain substring, not a
+    /// pattern). The ledger keeps the first 64 KiB of each prompt; rows recorded before it kept
+    /// prompts, and `history record` rows, have none and never match.
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
     /// At most this many rows; 0 for all. When more match, stderr says how many.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
@@ -704,9 +709,36 @@ pub struct HistoryDiagnosticsArgs {
 pub struct HistoryShowArgs {
     #[arg(value_name = "JOB", help = JOB_ARG_HELP)]
     pub job: String,
+    /// Print the text of the prompt the execution ran (as the ledger keeps it: its first 64
+    /// KiB) instead of the execution; exit 1 if the ledger has none for it.
+    #[arg(long, conflicts_with = "json")]
+    pub prompt: bool,
     /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `history stats --by`: what the counts are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatsBy {
+    /// The prompt's project.
+    Project,
+    /// The prompt itself (project/name).
+    Prompt,
+    /// The profile it ran under ("(none)" for rows without one).
+    Profile,
+}
+
+impl StatsBy {
+    /// The ledger's grouping of the same name.
+    pub fn group(self) -> jobwarden_ledger::history::GroupBy {
+        use jobwarden_ledger::history::GroupBy;
+        match self {
+            StatsBy::Project => GroupBy::Project,
+            StatsBy::Prompt => GroupBy::Prompt,
+            StatsBy::Profile => GroupBy::Profile,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -721,6 +753,9 @@ pub struct HistoryStatsArgs {
     /// Only this project.
     #[arg(long)]
     pub project: Option<String>,
+    /// Group the counts and rates by project, by prompt (project/name) or by profile.
+    #[arg(long, value_enum, default_value_t = StatsBy::Project)]
+    pub by: StatsBy,
     /// Print one JSON object (shape in docs/history-json.md).
     #[arg(long)]
     pub json: bool,

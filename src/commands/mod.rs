@@ -358,6 +358,7 @@ fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
         Ok(config) => (config, Vec::new()),
         Err(problems) => (config::parse("", ConfigSource::BuiltIn)?, problems),
     };
+    config::apply_env(&mut config, &env)?;
     if !problems.is_empty() {
         let table = text.ok().flatten().map(|t| t.parse::<toml::Table>());
         if matches!(table, Some(Err(_))) && chosen.root.is_none() && env.jobwarden_home.is_none() {

@@ -42,6 +42,7 @@ mod job_sandbox;
 mod layers;
 mod ledger;
 mod ledger_damage;
+mod ledger_keeps;
 mod lifecycle;
 mod limits;
 mod lookup;

@@ -301,7 +301,8 @@ fn a_branch_merged_later_is_found_by_the_reconcile_merge_commit_or_fast_forward(
 }
 
 #[test]
-fn a_branch_deleted_unmerged_is_recorded_and_one_deleted_after_its_merge_is_merged() {
+fn a_branch_deleted_unmerged_is_recorded_needs_attention_and_one_deleted_after_its_merge_is_merged()
+{
     let sb = Sandbox::new();
     let repos = Repos::new(&sb);
     configure(&sb, &repos, &[], EDITS);
@@ -371,6 +372,40 @@ fn a_branch_deleted_unmerged_is_recorded_and_one_deleted_after_its_merge_is_merg
     assert!(row["published"]["merged_at"].is_null());
     let shown = sb.run(&["show", &dropped.id]);
     assert!(shown.stdout.contains("branch_deleted"), "{}", shown.stdout);
+    // It needs attention, saying what to do, and `history stats` counts it.
+    let status = json(&sb, &["status", "--json"]);
+    let attention = status["needs_attention"].as_array().expect("a list");
+    let listed = attention
+        .iter()
+        .find(|a| a["job_id"] == dropped.id.as_str())
+        .unwrap_or_else(|| panic!("the deleted branch needs attention: {status:#}"));
+    assert_eq!(listed["outcome"], "branch_deleted");
+    let reason = listed["reason"].as_str().unwrap_or("");
+    assert!(reason.contains("deleted without being merged"), "{reason}");
+    assert!(
+        attention.iter().all(|a| a["job_id"] != landed.id.as_str()),
+        "the merged one needs none: {status:#}"
+    );
+    let human = sb.run(&["status"]);
+    assert!(human.stdout.contains("branch_deleted"), "{}", human.stdout);
+    let stats = json(&sb, &["history", "stats", "--json"]);
+    assert_eq!(stats["branch_deleted"], 1, "{stats:#}");
+    assert_eq!(stats["merged"], 1, "{stats:#}");
+    let human = sb.run(&["history", "stats"]);
+    assert!(
+        human.stdout.contains("branch deleted unmerged 1"),
+        "{}",
+        human.stdout
+    );
+    let acked = sb.run(&["ack", &dropped.id]);
+    assert_eq!(acked.code(), 0, "{acked:?}");
+    let status = json(&sb, &["status", "--json"]);
+    assert!(
+        status["needs_attention"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|a| a["job_id"] != dropped.id.as_str())),
+        "acknowledged: {status:#}"
+    );
     // Settled: later passes (every 300 ms) leave it alone (one event, not
     // one a pass).
     assert_never("a second reconciled event", millis(1200), || {

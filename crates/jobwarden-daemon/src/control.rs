@@ -127,7 +127,9 @@ impl Control {
                 _ => None,
             },
             digest: Some(digest(text.as_bytes())),
-            config: config::parse(&text, source).map_err(|e| e.messages()),
+            config: config::parse(&text, source)
+                .and_then(|mut c| config::apply_env(&mut c, &r.env).map(|()| c))
+                .map_err(|e| e.messages()),
         }
     }
 }

@@ -58,6 +58,10 @@ pub struct Ending {
     /// False when another attempt must not start (something of this one may
     /// still run): the prompt is archived whatever the retry policy says.
     pub may_requeue: bool,
+    /// When the job ended (when this was made): its record's `finished_at`,
+    /// however long the end then waits to be written (a ledger another
+    /// process holds, a retry of a failed write).
+    pub ended_at: jobwarden_sys::clock::Timestamp,
 }
 
 impl Ending {
@@ -69,11 +73,21 @@ impl Ending {
             artifacts: Vec::new(),
             paths: Vec::new(),
             may_requeue: true,
+            ended_at: jobwarden_sys::clock::Timestamp::now(),
         }
     }
 }
 
 pub use jobwarden_ledger::Handed;
+
+/// The terminal state [`Finisher`] writes: the state, why, the outcome,
+/// and when the job ended.
+struct End {
+    state: JobState,
+    reason: Option<String>,
+    outcome: Outcome,
+    at: jobwarden_sys::clock::Timestamp,
+}
 
 /// What an end's writes to the ledger came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +109,7 @@ pub fn record_handed(
 ) -> Recorded {
     if let Some(handed) = handed {
         // The common end: its row and its index row in one commit.
-        match jobwarden_ledger::backfill::record_handed_end(ledger, rec, handed) {
+        match jobwarden_ledger::backfill::record_handed_end(layout, ledger, rec, handed) {
             Ok(_) => {
                 return Recorded {
                     row: true,
@@ -199,7 +213,13 @@ impl Finisher<'_> {
             Some(Err(named)) => Some(named.as_path()),
             _ => None,
         };
-        self.write_end(rec, events, state, ending.reason, outcome, requeue, foreign)?;
+        let end = End {
+            state,
+            reason: ending.reason,
+            outcome,
+            at: ending.ended_at,
+        };
+        self.write_end(rec, events, end, requeue, foreign)?;
         if foreign.is_some() {
             place::told_not_its_own(rec, events);
         }
@@ -233,9 +253,13 @@ impl Finisher<'_> {
         events: &mut EventLog,
         ending: Ending,
     ) -> Result<Handed, JobError> {
-        let (state, outcome) = (ending.state, ending.outcome);
-        let view_behind =
-            self.write_end(rec, events, state, ending.reason, outcome, false, None)?;
+        let end = End {
+            state: ending.state,
+            reason: ending.reason,
+            outcome: ending.outcome,
+            at: ending.ended_at,
+        };
+        let view_behind = self.write_end(rec, events, end, false, None)?;
         Ok(Handed {
             artifacts: ending.artifacts,
             paths: ending.paths,
@@ -249,27 +273,24 @@ impl Finisher<'_> {
     /// behind the record's journal line. `foreign`: the record named as its
     /// claimed prompt a file no claim of it makes: the terminal record says
     /// so in the same write (`missing`, nothing moved).
-    #[allow(clippy::too_many_arguments)]
     fn write_end(
         &self,
         rec: &mut JobRecord,
         events: &mut EventLog,
-        state: JobState,
-        reason: Option<String>,
-        outcome: Outcome,
+        end: End,
         requeue: bool,
         foreign: Option<&Path>,
     ) -> Result<bool, JobError> {
         match foreign {
             Some(named) => {
-                rec.outcome = Some(outcome.as_str().to_owned());
+                rec.outcome = Some(end.outcome.as_str().to_owned());
                 place::mark_not_its_own(self.layout, rec, named);
             }
-            None => self.plan(rec, state, outcome, requeue),
+            None => self.plan(rec, end.state, end.outcome, requeue),
         }
         crate::shared_inbox::ending(self.layout, rec)?;
-        let fields = json!({"outcome": outcome.as_str()});
-        Ok(rec.transition(self.layout, events, state, reason, fields)?)
+        let fields = json!({"outcome": end.outcome.as_str()});
+        Ok(rec.transition_at(self.layout, events, end.state, end.reason, fields, end.at)?)
     }
 
     /// Decide where the prompt goes and say so in the record.
@@ -289,7 +310,7 @@ impl Finisher<'_> {
         let Some(ledger) = self.ledger.as_deref_mut() else {
             return false;
         };
-        let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+        let exec = Execution::of_job(self.layout, rec, outcome, Source::Daemon);
         let row = ledger.record(&exec, artifacts, paths);
         index_after_row(ledger, rec, row).row
     }

@@ -8,6 +8,11 @@
 //! attention again. The newest execution of each prompt is the
 //! `prompts_last` table (kept by a trigger), so every question here is an
 //! indexed lookup.
+//!
+//! A success whose published branch was deleted without being merged
+//! needs attention too (its work is in no target): it is listed with the
+//! outcome [`BRANCH_DELETED`] and a reason saying what to do, and is
+//! acknowledged like the rest.
 
 use rusqlite::{OptionalExtension, params, params_from_iter};
 use serde::Serialize;
@@ -51,8 +56,23 @@ fn attention_outcomes() -> String {
         .join(", ")
 }
 
-const ATTENTION_COLUMNS: &str =
-    "p.project, p.name, p.outcome, p.execution_id, p.finished_at, e.error_message";
+/// The outcome an attention lists for a success whose branch was deleted
+/// unmerged (the execution's own outcome stays `success`).
+pub const BRANCH_DELETED: &str = "branch_deleted";
+
+/// The columns of an [`Attention`]: a deleted branch's outcome and reason
+/// from its `published` row (`pb`, joined by [`FROM_LAST`]).
+const ATTENTION_COLUMNS: &str = "p.project, p.name, \
+     CASE WHEN pb.execution_id IS NULL THEN p.outcome ELSE 'branch_deleted' END, \
+     p.execution_id, p.finished_at, \
+     CASE WHEN pb.execution_id IS NULL THEN e.error_message ELSE \
+       'its branch ' || pb.branch || ' was deleted without being merged into ' || pb.target \
+       || ': its work is not there; run the prompt again, or ack it' END";
+
+/// Each prompt's newest execution (`p`), its row (`e`) and its published
+/// branch if that was deleted unmerged (`pb`).
+const FROM_LAST: &str = "prompts_last p JOIN executions e ON e.id = p.execution_id \
+     LEFT JOIN published pb ON pb.execution_id = p.execution_id AND pb.settled = 'branch_deleted'";
 
 fn attention_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Attention> {
     Ok(Attention {
@@ -79,9 +99,8 @@ impl Ledger {
     ) -> Result<Vec<Attention>, LedgerError> {
         let not = if acknowledged { "" } else { "NOT " };
         let sql = format!(
-            "SELECT {ATTENTION_COLUMNS} FROM prompts_last p
-             JOIN executions e ON e.id = p.execution_id
-             WHERE p.outcome IN ({})
+            "SELECT {ATTENTION_COLUMNS} FROM {FROM_LAST}
+             WHERE (p.outcome IN ({}) OR pb.execution_id IS NOT NULL)
                AND {not}EXISTS (SELECT 1 FROM acknowledgements a WHERE a.execution_id = p.execution_id)
              ORDER BY p.finished_at DESC LIMIT ?1",
             attention_outcomes()
@@ -98,8 +117,8 @@ impl Ledger {
     /// execution went wrong, and `ack` cleared it).
     pub fn acknowledged_count(&self) -> Result<u64, LedgerError> {
         let sql = format!(
-            "SELECT COUNT(*) FROM prompts_last p
-             WHERE p.outcome IN ({})
+            "SELECT COUNT(*) FROM {FROM_LAST}
+             WHERE (p.outcome IN ({}) OR pb.execution_id IS NOT NULL)
                AND EXISTS (SELECT 1 FROM acknowledgements a WHERE a.execution_id = p.execution_id)",
             attention_outcomes()
         );
@@ -128,7 +147,7 @@ impl Ledger {
         let sql = format!(
             "SELECT {ATTENTION_COLUMNS},
                     EXISTS (SELECT 1 FROM acknowledgements a WHERE a.execution_id = p.execution_id)
-             FROM prompts_last p JOIN executions e ON e.id = p.execution_id
+             FROM {FROM_LAST}
              WHERE p.project = ?1 AND p.name = ?2"
         );
         let newest = self
@@ -197,9 +216,10 @@ impl Ledger {
 }
 
 fn needs_attention(outcome: &str) -> bool {
-    outcome
-        .parse::<Outcome>()
-        .is_ok_and(Outcome::needs_attention)
+    outcome == BRANCH_DELETED
+        || outcome
+            .parse::<Outcome>()
+            .is_ok_and(Outcome::needs_attention)
 }
 
 #[cfg(test)]

@@ -116,10 +116,10 @@ pub fn ensure_row_with(
     }
     let outcome = outcome_of(rec);
     if let Some(handed) = handed {
-        let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+        let exec = Execution::of_job(layout, rec, outcome, Source::Daemon);
         return ledger.record(&exec, &handed.artifacts, &handed.paths);
     }
-    let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Repair);
+    let exec = Execution::of_job(layout, rec, outcome, Source::Repair);
     let artifacts: Vec<Artifact> = log_tail(layout, rec).into_iter().collect();
     ledger.record(&exec, &artifacts, &[])
 }
@@ -128,12 +128,13 @@ pub fn ensure_row_with(
 /// index told of the end, in one transaction (the daemon's common end: one
 /// commit, not two). `Ok(true)` when the row was written now.
 pub fn record_handed_end(
+    layout: &Layout,
     ledger: &mut Ledger,
     rec: &JobRecord,
     handed: &super::Handed,
 ) -> Result<bool, super::LedgerError> {
     let outcome = outcome_of(rec);
-    let exec = Execution::from_record(rec, outcome, rec.disposition.as_deref(), Source::Daemon);
+    let exec = Execution::of_job(layout, rec, outcome, Source::Daemon);
     let indexed = crate::IndexedJob::from_record(rec);
     ledger.record_indexed(&exec, &handed.artifacts, &handed.paths, &indexed)
 }

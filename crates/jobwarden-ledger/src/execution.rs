@@ -75,6 +75,10 @@ pub struct Execution {
     /// (`execution_slurm`).
     #[serde(skip)]
     pub slurm: Option<super::slurm::SlurmRun>,
+    /// The text of the prompt it ran, when its caller read it: written
+    /// beside the row (`execution_prompts`).
+    #[serde(skip)]
+    pub prompt: Option<super::PromptText>,
 }
 
 fn ser_outcome<S: serde::Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
@@ -170,6 +174,7 @@ impl Execution {
             source,
             published: None,
             slurm: None,
+            prompt: None,
         }
     }
 
@@ -216,7 +221,21 @@ impl Execution {
             source,
             published: published_work(rec),
             slurm: super::slurm::SlurmRun::of(rec),
+            prompt: None,
         }
+    }
+
+    /// [`Execution::from_record`], with the text of the prompt the job
+    /// ran, read from its run folder.
+    pub fn of_job(
+        layout: &jobwarden_model::layout::Layout,
+        rec: &JobRecord,
+        outcome: Outcome,
+        source: Source,
+    ) -> Self {
+        let mut exec = Self::from_record(rec, outcome, rec.disposition.as_deref(), source);
+        exec.prompt = super::PromptText::of_job(layout, &rec.job_id);
+        exec
     }
 }
 
@@ -373,6 +392,9 @@ fn insert(
     }
     if let Some(run) = &e.slurm {
         super::slurm::insert(tx, &e.id, run)?;
+    }
+    if let Some(prompt) = &e.prompt {
+        super::prompt_text::insert(tx, &e.id, prompt)?;
     }
     Ok(true)
 }

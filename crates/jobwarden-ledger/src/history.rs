@@ -34,6 +34,9 @@ pub struct Filter {
     pub since_ms: Option<u64>,
     /// Only executions that finished before this (epoch ms).
     pub until_ms: Option<u64>,
+    /// Only executions whose kept prompt text holds this, case ignored
+    /// (`history list --grep`; rows without a kept text never match).
+    pub grep: Option<String>,
 }
 
 impl Filter {
@@ -44,6 +47,7 @@ impl Filter {
             && self.until_ms.is_none()
             && self.name.is_none()
             && self.outcome.is_none()
+            && self.grep.is_none()
     }
 
     /// The SQL conditions this filter sets, with their parameters.
@@ -137,18 +141,46 @@ pub struct Summary {
     /// Of the successes, those whose work is merged (by their publish or
     /// found merged later): the ledger's `published` table.
     pub merged: u64,
+    /// Of the successes, those whose branch was deleted without being
+    /// merged (their work is not in the target): the ledger's `published`
+    /// table.
+    pub branch_deleted: u64,
     /// Executions with a duration (the ones that started).
     pub with_duration: u64,
     pub median_duration_ms: Option<u64>,
     pub p95_duration_ms: Option<u64>,
 }
 
-/// Statistics of a selection and of each project in it.
+/// Statistics of a selection and of each group of it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Stats {
     pub overall: Summary,
-    /// Per project, sorted by project.
+    /// Per group ([`GroupBy`]: per project unless asked otherwise), sorted
+    /// by its key.
     pub projects: BTreeMap<String, Summary>,
+}
+
+/// What `history stats` groups executions by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupBy {
+    /// The prompt's project ("" for the top of the inbox).
+    #[default]
+    Project,
+    /// The prompt: `project/name`, or `name` at the top of the inbox.
+    Prompt,
+    /// The profile it ran under ("" when the row names none).
+    Profile,
+}
+
+impl GroupBy {
+    /// The SQL expression of a row's group key.
+    fn key_sql(self) -> &'static str {
+        match self {
+            GroupBy::Project => "project",
+            GroupBy::Prompt => "CASE WHEN project = '' THEN name ELSE project || '/' || name END",
+            GroupBy::Profile => "COALESCE(profile, '')",
+        }
+    }
 }
 
 impl Ledger {
@@ -162,6 +194,9 @@ impl Ledger {
 
     /// Executions matching `f`, newest first (by finished_at), at most `limit`.
     pub fn list(&self, f: &Filter, limit: u32) -> Result<Vec<Execution>, LedgerError> {
+        if let Some(needle) = &f.grep {
+            return self.list_grep(f, &needle.to_lowercase(), limit);
+        }
         let (where_sql, mut params) = f.where_sql(&[]);
         let sql = format!(
             "SELECT {COLUMNS} FROM executions{where_sql} \
@@ -181,6 +216,41 @@ impl Ledger {
         let sql = format!("SELECT count(*) FROM executions{where_sql}");
         self.read(|c| c.query_row(&sql, params_from_iter(params), |r| r.get::<_, i64>(0)))
             .map(|n| n.max(0) as u64)
+    }
+
+    /// [`Ledger::list`] of the executions whose kept prompt text holds
+    /// `needle` (lower-cased): the rows with a text are walked newest
+    /// first, each text inflated and searched, until `limit` matched.
+    fn list_grep(
+        &self,
+        f: &Filter,
+        needle: &str,
+        limit: u32,
+    ) -> Result<Vec<Execution>, LedgerError> {
+        let (conds, params): (Vec<String>, Vec<Value>) = f
+            .conditions()
+            .into_iter()
+            .map(|(sql, v)| (format!(" AND e.{sql}"), v))
+            .unzip();
+        let sql = format!(
+            "SELECT {}, p.text FROM executions e JOIN execution_prompts p ON p.execution_id = e.id \
+             WHERE 1{} ORDER BY e.finished_at DESC, e.rowid DESC",
+            prefixed_columns("e"),
+            conds.concat()
+        );
+        self.read(|c| {
+            let mut stmt = c.prepare(&sql)?;
+            let mut rows = stmt.query(params_from_iter(params))?;
+            let mut out = Vec::new();
+            while out.len() < limit as usize {
+                let Some(r) = rows.next()? else { break };
+                let packed: Vec<u8> = r.get(COLUMN_COUNT)?;
+                if super::prompt_text::packed_holds(&packed, needle) {
+                    out.push(execution_from_row(r)?);
+                }
+            }
+            Ok(out)
+        })
     }
 
     /// The execution with this id, if the ledger has it.
@@ -279,18 +349,31 @@ impl Ledger {
     /// per project. Everything is read in one snapshot, so counts and
     /// durations agree while monitors keep adding rows.
     pub fn stats(&self, f: &Filter) -> Result<Stats, LedgerError> {
+        self.stats_by(f, GroupBy::Project)
+    }
+
+    /// [`Ledger::stats`], grouped `by` project, prompt or profile. Only
+    /// the lifetime statistics of projects are kept on insert; the other
+    /// groupings read the selection's rows.
+    pub fn stats_by(&self, f: &Filter, by: GroupBy) -> Result<Stats, LedgerError> {
         let snapshot = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
-        let mut stats = if f.is_lifetime() {
+        let mut stats = if f.is_lifetime() && by == GroupBy::Project {
             self.kept_stats(f.project.as_deref())?
         } else {
-            let mut stats = self.summaries(self.outcome_counts(f)?)?;
-            self.window_percentiles(f, &mut stats)?;
+            let mut stats = self.summaries(self.outcome_counts(f, by)?)?;
+            self.window_percentiles(f, by, &mut stats)?;
             stats
         };
-        for (project, n) in self.merged_counts(f)? {
+        for (project, n) in self.settled_counts(f, by.key_sql(), true)? {
             stats.overall.merged += n;
             if let Some(s) = stats.projects.get_mut(&project) {
                 s.merged = n;
+            }
+        }
+        for (project, n) in self.settled_counts(f, by.key_sql(), false)? {
+            stats.overall.branch_deleted += n;
+            if let Some(s) = stats.projects.get_mut(&project) {
+                s.branch_deleted = n;
             }
         }
         snapshot.commit().map_err(|e| self.err(e))?;
@@ -327,11 +410,16 @@ impl Ledger {
 
     /// `(project, outcome, count, count with a duration)` per group of the
     /// executions matching `f`: a pass over its window of an index.
-    fn outcome_counts(&self, f: &Filter) -> Result<Vec<(String, String, u64, u64)>, LedgerError> {
+    fn outcome_counts(
+        &self,
+        f: &Filter,
+        by: GroupBy,
+    ) -> Result<Vec<(String, String, u64, u64)>, LedgerError> {
         let (where_sql, params) = f.where_sql(&[]);
         let sql = format!(
-            "SELECT project, outcome, COUNT(*), COUNT(duration_ms) FROM {}{where_sql} \
-             GROUP BY project, outcome",
+            "SELECT {} AS g, outcome, COUNT(*), COUNT(duration_ms) FROM {}{where_sql} \
+             GROUP BY g, outcome",
+            by.key_sql(),
             f.stats_source()
         );
         self.count_groups(&sql, params)
@@ -457,13 +545,18 @@ impl Ledger {
     /// Percentiles of a `--since` window: the window is sorted once by
     /// SQLite (window functions) for all projects and once overall, instead
     /// of one pass over the window per project and percentile.
-    fn window_percentiles(&self, f: &Filter, stats: &mut Stats) -> Result<(), LedgerError> {
-        for (project, rank, n, ms) in self.ranked_durations(f, "project")? {
+    fn window_percentiles(
+        &self,
+        f: &Filter,
+        by: GroupBy,
+        stats: &mut Stats,
+    ) -> Result<(), LedgerError> {
+        for (project, rank, n, ms) in self.ranked_durations(f, by.key_sql())? {
             if let Some(s) = stats.projects.get_mut(&project) {
                 place(s, rank, n, ms);
             }
         }
-        for (_, rank, n, ms) in self.ranked_durations(f, "NULL")? {
+        for (_, rank, n, ms) in self.ranked_durations(f, "''")? {
             place(&mut stats.overall, rank, n, ms);
         }
         Ok(())
@@ -478,8 +571,8 @@ impl Ledger {
     ) -> Result<Vec<(String, u64, u64, u64)>, LedgerError> {
         let (where_sql, params) = f.where_sql(&["duration_ms IS NOT NULL"]);
         let sql = format!(
-            "SELECT project, rn, n, duration_ms FROM (
-                 SELECT project, duration_ms,
+            "SELECT g, rn, n, duration_ms FROM (
+                 SELECT {partition} AS g, duration_ms,
                         ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY duration_ms) AS rn,
                         COUNT(*) OVER (PARTITION BY {partition}) AS n
                  FROM {}{where_sql})
@@ -658,6 +751,7 @@ pub(super) fn execution_from_row(r: &Row<'_>) -> rusqlite::Result<Execution> {
         source: parse_text(r, 20, |s| s.parse::<Source>())?,
         published: None,
         slurm: None,
+        prompt: None,
     })
 }
 

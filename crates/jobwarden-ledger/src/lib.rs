@@ -16,6 +16,7 @@
 //! - `attention.rs` — what needs the operator's attention, and `ack`.
 //! - `diagnostics.rs` — each execution's compiler and linter diagnostics, and questions of them.
 //! - `published.rs` — each execution's published branch, watched until settled.
+//! - `prompt_text.rs` — the text of the prompt each execution ran, compressed.
 //! - `slurm.rs` — each execution's Slurm job: id, node, Slurm's word, time pending and running.
 //! - `batch.rs` — the last batch of work and its completion summary.
 //! - `metrics.rs` — the counts the metrics exposition reads.
@@ -38,6 +39,7 @@ mod lookup;
 mod metrics;
 mod migrations;
 mod outcome;
+mod prompt_text;
 mod published;
 mod query;
 pub mod repair;
@@ -58,6 +60,7 @@ pub use jobs::{IndexedJob, JobFilter, JobOrder};
 pub use metrics::{Bucket, Durations};
 pub use migrations::LATEST as SCHEMA_VERSION;
 pub use outcome::Outcome;
+pub use prompt_text::{KEPT_BYTES as PROMPT_KEPT_BYTES, PromptText};
 pub use published::{Published, PublishedRow, Settled, Watched};
 pub use query::{Cooldowns, Ended, LastRun};
 pub use short_id::{SHORT_ID_MAX, short_id};

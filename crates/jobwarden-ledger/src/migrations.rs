@@ -458,8 +458,20 @@ CREATE TABLE execution_slurm (
 ) WITHOUT ROWID;
 "#;
 
+/// Migration 13: the text of the prompt each execution ran
+/// (`prompt_text.rs`), kept when its run folder is gone. Rows written
+/// before have none.
+const V13: &str = r#"
+CREATE TABLE execution_prompts (
+    execution_id TEXT PRIMARY KEY REFERENCES executions (id),
+    truncated INTEGER NOT NULL             -- 1: only the prompt's first 64 KiB are kept
+        CHECK (truncated IN (0, 1)),
+    text BLOB NOT NULL                     -- the kept bytes, DEFLATE-compressed (raw, no header)
+) WITHOUT ROWID;
+"#;
+
 /// All migrations, in order. Index i holds migration i+1.
-pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+pub(super) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// The schema version this build writes.
 pub const LATEST: u32 = MIGRATIONS.len() as u32;
@@ -484,6 +496,7 @@ pub(super) const TABLES: &[(&str, &str)] = &[
         "execution_id seq severity code file path line col message",
     ),
     ("execution_paths", "execution_id relation path"),
+    ("execution_prompts", "execution_id truncated text"),
     (
         "execution_slurm",
         "execution_id slurm_job_id node state pending_ms run_ms",

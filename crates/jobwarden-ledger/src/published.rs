@@ -91,14 +91,22 @@ pub(super) fn insert(
 }
 
 impl Ledger {
-    /// Merged executions among those `f` selects, by project.
-    pub(super) fn merged_counts(
+    /// Among the executions `f` selects, those whose published branch is
+    /// merged (`merged`: true) or was deleted unmerged (false), counted
+    /// by the group key `key_sql` (an SQL expression of a row).
+    pub(super) fn settled_counts(
         &self,
         f: &super::history::Filter,
+        key_sql: &str,
+        merged: bool,
     ) -> Result<Vec<(String, u64)>, LedgerError> {
-        let merged = "id IN (SELECT execution_id FROM published WHERE merged_at IS NOT NULL)";
-        let (where_sql, params) = f.where_sql(&[merged]);
-        let sql = format!("SELECT project, COUNT(*) FROM executions{where_sql} GROUP BY project");
+        let which = if merged {
+            "id IN (SELECT execution_id FROM published WHERE merged_at IS NOT NULL)"
+        } else {
+            "id IN (SELECT execution_id FROM published WHERE settled = 'branch_deleted')"
+        };
+        let (where_sql, params) = f.where_sql(&[which]);
+        let sql = format!("SELECT {key_sql} AS g, COUNT(*) FROM executions{where_sql} GROUP BY g");
         self.read(|c| {
             let mut stmt = c.prepare(&sql)?;
             let rows = stmt.query_map(rusqlite::params_from_iter(params), |r| {
@@ -253,10 +261,15 @@ mod tests {
         assert_eq!(watched.len(), 1);
         assert_eq!(watched[0].execution_id, open);
         assert_eq!(watched[0].git.tip.as_deref(), Some("abcd1234"));
+        let all = crate::history::Filter::default();
         let merged = ledger
-            .merged_counts(&crate::history::Filter::default())
+            .settled_counts(&all, "project", true)
             .expect("counts");
         assert_eq!(merged, vec![("p".to_owned(), 2)]);
+        let deleted = ledger
+            .settled_counts(&all, "project", false)
+            .expect("counts");
+        assert_eq!(deleted, vec![("p".to_owned(), 1)]);
         // A failed job publishes nothing.
         let failed = write(&mut ledger, &record(JobState::Failed, None));
         assert_eq!(ledger.published(&failed).expect("read"), None);

@@ -774,7 +774,7 @@ fn the_job_index_knows_profiles_and_migration_11_learns_them_from_the_rows() {
         // Back to a ledger from before migration 11.
         l.conn
             .execute_batch(
-                "DROP TABLE execution_slurm; DROP INDEX jobs_by_profile; \
+                "DROP TABLE execution_prompts; DROP TABLE execution_slurm; DROP INDEX jobs_by_profile; \
                  ALTER TABLE jobs DROP COLUMN profile; PRAGMA user_version = 10;",
             )
             .expect("downgrade");

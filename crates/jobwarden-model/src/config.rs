@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod diff;
+mod env_retention;
+pub use env_retention::RetentionEnv;
 mod handover;
 mod limits;
 pub mod notify;
@@ -29,6 +31,7 @@ mod template;
 mod validate;
 
 pub use diff::changes;
+pub use env_retention::apply as apply_env;
 pub use handover::{decode_handover, encode_handover, read_handover};
 pub use limits::{Limits, ShownLimits};
 pub use preflight::{Findings, preflight};
@@ -62,6 +65,8 @@ pub struct Env {
     pub xdg_data_home: Option<PathBuf>,
     pub home: Option<PathBuf>,
     pub is_root: bool,
+    /// `JOBWARDEN_KEEP_*`: retention for this process (`env_retention.rs`).
+    pub retention: RetentionEnv,
 }
 
 impl Env {
@@ -78,6 +83,7 @@ impl Env {
             xdg_data_home: var("XDG_DATA_HOME"),
             home: var("HOME"),
             is_root: nix::unistd::geteuid().is_root(),
+            retention: RetentionEnv::from_process(),
         }
     }
 }
@@ -309,6 +315,11 @@ impl RateLimit {
     }
 }
 
+/// The largest `keep_runs`, `keep_days` and `keep_artifacts` taken.
+const KEEP_RUNS_MAX: u64 = 10_000_000;
+const KEEP_DAYS_MAX: u64 = 36_500;
+const KEEP_ARTIFACTS_MAX: u64 = 1_000_000;
+
 /// Retention of finished work (`jobwarden gc`, and periodically in the daemon).
 #[derive(Debug, Clone, Copy)]
 pub struct Retention {
@@ -449,10 +460,15 @@ fn build(
             16 << 20,
         ),
         retention: Retention {
-            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, 10_000_000) as usize,
-            keep_days: v.count("keep_days", raw.keep_days, 30, 0, 36_500) as u32,
-            keep_artifacts: v.count("keep_artifacts", raw.keep_artifacts, 10, 0, 1_000_000)
-                as usize,
+            keep_runs: v.count("keep_runs", raw.keep_runs, 1000, 0, KEEP_RUNS_MAX as i64) as usize,
+            keep_days: v.count("keep_days", raw.keep_days, 30, 0, KEEP_DAYS_MAX as i64) as u32,
+            keep_artifacts: v.count(
+                "keep_artifacts",
+                raw.keep_artifacts,
+                10,
+                0,
+                KEEP_ARTIFACTS_MAX as i64,
+            ) as usize,
             gc_interval: v.duration("gc_interval", raw.gc_interval, 3600 * SEC, true),
         },
         reconcile_interval: v.duration(

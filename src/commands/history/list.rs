@@ -1,5 +1,5 @@
 //! `jobwarden history list [--project] [--name] [--outcome] [--since]
-//! [--until] [--limit] [--json]`: executions newest first. Exit 1 when nothing
+//! [--until] [--grep] [--limit] [--json]`: executions newest first. Exit 1 when nothing
 //! matched (`--json` still prints `[]`).
 //!
 //! This file also owns what the other query commands share: the
@@ -29,6 +29,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCo
         outcome: parse_outcome(args.outcome.as_deref())?,
         since_ms: window.since_ms,
         until_ms: window.until_ms,
+        grep: args.grep.clone().filter(|g| !g.is_empty()),
     };
     let (_, _, ledger) = super::open(global)?;
     let limit = if args.limit == 0 {

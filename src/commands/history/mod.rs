@@ -41,6 +41,21 @@ pub(super) fn open(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledge
     Ok((config, layout, ledger))
 }
 
+/// [`open`], making the root first if it does not exist yet (`history
+/// record`: a script's first run on a fresh machine records it, as the
+/// daemon's first start would make the root and its ledger, with the
+/// daemon's permissions).
+pub(super) fn open_creating(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledger)> {
+    let (config, layout) = super::load(global)?;
+    if !layout.root().exists() {
+        jobwarden_sys::fsio::create_root(layout.root())?;
+        tracing::info!(root = %layout.root().display(), "created the root");
+    }
+    ensure_root(&layout)?;
+    let ledger = Ledger::open(&layout.ledger())?;
+    Ok((config, layout, ledger))
+}
+
 /// The layout of the selected root, which must exist.
 pub(super) fn existing_root(global: &GlobalArgs) -> anyhow::Result<Layout> {
     let (_, layout) = super::load(global)?;

@@ -1,7 +1,9 @@
 //! `jobwarden history record <project> <name> <outcome> [--exit-code N]
 //! [--attempt N]`: record a run jobwarden did not supervise. `<project>`
 //! is an inbox project or an absolute path kept as its own key (see
-//! `check.rs`). An unknown outcome exits 2 naming the valid ones.
+//! `check.rs`). An unknown outcome exits 2 naming the valid ones. A root
+//! that does not exist yet is made, with its ledger, as the daemon's first
+//! start makes them.
 
 use std::process::ExitCode;
 
@@ -18,7 +20,7 @@ pub fn run(global: &GlobalArgs, args: &HistoryRecordArgs) -> anyhow::Result<Exit
     layout::validate_segment(&args.name)
         .map_err(|e| anyhow::anyhow!("name {:?} {e}", args.name))?;
     anyhow::ensure!(args.attempt >= 1, "--attempt must be at least 1");
-    let (_, _, mut ledger) = super::open(global)?;
+    let (_, _, mut ledger) = super::open_creating(global)?;
     let mut exec = Execution::new(
         JobId::generate().to_string(),
         &args.project,

@@ -1,5 +1,6 @@
-//! `jobwarden history show <job> [--json]`: one execution, with its
-//! artifacts (output tails) and paths. `<job>` reads as everywhere (an id,
+//! `jobwarden history show <job> [--prompt] [--json]`: one execution, with
+//! its artifacts (output tails) and paths, or (`--prompt`) the text of the
+//! prompt it ran, as the ledger keeps it. `<job>` reads as everywhere (an id,
 //! a unique prefix of an id or short id, `project/name` or a name: see
 //! `jobwarden_engine::lookup::resolve_execution`), matched against the ledger's
 //! executions. A malformed or ambiguous one is an error (exit 2, the
@@ -16,7 +17,7 @@ use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::commands::EXIT_NO;
 use crate::commands::output::neutralise_str;
 use jobwarden_ledger::history::{StoredArtifact, StoredPath};
-use jobwarden_ledger::{Execution, Outcome, PublishedRow};
+use jobwarden_ledger::{Execution, Outcome, PromptText, PublishedRow};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
@@ -31,7 +32,12 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
         ));
         return Ok(ExitCode::from(EXIT_NO));
     };
+    let prompt = ledger.prompt_text(id.as_str())?;
+    if args.prompt {
+        return print_prompt(&execution, prompt.as_ref());
+    }
     let shown = Shown {
+        prompt,
         published: ledger.published(id.as_str())?,
         slurm: ledger.slurm_run(id.as_str())?,
         artifacts: ledger.artifacts(id.as_str())?,
@@ -49,6 +55,9 @@ pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCo
 /// An execution with everything stored about it.
 struct Shown<'a> {
     execution: &'a Execution,
+    /// The prompt text the ledger keeps; `None` for a row from before it
+    /// kept them, an external row, or an unreadable prompt copy.
+    prompt: Option<PromptText>,
     published: Option<PublishedRow>,
     slurm: Option<jobwarden_ledger::SlurmRun>,
     artifacts: Vec<StoredArtifact>,
@@ -64,6 +73,9 @@ struct ShowJson<'a> {
     command: Option<&'a [String]>,
     workdir: Option<&'a str>,
     prompt_sha256: Option<&'a str>,
+    /// The prompt's text as kept (`text`, `truncated`: only the first
+    /// 64 KiB kept); null when the ledger has none for this row.
+    prompt: Option<&'a PromptText>,
     /// Its published branch and how it was settled (merged, deleted);
     /// null when it published no branch.
     published: Option<&'a PublishedRow>,
@@ -82,6 +94,7 @@ impl Shown<'_> {
             command: e.command.as_deref(),
             workdir: e.workdir.as_deref(),
             prompt_sha256: e.prompt_sha256.as_deref(),
+            prompt: self.prompt.as_ref(),
             published: self.published.as_ref(),
             slurm: self.slurm.as_ref(),
             artifacts: &self.artifacts,
@@ -94,6 +107,10 @@ fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     let lines = fields(s.execution)
         .into_iter()
+        .chain(std::iter::once((
+            "prompt text",
+            Some(prompt_kept(s.prompt.as_ref())),
+        )))
         .chain(published(s))
         .chain(slurm(s));
     for (label, value) in lines {
@@ -141,6 +158,44 @@ fn fields(e: &Execution) -> Vec<(&'static str, Option<String>)> {
         ("command", e.command.as_ref().map(|c| c.join(" "))),
         ("workdir", e.workdir.clone()),
     ]
+}
+
+/// Whether the prompt's text is kept, and how to read it.
+fn prompt_kept(p: Option<&PromptText>) -> String {
+    match p {
+        Some(p) if p.truncated => format!(
+            "kept, its first {} KiB (--prompt prints it)",
+            jobwarden_ledger::PROMPT_KEPT_BYTES / 1024
+        ),
+        Some(_) => "kept (--prompt prints it)".to_owned(),
+        None => "not kept (recorded before the ledger kept prompts, by `history record`, \
+                 or its prompt copy could not be read)"
+            .to_owned(),
+    }
+}
+
+/// `history show --prompt`: the kept text as it was (exit 1, saying why,
+/// when the ledger has none).
+fn print_prompt(e: &Execution, p: Option<&PromptText>) -> anyhow::Result<ExitCode> {
+    let Some(p) = p else {
+        jobwarden_sys::logging::line(format_args!(
+            "jobwarden: the ledger keeps no prompt text for execution {}: {}",
+            e.id,
+            prompt_kept(None)
+        ));
+        return Ok(ExitCode::from(EXIT_NO));
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(neutralise_str(&p.text).as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    if p.truncated {
+        jobwarden_sys::logging::line(format_args!(
+            "jobwarden: only the first {} KiB of this prompt are kept",
+            jobwarden_ledger::PROMPT_KEPT_BYTES / 1024
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Its published branch, and its merge or deletion.

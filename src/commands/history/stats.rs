@@ -1,6 +1,6 @@
-//! `jobwarden history stats [--since T] [--until T] [--project P] [--json]`:
-//! counts by outcome, success rate, median and p95 duration, overall and per
-//! project, from `executions` (lifetime unless `--since` or `--until`). The numbers are computed
+//! `jobwarden history stats [--since T] [--until T] [--project P]
+//! [--by project|prompt|profile] [--json]`: counts by outcome, success rate,
+//! median and p95 duration, overall and per project (or prompt, or profile), from `executions` (lifetime unless `--since` or `--until`). The numbers are computed
 //! in SQL by `ledger/history.rs`; this file prints them. An empty selection
 //! is a valid answer (all zeros), so it exits 0.
 
@@ -11,7 +11,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::list::{Window, fmt_duration, print_json, timestamp};
-use crate::cli::{GlobalArgs, HistoryStatsArgs};
+use crate::cli::{GlobalArgs, HistoryStatsArgs, StatsBy};
 use jobwarden_ledger::Outcome;
 use jobwarden_ledger::history::{Filter, Stats, Summary};
 use jobwarden_sys::clock::Timestamp;
@@ -25,11 +25,11 @@ pub fn run(global: &GlobalArgs, args: &HistoryStatsArgs) -> anyhow::Result<ExitC
         ..Filter::default()
     };
     let (_, _, ledger) = super::open(global)?;
-    let stats = ledger.stats(&filter)?;
+    let stats = ledger.stats_by(&filter, args.by.group())?;
     if args.json {
-        print_json(&StatsJson::new(&filter, &stats))?;
+        print_json(&StatsJson::new(&filter, args.by, &stats))?;
     } else {
-        print_human(&filter, &stats).context("writing to stdout")?;
+        print_human(&filter, args.by, &stats).context("writing to stdout")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -40,24 +40,49 @@ struct StatsJson<'a> {
     since: Option<Timestamp>,
     until: Option<Timestamp>,
     project: Option<&'a str>,
+    /// `project`, `prompt` or `profile`: what the groups are.
+    by: &'static str,
     #[serde(flatten)]
     overall: &'a Summary,
-    projects: &'a std::collections::BTreeMap<String, Summary>,
+    /// The groups, under `projects`, `prompts` or `profiles`.
+    #[serde(flatten)]
+    groups: std::collections::BTreeMap<&'static str, &'a Groups>,
 }
 
+type Groups = std::collections::BTreeMap<String, Summary>;
+
 impl<'a> StatsJson<'a> {
-    fn new(f: &'a Filter, s: &'a Stats) -> Self {
+    fn new(f: &'a Filter, by: StatsBy, s: &'a Stats) -> Self {
         StatsJson {
             since: f.since_ms.map(timestamp),
             until: f.until_ms.map(timestamp),
             project: f.project.as_deref(),
+            by: by_name(by),
             overall: &s.overall,
-            projects: &s.projects,
+            groups: [(groups_key(by), &s.projects)].into(),
         }
     }
 }
 
-fn print_human(f: &Filter, s: &Stats) -> std::io::Result<()> {
+/// The `--by` value's name.
+fn by_name(by: StatsBy) -> &'static str {
+    match by {
+        StatsBy::Project => "project",
+        StatsBy::Prompt => "prompt",
+        StatsBy::Profile => "profile",
+    }
+}
+
+/// The JSON key of the groups of `by`.
+fn groups_key(by: StatsBy) -> &'static str {
+    match by {
+        StatsBy::Project => "projects",
+        StatsBy::Prompt => "prompts",
+        StatsBy::Profile => "profiles",
+    }
+}
+
+fn print_human(f: &Filter, by: StatsBy, s: &Stats) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     let span = match (f.since_ms, f.until_ms) {
         (Some(s), Some(u)) => format!("since {}, until {}", timestamp(s), timestamp(u)),
@@ -67,19 +92,22 @@ fn print_human(f: &Filter, s: &Stats) -> std::io::Result<()> {
     };
     writeln!(out, "executions ({span}):")?;
     print_summary(&mut out, "all projects", &s.overall)?;
-    if f.project.is_none() {
-        for (project, summary) in &s.projects {
-            print_summary(&mut out, &project_label(project), summary)?;
+    if f.project.is_none() || by != StatsBy::Project {
+        for (key, summary) in &s.projects {
+            print_summary(&mut out, &group_label(by, key), summary)?;
         }
     }
     Ok(())
 }
 
-fn project_label(project: &str) -> String {
-    if project.is_empty() {
-        "(inbox top)".to_owned()
-    } else {
-        project.to_owned()
+/// A group's label: its key, or what an empty key means.
+fn group_label(by: StatsBy, key: &str) -> String {
+    match (by, key) {
+        (StatsBy::Project, "") => "(inbox top)".to_owned(),
+        (StatsBy::Profile, "") => "(no profile)".to_owned(),
+        (StatsBy::Prompt, k) => format!("prompt {k}"),
+        (StatsBy::Profile, k) => format!("profile {k}"),
+        (StatsBy::Project, k) => k.to_owned(),
     }
 }
 
@@ -115,10 +143,19 @@ fn outcome_counts(s: &Summary) -> String {
     let mut counts: Vec<(&String, &u64)> = s.by_outcome.iter().filter(|(_, n)| **n > 0).collect();
     counts.sort_by_key(|(name, _)| rank(name));
     let mut parts: Vec<String> = counts.iter().map(|(o, n)| format!("{o} {n}")).collect();
-    // Merged work is counted among the successes, and named after them.
-    if s.merged > 0 {
+    // Merged work, and work whose branch was deleted unmerged, is counted
+    // among the successes, and named after them.
+    let of_which: Vec<String> = [
+        ("merged", s.merged),
+        ("branch deleted unmerged", s.branch_deleted),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(what, n)| format!("{what} {n}"))
+    .collect();
+    if !of_which.is_empty() {
         let at = usize::from(counts.first().is_some_and(|(o, _)| o.as_str() == "success"));
-        parts.insert(at, format!("(of which merged {})", s.merged));
+        parts.insert(at, format!("(of which {})", of_which.join(", ")));
     }
     parts.join(", ")
 }

@@ -701,6 +701,18 @@ impl Sandbox {
         )
     }
 
+    /// [`Sandbox::run`] with `env` added to the command's environment.
+    pub fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+        let mut cmd = self.command(args);
+        cmd.envs(env.iter().copied());
+        run_with_deadline(
+            &mut cmd,
+            &self.base,
+            secs(20),
+            &format!("jobwarden {args:?} with {env:?}"),
+        )
+    }
+
     /// [`Sandbox::run`] with `input` on the command's stdin.
     pub fn run_with_stdin(&self, args: &[&str], input: &[u8]) -> CliOutput {
         let n = SERIAL.fetch_add(1, Ordering::SeqCst);

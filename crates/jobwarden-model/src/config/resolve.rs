@@ -37,11 +37,15 @@ pub fn config_path(chosen: &Choices, env: &Env) -> Result<Option<PathBuf>, Confi
 }
 
 /// Load and validate the configuration the CLI flags and environment select.
+/// The environment's retention variables override the file
+/// (`env_retention.rs`).
 pub fn load(chosen: &Choices, env: &Env) -> Result<Config, ConfigError> {
-    match config_path(chosen, env)? {
-        Some(path) => parse(&read_file(&path)?, ConfigSource::File(path)),
-        None => parse("", ConfigSource::BuiltIn),
-    }
+    let mut config = match config_path(chosen, env)? {
+        Some(path) => parse(&read_file(&path)?, ConfigSource::File(path))?,
+        None => parse("", ConfigSource::BuiltIn)?,
+    };
+    super::env_retention::apply(&mut config, env)?;
+    Ok(config)
 }
 
 /// Longest config file read.

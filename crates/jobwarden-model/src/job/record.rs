@@ -522,8 +522,23 @@ impl JobRecord {
         reason: Option<String>,
         fields: serde_json::Value,
     ) -> Result<bool, RecordError> {
+        self.transition_at(layout, events, to, reason, fields, Timestamp::now())
+    }
+
+    /// [`JobRecord::transition`], the move's times stamped `at`: an end
+    /// written a while after the job ended (its finisher waited for the
+    /// ledger) is stamped when it ended, so that its duration is the job's.
+    pub fn transition_at(
+        &mut self,
+        layout: &Layout,
+        events: &mut EventLog,
+        to: JobState,
+        reason: Option<String>,
+        fields: serde_json::Value,
+        at: Timestamp,
+    ) -> Result<bool, RecordError> {
         self.state.check_transition(to)?;
-        let event = self.apply(to, reason, fields, Timestamp::now());
+        let event = self.apply(to, reason, fields, at);
         let line = (Op::State, event);
         self.journal_then_view(layout, events, line, Durable(true), true)
     }
