@@ -790,6 +790,14 @@ pub struct HistoryRecordArgs {
     /// Which attempt at the prompt the run was (1 for the first).
     #[arg(long, default_value_t = 1)]
     pub attempt: u32,
+    /// When the run started (a duration ago such as `90s`, a date or an RFC 3339 time); with
+    /// it the row has a duration.
+    #[arg(long, value_name = "WHEN")]
+    pub started_at: Option<String>,
+    /// When the run finished (same forms; default: now). The row is the prompt's newest
+    /// whatever this time: the ledger's order is the order rows are recorded.
+    #[arg(long, value_name = "WHEN")]
+    pub finished_at: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -254,3 +254,50 @@ fn an_end_recorded_while_the_ledger_is_locked_keeps_the_jobs_own_duration() {
     daemon.sigterm();
     daemon.wait_exit(secs(10));
 }
+
+#[test]
+fn a_row_recorded_with_an_older_clock_is_still_the_newest_and_impossible_times_are_named() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["true"]));
+    let record = |outcome: &str, extra: &[&str]| {
+        let mut args = vec!["history", "record", "proj", "task", outcome];
+        args.extend_from_slice(extra);
+        sb.run(&args)
+    };
+    assert_eq!(record("success", &[]).code(), 0);
+    // Recorded next, by a clock an hour behind the first row's.
+    let out = record("failure", &["--started-at", "2h", "--finished-at", "1h"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let rows = json(&sb, &["history", "list", "--json"], 0);
+    let newest = &rows[0];
+    assert_eq!(newest["outcome"], "failure", "the ledger's order: {rows:#}");
+    assert_eq!(newest["duration_ms"], 3_600_000);
+    let check = sb.run(&["history", "check", "proj", "task", "--cooldown", "86400"]);
+    assert_eq!(check.code(), 0, "the failure is the last run: {check:?}");
+    let status = json(&sb, &["status", "--json"], 3);
+    assert_eq!(
+        status["needs_attention"][0]["outcome"], "failure",
+        "{status:#}"
+    );
+
+    let out = record("success", &["--finished-at", "1970-01-01T00:00:05Z"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains("impossible time") && out.stderr.contains("1970-01-01T00:00:05"),
+        "{}",
+        out.stderr
+    );
+    let out = record("success", &["--started-at", "1h", "--finished-at", "2h"]);
+    assert_eq!(out.code(), 2, "{out:?}");
+    assert!(
+        out.stderr.contains("is after --finished-at"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        json(&sb, &["history", "list", "--json"], 0)
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+}

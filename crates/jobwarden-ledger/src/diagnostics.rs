@@ -123,7 +123,7 @@ impl Ledger {
             "SELECT {}, count(*) FROM execution_diagnostics d
              JOIN executions e ON e.id = d.execution_id
              WHERE d.code = ?1
-             GROUP BY e.id ORDER BY e.finished_at DESC, e.rowid DESC LIMIT ?2",
+             GROUP BY e.id ORDER BY e.rowid DESC LIMIT ?2",
             prefixed_columns("e")
         );
         let columns = COLUMNS.split(", ").count();

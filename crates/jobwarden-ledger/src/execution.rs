@@ -189,10 +189,14 @@ impl Execution {
         // A start the schema would refuse (the clock was set back to 1970
         // when the job began, and stepped right before it ended) is left
         // out, with its duration: the rest of the row still holds.
+        // A start after the end (the wall clock stepped back while the job
+        // ran) is the end: the row says finished >= started, with a zero
+        // duration rather than a made-up one.
         let started = rec
             .started_at
             .map(Timestamp::epoch_ms)
-            .filter(|&s| possible_time(s));
+            .filter(|&s| possible_time(s))
+            .map(|s| s.min(finished));
         Execution {
             id: rec.job_id.to_string(),
             project: rec.project.clone(),
@@ -283,6 +287,29 @@ pub fn stored_path(workdir: Option<&str>, file: &str) -> String {
         .to_string()
 }
 
+/// Refuse a row whose times the schema would refuse (migration 8's
+/// trigger), naming the field and the time: SQLite's message cannot carry
+/// the value.
+fn check_times(e: &Execution) -> rusqlite::Result<()> {
+    let times = [
+        ("finished_at", Some(e.finished_at)),
+        ("started_at", e.started_at),
+    ];
+    match times
+        .into_iter()
+        .find(|(_, t)| t.is_some_and(|t| !possible_time(t)))
+    {
+        Some((field, Some(ms))) => Err(rusqlite::Error::InvalidParameterName(format!(
+            "execution {}: impossible time: {field} {} (epoch ms {ms}) is before 2020 or more \
+             than a day ahead of this clock ({}); check the clock, or the times given",
+            e.id,
+            Timestamp::from_epoch_ms(ms),
+            Timestamp::now()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// 2020-01-01, the earliest time an execution may carry (migration 8).
 pub const EARLIEST_MS: u64 = 1_577_836_800_000;
 
@@ -336,6 +363,7 @@ fn insert(
     artifacts: &[Artifact],
     paths: &[(PathRelation, String)],
 ) -> rusqlite::Result<bool> {
+    check_times(e)?;
     let command = e
         .command
         .as_ref()

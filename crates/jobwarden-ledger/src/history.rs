@@ -192,7 +192,9 @@ impl Ledger {
         f(&self.conn).map_err(|e| self.err(e))
     }
 
-    /// Executions matching `f`, newest first (by finished_at), at most `limit`.
+    /// Executions matching `f`, newest first, at most `limit`. Newest is
+    /// the ledger's order, the order rows were written (`rowid`), which a
+    /// wall clock stepped back does not change (see [`crate::execution`]).
     pub fn list(&self, f: &Filter, limit: u32) -> Result<Vec<Execution>, LedgerError> {
         if let Some(needle) = &f.grep {
             return self.list_grep(f, &needle.to_lowercase(), limit);
@@ -200,7 +202,7 @@ impl Ledger {
         let (where_sql, mut params) = f.where_sql(&[]);
         let sql = format!(
             "SELECT {COLUMNS} FROM executions{where_sql} \
-             ORDER BY finished_at DESC, rowid DESC LIMIT ?"
+             ORDER BY rowid DESC LIMIT ?"
         );
         params.push(Value::Integer(i64::from(limit)));
         self.read(|c| {
@@ -234,7 +236,7 @@ impl Ledger {
             .unzip();
         let sql = format!(
             "SELECT {}, p.text FROM executions e JOIN execution_prompts p ON p.execution_id = e.id \
-             WHERE 1{} ORDER BY e.finished_at DESC, e.rowid DESC",
+             WHERE 1{} ORDER BY e.rowid DESC",
             prefixed_columns("e"),
             conds.concat()
         );
@@ -296,7 +298,7 @@ impl Ledger {
         &self,
         mut f: impl FnMut(Execution) -> Result<(), E>,
     ) -> Result<(), E> {
-        let sql = format!("SELECT {COLUMNS} FROM executions ORDER BY finished_at, rowid");
+        let sql = format!("SELECT {COLUMNS} FROM executions ORDER BY rowid");
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
@@ -313,9 +315,9 @@ impl Ledger {
                 "SELECT project, name, finished_at, outcome, exit_code, attempt FROM (
                      SELECT project, name, finished_at, outcome, exit_code, attempt, rowid AS rid,
                             ROW_NUMBER() OVER (PARTITION BY project, name
-                                               ORDER BY finished_at DESC, rowid DESC) AS rn
+                                               ORDER BY rowid DESC) AS rn
                      FROM executions)
-                 WHERE rn <= ?1 ORDER BY project, name, finished_at, rid",
+                 WHERE rn <= ?1 ORDER BY project, name, rid",
             )?;
             let rows = stmt.query_map([n], prompt_run_from_row)?;
             rows.collect()
@@ -331,7 +333,7 @@ impl Ledger {
             "SELECT {}, p.relation, p.path FROM execution_paths p
              JOIN executions e ON e.id = p.execution_id
              WHERE p.path = ?1 OR (p.path >= ?2 AND p.path < ?3)
-             ORDER BY e.finished_at DESC, e.rowid DESC, p.relation, p.path",
+             ORDER BY e.rowid DESC, p.relation, p.path",
             prefixed_columns("e")
         );
         self.read(|c| {

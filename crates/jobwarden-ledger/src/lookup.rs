@@ -70,7 +70,7 @@ impl Ledger {
     ) -> Result<Option<Execution>, LedgerError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM executions WHERE project = ?1 AND name = ?2 \
-             ORDER BY finished_at DESC, rowid DESC LIMIT 1"
+             ORDER BY rowid DESC LIMIT 1"
         );
         Ok(self
             .executions(&sql, params![project, name])?

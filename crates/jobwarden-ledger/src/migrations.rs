@@ -459,8 +459,9 @@ CREATE TABLE execution_slurm (
 "#;
 
 /// Migration 13: the text of the prompt each execution ran
-/// (`prompt_text.rs`), kept when its run folder is gone. Rows written
-/// before have none.
+/// (`prompt_text.rs`), kept when its run folder is gone (rows written
+/// before have none); and the ledger's order made the order rows are
+/// written, which a wall clock stepped back does not reorder.
 const V13: &str = r#"
 CREATE TABLE execution_prompts (
     execution_id TEXT PRIMARY KEY REFERENCES executions (id),
@@ -468,6 +469,27 @@ CREATE TABLE execution_prompts (
         CHECK (truncated IN (0, 1)),
     text BLOB NOT NULL                     -- the kept bytes, DEFLATE-compressed (raw, no header)
 ) WITHOUT ROWID;
+
+-- The ledger's order is the order rows are written (rowid: rows are never
+-- deleted, so it only grows), not their finish times: a row written after
+-- the wall clock stepped back is still the newest. This index serves "the
+-- newest of a prompt" in that order (an index holds the rowid last).
+CREATE INDEX executions_by_prompt_written ON executions (project, name);
+
+-- The newest execution of a prompt is the last written, whatever its
+-- time; only a row backfilled from a record (`repair`: written late by
+-- nature) is placed by its time, never displacing a newer end.
+DROP TRIGGER executions_keep_prompts_last;
+CREATE TRIGGER executions_keep_prompts_last AFTER INSERT ON executions
+    WHEN NEW.source <> 'repair'
+      OR NOT EXISTS (SELECT 1 FROM prompts_last
+                     WHERE project = NEW.project AND name = NEW.name
+                       AND finished_at > NEW.finished_at)
+    BEGIN
+        DELETE FROM prompts_last WHERE project = NEW.project AND name = NEW.name;
+        INSERT INTO prompts_last (project, name, execution_id, outcome, finished_at)
+        VALUES (NEW.project, NEW.name, NEW.id, NEW.outcome, NEW.finished_at);
+    END;
 "#;
 
 /// All migrations, in order. Index i holds migration i+1.

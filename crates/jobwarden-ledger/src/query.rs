@@ -107,7 +107,7 @@ impl Ledger {
             .prepare_cached(
                 "SELECT id, attempt, outcome, finished_at, disposition, profile FROM executions
                  WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
-                 ORDER BY finished_at DESC, rowid DESC LIMIT 1",
+                 ORDER BY rowid DESC LIMIT 1",
             )
             .and_then(|mut row| {
                 row.query_row(params![project, name], |r| {
@@ -162,7 +162,7 @@ impl Ledger {
             .prepare_cached(
                 "SELECT outcome, disposition FROM executions
                  WHERE project = ?1 AND name = ?2 AND outcome != 'rejected'
-                 ORDER BY finished_at DESC, rowid DESC LIMIT 1000",
+                 ORDER BY rowid DESC LIMIT 1000",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt

@@ -312,9 +312,25 @@ fn prompts_last_follows_each_prompts_newest_execution() {
         .expect("record");
     assert!(l.prompts_needing_attention(5).expect("q").is_empty());
     // An older row recorded late (a backfill) does not take over.
-    l.record(&execution("p", "n", Outcome::Timeout, 15), &[], &[])
-        .expect("record");
+    let mut backfilled = execution("p", "n", Outcome::Timeout, 15);
+    backfilled.source = Source::Repair;
+    l.record(&backfilled, &[], &[]).expect("record");
     assert!(l.prompts_needing_attention(5).expect("q").is_empty());
+    // An end written after the wall clock stepped back is the newest.
+    let stepped_back = execution("p", "n", Outcome::Failure, 12);
+    l.record(&stepped_back, &[], &[]).expect("record");
+    let attention = l.prompts_needing_attention(5).expect("q");
+    assert_eq!(attention.len(), 1);
+    assert_eq!(attention[0].job_id, stepped_back.id);
+    let last = l.last_run("p", "n").expect("q").expect("a last run");
+    assert_eq!(
+        last.id, stepped_back.id,
+        "the ledger's order, not the clock's"
+    );
+    let listed = l.list(&crate::history::Filter::default(), 1).expect("list");
+    assert_eq!(listed[0].id, stepped_back.id);
+    l.acknowledge(&stepped_back.id, crate::T0, None)
+        .expect("ack");
     l.record(&execution("q", "m", Outcome::RateLimited, 30), &[], &[])
         .expect("record");
     let attention = l.prompts_needing_attention(5).expect("q");
@@ -682,9 +698,21 @@ fn impossible_times_are_refused_by_the_schema_and_clock_steps_kept() {
     far_ahead.finished_at = now + 2 * 86_400_000;
     let mut started_wrong = execution("p", "n", Outcome::Success, 0);
     started_wrong.started_at = Some(5);
-    for bad in [before_2020, far_ahead, started_wrong] {
+    let named = [
+        "finished_at 1970-01-01T00:00:01",
+        "finished_at 20",
+        "started_at 1970",
+    ];
+    for (bad, named) in [before_2020, far_ahead, started_wrong]
+        .into_iter()
+        .zip(named)
+    {
         let err = l.record(&bad, &[], &[]).expect_err("refused");
-        assert!(err.to_string().contains("impossible time"), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("impossible time") && text.contains(named),
+            "{text}"
+        );
     }
     let mut soon = execution("p", "n", Outcome::Success, 0);
     soon.finished_at = now + 3_600_000;
@@ -774,7 +802,7 @@ fn the_job_index_knows_profiles_and_migration_11_learns_them_from_the_rows() {
         // Back to a ledger from before migration 11.
         l.conn
             .execute_batch(
-                "DROP TABLE execution_prompts; DROP TABLE execution_slurm; DROP INDEX jobs_by_profile; \
+                "DROP TABLE execution_prompts; DROP INDEX executions_by_prompt_written; DROP TABLE execution_slurm; DROP INDEX jobs_by_profile; \
                  ALTER TABLE jobs DROP COLUMN profile; PRAGMA user_version = 10;",
             )
             .expect("downgrade");
@@ -794,4 +822,23 @@ fn the_job_index_knows_profiles_and_migration_11_learns_them_from_the_rows() {
         .expect("read")
         .expect("row");
     assert_eq!(live_row.profile, None, "learnt at the next refresh");
+}
+
+#[test]
+fn a_start_after_the_end_of_a_clock_stepped_back_is_the_end() {
+    let prompt = PromptName {
+        project: "p".into(),
+        name: "n".into(),
+    };
+    let mut rec =
+        JobRecord::new_queued(JobId::generate(), &prompt, "inbox/x.running.md".into(), "h");
+    rec.state = JobState::Failed;
+    rec.started_at = Some(jobwarden_sys::clock::Timestamp::from_epoch_ms(
+        crate::T0 + 60_000,
+    ));
+    rec.finished_at = Some(jobwarden_sys::clock::Timestamp::from_epoch_ms(crate::T0));
+    let e = Execution::from_record(&rec, Outcome::Failure, Some("archived"), Source::Daemon);
+    assert_eq!(e.finished_at, crate::T0);
+    assert_eq!(e.started_at, Some(crate::T0), "finished >= started");
+    assert_eq!(e.duration_ms, Some(0));
 }
