@@ -631,7 +631,7 @@ pub enum HistoryCommand {
     List(HistoryListArgs),
     /// One execution with its artifacts and paths.
     Show(HistoryShowArgs),
-    /// Lifetime counts by outcome, success rate and durations, per project.
+    /// Lifetime counts by outcome, success rate and durations, per project (or prompt, or profile).
     Stats(HistoryStatsArgs),
     /// Exit 0 if a prompt is in cooldown, 1 if it is eligible, 2 on error; prints nothing.
     Check(HistoryCheckArgs),
@@ -684,7 +684,8 @@ pub struct HistoryListArgs {
 #[derive(Debug, Args)]
 pub struct HistoryDiagnosticsArgs {
     /// The executions whose output held this code (E0425, TS2304, no-unused-vars), newest first,
-    /// each with the first later run of the same prompt whose output no longer did.
+    /// each with the first later run that worked where it did (the same prompt, working folder or
+    /// repository) whose output no longer did.
     #[arg(long, value_name = "CODE", conflicts_with_all = ["files", "job"])]
     pub code: Option<String>,
     /// The files diagnostics named most.

@@ -274,6 +274,7 @@ fn show_json_of_a_recorded_run_has_the_documented_shape() {
         "command",
         "workdir",
         "prompt_sha256",
+        "prompt",
         "published",
         "slurm",
         "artifacts",
@@ -281,6 +282,10 @@ fn show_json_of_a_recorded_run_has_the_documented_shape() {
     ];
     assert_execution_shape(&shown, &extra);
     assert!(shown["slurm"].is_null(), "it ran here: {shown:#}");
+    assert!(
+        shown["prompt"].is_null(),
+        "a recorded run keeps no prompt: {shown:#}"
+    );
     assert_eq!(shown["id"], id.as_str());
     assert_eq!(shown["exit_code"], 7);
     assert_eq!(shown["attempt"], 2);

@@ -301,3 +301,35 @@ fn a_row_recorded_with_an_older_clock_is_still_the_newest_and_impossible_times_a
         Some(2)
     );
 }
+
+#[test]
+fn a_diagnostic_is_fixed_by_a_later_run_of_another_prompt_in_the_same_working_folder() {
+    let sb = Sandbox::new();
+    let work = sb.base.join("work");
+    std::fs::create_dir_all(&work).expect("workdir");
+    // `break` prints a compiler error and fails; `mend` compiles cleanly:
+    // two prompts, one working folder.
+    let script = sb.script(
+        "job",
+        r#"if [ "$JOBWARDEN_NAME" = break ]; then
+  echo 'error[E0425]: cannot find value `x` in this scope' >&2
+  echo ' --> src/main.rs:2:13' >&2
+  exit 101
+fi
+echo compiled"#,
+    );
+    let cfg =
+        ConfigToml::new(&["/bin/sh", &script]).profile("workdir", &q(&work.to_string_lossy()));
+    let jobs = run_jobs(&sb, &cfg, &[("break", "b\n"), ("mend", "m\n")]);
+    let hits = json(
+        &sb,
+        &["history", "diagnostics", "--code", "E0425", "--json"],
+        0,
+    );
+    assert_eq!(hits[0]["id"], jobs[0].id.as_str(), "{hits:#}");
+    assert_eq!(
+        hits[0]["resolved_by"]["id"],
+        jobs[1].id.as_str(),
+        "{hits:#}"
+    );
+}

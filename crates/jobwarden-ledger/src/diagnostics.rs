@@ -1,7 +1,8 @@
 //! Each execution's compiler and linter diagnostics (`execution_diagnostics`,
 //! read from its output by [`jobwarden_sys::diagnostics`] when the row is written),
 //! and the questions `history diagnostics` asks of them: which executions
-//! produced a code and which later run of the same prompt got rid of it,
+//! produced a code and which later run where it ran (the same prompt, the
+//! same working folder or the same repository) got rid of it,
 //! and which files carry the most.
 
 use rusqlite::{Connection, params};
@@ -25,7 +26,8 @@ pub struct StoredDiagnostic {
 }
 
 /// An execution that produced a code, and the first later execution of
-/// the same prompt whose output no longer had it, if one ran.
+/// the same prompt, working folder or repository whose output no longer
+/// had it, if one ran.
 #[derive(Debug)]
 pub struct CodeHit {
     pub execution: Execution,
@@ -89,6 +91,30 @@ pub(super) fn store(
     Ok(())
 }
 
+/// The first execution written after execution `?1` (the ledger's order)
+/// that worked where it did and whose output no longer holds code `?2`:
+/// a later run of the same prompt, or of any prompt in the same working
+/// folder or the same repository (its published `repo`), that succeeded
+/// or failed (an abort or a setup failure ran too little to say).
+fn resolved_sql() -> String {
+    format!(
+        "WITH x AS (
+             SELECT e.rowid AS rid, e.project AS project, e.name AS name,
+                    e.workdir AS workdir, p.repo AS repo
+             FROM executions e LEFT JOIN published p ON p.execution_id = e.id
+             WHERE e.id = ?1)
+         SELECT {} FROM x, executions e LEFT JOIN published p ON p.execution_id = e.id
+         WHERE e.rowid > x.rid
+           AND ((e.project = x.project AND e.name = x.name)
+                OR e.workdir IN (x.workdir, x.repo) OR p.repo IN (x.workdir, x.repo))
+           AND e.outcome IN ('success', 'failure')
+           AND NOT EXISTS (SELECT 1 FROM execution_diagnostics d
+                           WHERE d.execution_id = e.id AND d.code = ?2)
+         ORDER BY e.rowid LIMIT 1",
+        prefixed_columns("e")
+    )
+}
+
 impl Ledger {
     /// The diagnostics of execution `id`, in the order printed.
     pub fn diagnostics_of(&self, id: &str) -> Result<Vec<StoredDiagnostic>, LedgerError> {
@@ -134,27 +160,12 @@ impl Ledger {
             })?;
             rows.collect()
         })?;
-        let resolved = format!(
-            "SELECT {COLUMNS} FROM executions e
-             WHERE e.project = ?1 AND e.name = ?2 AND e.finished_at > ?3
-               AND e.outcome IN ('success', 'failure')
-               AND NOT EXISTS (SELECT 1 FROM execution_diagnostics d
-                               WHERE d.execution_id = e.id AND d.code = ?4)
-             ORDER BY e.finished_at, e.rowid LIMIT 1"
-        );
+        let resolved = resolved_sql();
         let mut out = Vec::with_capacity(hits.len());
         for (execution, count) in hits {
             let resolved_by = self.read(|c| {
                 let mut stmt = c.prepare_cached(&resolved)?;
-                let mut rows = stmt.query_map(
-                    params![
-                        execution.project,
-                        execution.name,
-                        execution.finished_at as i64,
-                        code
-                    ],
-                    execution_from_row,
-                )?;
+                let mut rows = stmt.query_map(params![execution.id, code], execution_from_row)?;
                 rows.next().transpose()
             })?;
             out.push(CodeHit {

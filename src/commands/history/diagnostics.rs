@@ -2,8 +2,8 @@
 //! [--since WHEN] [--limit N] [--json]`: the compiler and linter
 //! diagnostics the ledger keeps of each execution (see
 //! `jobwarden_sys::diagnostics`). `--code`: the executions whose output held it,
-//! newest first, each with the first later run of the same prompt whose
-//! output no longer did; `--files`: the files named most; `--job`: one
+//! newest first, each with the first later run of the same prompt, working
+//! folder or repository whose output no longer did; `--files`: the files named most; `--job`: one
 //! execution's, in the order printed; none of these: the codes and files
 //! seen most. Exit 1 when nothing matched.
 
@@ -77,7 +77,8 @@ struct HitJson<'a> {
     execution: ExecutionJson<'a>,
     /// How often the code appeared in its output.
     count: u32,
-    /// The first later execution of the same prompt without it, if any.
+    /// The first later execution of the same prompt, working folder or
+    /// repository without it, if any.
     resolved_by: Option<ExecutionJson<'a>>,
 }
 
