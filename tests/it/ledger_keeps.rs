@@ -333,3 +333,31 @@ echo compiled"#,
         "{hits:#}"
     );
 }
+
+#[test]
+fn a_prompt_copy_a_job_replaced_with_a_fifo_or_a_link_is_not_kept_and_nothing_hangs() {
+    let sb = Sandbox::new();
+    let secret = sb.base.join("secret.txt");
+    std::fs::write(&secret, "not for the ledger\n").expect("secret");
+    let script = sb.script(
+        "job",
+        &format!(
+            r#"rm -f "$JOBWARDEN_RUN_DIR/prompt.md"
+if [ "$JOBWARDEN_NAME" = fifo ]; then mkfifo "$JOBWARDEN_RUN_DIR/prompt.md"
+else ln -s {} "$JOBWARDEN_RUN_DIR/prompt.md"; fi"#,
+            q(&secret.to_string_lossy())
+        ),
+    );
+    let cfg = ConfigToml::new(&["/bin/sh", &script]).unsandboxed();
+    let jobs = run_jobs(&sb, &cfg, &[("fifo", "one\n"), ("link", "two\n")]);
+    for j in &jobs {
+        let row = wait_row(&sb, &j.id);
+        assert_eq!(row["outcome"], "success", "{row:#}");
+        assert!(row["prompt"].is_null(), "nothing kept through it: {row:#}");
+    }
+    json(
+        &sb,
+        &["history", "list", "--grep", "not for the ledger", "--json"],
+        1,
+    );
+}

@@ -283,4 +283,46 @@ mod tests {
         let codes = l.diagnostic_codes(None, 10).expect("codes");
         assert_eq!(codes[0].executions, 2);
     }
+
+    #[test]
+    fn a_later_run_in_the_same_repository_or_folder_fixes_a_code_not_an_unrelated_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut l = Ledger::open(&dir.path().join("ledger.db")).expect("ledger");
+        let broken = "error[E0425]: cannot find value `x`\n --> src/main.rs:2:5\n";
+        let in_repo = |id: &str, name: &str, outcome, at, err: &str, repo: &str| {
+            let (mut e, arts) = exec(id, outcome, at, err);
+            e.name = name.into();
+            // Each job in its own worktree of the repository.
+            e.workdir = Some(format!("/wt/{id}"));
+            e.published = Some(crate::published::Published {
+                git: jobwarden_sys::git::GitWork {
+                    repo: repo.into(),
+                    branch: format!("jw/{id}"),
+                    target: "main".into(),
+                    worktree: None,
+                    fetch: None,
+                    tip: None,
+                },
+                settled: None,
+            });
+            (e, arts)
+        };
+        for (e, arts) in [
+            in_repo("b1", "break", Outcome::Failure, 1_000, broken, "/repos/app"),
+            in_repo(
+                "o1",
+                "other",
+                Outcome::Success,
+                2_000,
+                "",
+                "/repos/elsewhere",
+            ),
+            in_repo("m1", "mend", Outcome::Success, 3_000, "", "/repos/app"),
+        ] {
+            l.record(&e, &arts, &[]).expect("record");
+        }
+        let hits = l.executions_with_code("E0425", 10).expect("code");
+        let fixed = hits[0].resolved_by.as_ref().map(|e| e.id.as_str());
+        assert_eq!(fixed, Some("m1"), "the same repository, not o1");
+    }
 }
