@@ -17,7 +17,7 @@ use crate::cli::{GlobalArgs, HistoryShowArgs};
 use crate::commands::EXIT_NO;
 use crate::commands::output::neutralise_str;
 use jobwarden_ledger::history::{StoredArtifact, StoredPath};
-use jobwarden_ledger::{Execution, Outcome, PromptText, PublishedRow};
+use jobwarden_ledger::{Execution, Outcome, PromptText, PublishedRow, Source};
 use jobwarden_sys::clock::Timestamp;
 
 pub fn run(global: &GlobalArgs, args: &HistoryShowArgs) -> anyhow::Result<ExitCode> {
@@ -109,7 +109,7 @@ fn print_human(s: &Shown<'_>) -> anyhow::Result<()> {
         .into_iter()
         .chain(std::iter::once((
             "prompt text",
-            Some(prompt_kept(s.prompt.as_ref())),
+            Some(prompt_kept(s.execution, s.prompt.as_ref())),
         )))
         .chain(published(s))
         .chain(slurm(s));
@@ -161,14 +161,17 @@ fn fields(e: &Execution) -> Vec<(&'static str, Option<String>)> {
 }
 
 /// Whether the prompt's text is kept, and how to read it.
-fn prompt_kept(p: Option<&PromptText>) -> String {
+fn prompt_kept(e: &Execution, p: Option<&PromptText>) -> String {
     match p {
         Some(p) if p.truncated => format!(
             "kept, its first {} KiB (--prompt prints it)",
             jobwarden_ledger::PROMPT_KEPT_BYTES / 1024
         ),
         Some(_) => "kept (--prompt prints it)".to_owned(),
-        None => "not kept (recorded before the ledger kept prompts, by `history record`, \
+        None if e.source == Source::External => {
+            "not kept (`history record` keeps no prompt)".to_owned()
+        }
+        None => "not kept (recorded before the ledger kept prompts, \
                  or its prompt copy could not be read)"
             .to_owned(),
     }
@@ -181,7 +184,7 @@ fn print_prompt(e: &Execution, p: Option<&PromptText>) -> anyhow::Result<ExitCod
         jobwarden_sys::logging::line(format_args!(
             "jobwarden: the ledger keeps no prompt text for execution {}: {}",
             e.id,
-            prompt_kept(None)
+            prompt_kept(e, None)
         ));
         return Ok(ExitCode::from(EXIT_NO));
     };

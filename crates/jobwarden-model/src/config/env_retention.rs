@@ -68,7 +68,7 @@ fn parse(variable: &str, key: &str, max: u64, value: &str) -> Result<u64, Config
     match value.trim().parse::<u64>() {
         Ok(n) if n <= max => Ok(n),
         _ => Err(ConfigError::whole(
-            "environment",
+            "from the environment",
             format!(
                 "{variable}={value:?}: not a whole number from 0 to {max} (it overrides the \
                  config's {key} for this run); correct it or unset it"
