@@ -193,7 +193,7 @@ fn record_makes_a_missing_root_and_check_on_one_names_it() {
     assert_eq!(check.code(), 2, "{check:?}");
     assert!(
         check.stderr.contains(&sb.root.display().to_string())
-            && check.stderr.contains("nothing was ever recorded there"),
+            && check.stderr.contains("no jobwarden root at"),
         "{}",
         check.stderr
     );

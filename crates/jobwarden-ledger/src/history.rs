@@ -162,6 +162,11 @@ impl Ledger {
 
     /// How many executions `f` selects.
     pub fn count(&self, f: &Filter) -> Result<u64, LedgerError> {
+        if let Some(needle) = &f.grep {
+            // Only the texts themselves can say: each is inflated and searched.
+            let found = self.list_grep(f, &needle.to_lowercase(), u32::MAX)?;
+            return Ok(found.len() as u64);
+        }
         let (where_sql, params) = f.where_sql(&[]);
         let sql = format!("SELECT count(*) FROM executions{where_sql}");
         self.read(|c| c.query_row(&sql, params_from_iter(params), |r| r.get::<_, i64>(0)))
