@@ -391,12 +391,11 @@ fn a_profile_keeping_output_keeps_it_whole_up_to_its_size_handed_over_or_not() {
         assert_eq!(job.state(), "succeeded", "{:#}", job.record);
         let row = wait_row(&sb, &job.id);
         assert_eq!(artifact_text(&row, "stderr_tail"), Some("err\n"));
-        let out = row["artifacts"]
+        row["artifacts"]
             .as_array()
             .and_then(|a| a.iter().find(|a| a["kind"] == "stdout_tail"))
             .map(|a| a["content"].clone())
-            .expect("a stdout artifact");
-        out
+            .expect("a stdout artifact")
     };
     // Under the size: whole, though far above artifact_tail_bytes (and,
     // past what a monitor hands over, recorded by the monitor itself).
