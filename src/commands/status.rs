@@ -74,8 +74,8 @@ fn once(global: &GlobalArgs, args: &StatusArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.is_damaged() => (None, Some(e)),
         Err(e) => return Err(e.into()),
     };
-    let mut status = Status::gather(&config, &layout, ledger.as_ref())?;
-    status.set_ledger(damage.as_ref());
+    let (mut status, found) = Status::gather(&config, &layout, ledger.as_ref())?;
+    status.set_ledger(damage.as_ref().or(found.as_ref()));
     status.config = ConfigView::gather(
         status.live.as_ref(),
         loaded.path.as_deref(),
@@ -249,7 +249,14 @@ struct StorageView {
 }
 
 impl Status {
-    fn gather(config: &Config, layout: &Layout, ledger: Option<&Ledger>) -> anyhow::Result<Status> {
+    /// The status, and damage of the ledger its queries found (an index
+    /// page the open did not read): then its jobs are left out, as for a
+    /// ledger found damaged at its open.
+    fn gather(
+        config: &Config,
+        layout: &Layout,
+        ledger: Option<&Ledger>,
+    ) -> anyhow::Result<(Status, Option<LedgerError>)> {
         let (seen, problem) = match state_file::read(layout) {
             Ok(seen) => (seen, None),
             Err(e) => (None, Some(e)),
@@ -300,10 +307,35 @@ impl Status {
             acknowledged: 0,
             waiting: jobwarden_engine::waiting::list(layout).len(),
         };
-        if let Some(ledger) = ledger {
-            status.add_jobs(config, layout, ledger, live, &waiting)?;
+        let Some(ledger) = ledger else {
+            return Ok((status, None));
+        };
+        let Err(e) = status.add_jobs(config, layout, ledger, live, &waiting) else {
+            return Ok((status, None));
+        };
+        match e.downcast::<LedgerError>() {
+            Ok(damage) if damage.is_damaged() => {
+                status.forget_jobs();
+                Ok((status, Some(damage)))
+            }
+            Ok(other) => Err(other.into()),
+            Err(e) => Err(e),
         }
-        Ok(status)
+    }
+
+    /// What the job index said, left out: it cannot be trusted.
+    fn forget_jobs(&mut self) {
+        for n in self.counts.values_mut() {
+            *n = 0;
+        }
+        self.running.clear();
+        self.queued.clear();
+        self.recent.clear();
+        self.recent_rows.clear();
+        self.needs_attention.clear();
+        self.completion_summary = None;
+        self.acknowledged = 0;
+        self.overall_state = "never_run";
     }
 
     /// The ledger's condition: damage found here wins, then the live

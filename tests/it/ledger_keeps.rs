@@ -283,7 +283,9 @@ fn a_row_recorded_with_an_older_clock_is_still_the_newest_and_impossible_times_a
     let out = record("success", &["--finished-at", "1970-01-01T00:00:05Z"]);
     assert_eq!(out.code(), 2, "{out:?}");
     assert!(
-        out.stderr.contains("impossible time") && out.stderr.contains("1970-01-01T00:00:05"),
+        out.stderr.contains("impossible time")
+            && out.stderr.contains("1970-01-01T00:00:05")
+            && !out.stderr.contains("Invalid parameter"),
         "{}",
         out.stderr
     );

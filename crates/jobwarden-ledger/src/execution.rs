@@ -299,7 +299,7 @@ fn check_times(e: &Execution) -> rusqlite::Result<()> {
         .into_iter()
         .find(|(_, t)| t.is_some_and(|t| !possible_time(t)))
     {
-        Some((field, Some(ms))) => Err(rusqlite::Error::InvalidParameterName(format!(
+        Some((field, Some(ms))) => Err(super::refusal(format!(
             "execution {}: impossible time: {field} {} (epoch ms {ms}) is before 2020 or more \
              than a day ahead of this clock ({}); check the clock, or the times given",
             e.id,

@@ -143,7 +143,7 @@ impl Condition {
         Condition {
             ok: false,
             error: Some(e.what()),
-            fix: Some(e.fix().to_owned()),
+            fix: e.fix().map(str::to_owned),
         }
     }
 }

@@ -88,10 +88,11 @@ impl std::fmt::Display for LedgerError {
 }
 
 impl std::error::Error for LedgerError {
-    /// None for damage: the message already says all SQLite said, and ends
-    /// with the fix.
+    /// None for damage and for the ledger's own refusals: the message
+    /// already says all, and ends with the fix.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        (!self.is_damaged()).then_some(&self.source as _)
+        let own = matches!(self.source, rusqlite::Error::InvalidParameterName(_));
+        (!self.is_damaged() && !own).then_some(&self.source as _)
     }
 }
 
@@ -104,17 +105,32 @@ impl LedgerError {
     /// What went wrong, naming the file.
     pub fn what(&self) -> String {
         let damaged = if self.is_damaged() { " is damaged" } else { "" };
-        format!("ledger {}{damaged}: {}", self.path.display(), self.source)
+        let said = match &self.source {
+            rusqlite::Error::InvalidParameterName(own) => own.clone(),
+            e => e.to_string(),
+        };
+        format!("ledger {}{damaged}: {said}", self.path.display())
     }
 
-    /// What to do about it.
-    pub fn fix(&self) -> &'static str {
+    /// What to do about it; `None` when the message says it already (one
+    /// of the ledger's own refusals, [`refusal`]).
+    pub fn fix(&self) -> Option<&'static str> {
         if self.is_damaged() {
-            health::REPAIR_FIX
+            Some(health::REPAIR_FIX)
+        } else if matches!(self.source, rusqlite::Error::InvalidParameterName(_)) {
+            None
         } else {
-            "check that the file can be read and written, and that the disk has space"
+            Some("check that the file can be read and written, and that the disk has space")
         }
     }
+}
+
+/// One of the ledger's own refusals (a schema newer than this binary, an
+/// impossible time, a value the schema does not know), carried as a
+/// SQLite error: `msg` says all, what to do included, and is shown as it
+/// is ([`LedgerError::what`]).
+pub(crate) fn refusal(msg: String) -> rusqlite::Error {
+    rusqlite::Error::InvalidParameterName(msg)
 }
 
 /// An open ledger.
@@ -216,7 +232,7 @@ impl Ledger {
                     "schema version {v} is newer than this jobwarden understands ({}); upgrade jobwarden",
                     migrations::LATEST
                 );
-                return Err(err(rusqlite::Error::InvalidParameterName(msg)));
+                return Err(err(refusal(msg)));
             }
         }
         if found < migrations::LATEST {
@@ -280,7 +296,7 @@ impl Ledger {
                 "schema version {version}, and this jobwarden reads {} (open it writable once to migrate it)",
                 migrations::LATEST
             );
-            return Err(err(rusqlite::Error::InvalidParameterName(msg)));
+            return Err(err(refusal(msg)));
         }
         health::check_schema(&conn).map_err(err)?;
         Ok(Ledger {

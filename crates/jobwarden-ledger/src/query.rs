@@ -93,7 +93,7 @@ impl Ledger {
         };
         ended.outcome = outcome
             .parse()
-            .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+            .map_err(|m: String| self.err(super::refusal(m)))?;
         ended.finished_at = finished_at.max(0) as u64;
         Ok(Some(ended))
     }
@@ -128,7 +128,7 @@ impl Ledger {
         };
         let outcome = outcome
             .parse()
-            .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+            .map_err(|m: String| self.err(super::refusal(m)))?;
         Ok(Some(LastRun {
             id,
             attempt,
@@ -178,7 +178,7 @@ impl Ledger {
             }
             let outcome = outcome
                 .parse()
-                .map_err(|m: String| self.err(rusqlite::Error::InvalidParameterName(m)))?;
+                .map_err(|m: String| self.err(super::refusal(m)))?;
             chain.push(outcome);
         }
         Ok(chain)
