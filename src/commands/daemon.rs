@@ -15,7 +15,7 @@ use jobwarden_daemon::control::Reloads;
 use jobwarden_model::config::{ConfigSource, Env};
 
 pub fn run(global: &GlobalArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
+    let (config, layout) = super::load_pruning(global)?;
     if config.source == ConfigSource::BuiltIn {
         tracing::warn!(
             "no config file: running on built-in defaults, whose demo profile only echoes prompts; \

@@ -14,17 +14,11 @@ use jobwarden_engine::gc::{self, GcReport};
 use jobwarden_ledger::Ledger;
 
 pub fn run(global: &GlobalArgs, args: &GcArgs) -> anyhow::Result<ExitCode> {
-    let (config, layout) = super::load(global)?;
-    let report = if layout.root().is_dir() {
-        let mut ledger = Ledger::open(&layout.ledger())?;
-        gc::collect(&layout, &config, &mut ledger, args.dry_run)
-    } else {
-        // No root yet: nothing to prune, and a gc must not create one.
-        GcReport {
-            dry_run: args.dry_run,
-            ..GcReport::default()
-        }
-    };
+    let (config, layout) = super::load_pruning(global)?;
+    // A gc must not create a root, and a mistyped one is said.
+    super::root_must_exist(&layout)?;
+    let mut ledger = Ledger::open(&layout.ledger())?;
+    let report = gc::collect(&layout, &config, &mut ledger, args.dry_run);
     if args.json {
         print_json(&report)?;
     } else {

@@ -236,12 +236,25 @@ fn lookup_answer<T>(found: Result<T, jobwarden_engine::lookup::LookupError>) -> 
     }
 }
 
-/// The validated config and the layout of the root it selects.
+/// The validated config and the layout of the root it selects. The
+/// retention variables (`JOBWARDEN_KEEP_*`) are left to the commands that
+/// prune ([`load_pruning`]): a bad one must not stop the others.
 fn load(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
-    let env = Env::from_process();
+    let env = Env {
+        retention: jobwarden_model::config::RetentionEnv::default(),
+        ..Env::from_process()
+    };
     let config = jobwarden_model::config::load(&choices(global), &env)?;
     let root = jobwarden_model::config::resolve_root(&choices(global), &env, &config)?;
     Ok((config, Layout::new(root)))
+}
+
+/// [`load`] for a command that prunes (`gc`, `daemon`): the retention
+/// variables override the config, and a bad one is an error naming it.
+fn load_pruning(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
+    let (mut config, layout) = load(global)?;
+    jobwarden_model::config::apply_env(&mut config, &Env::from_process())?;
+    Ok((config, layout))
 }
 
 /// [`jobwarden_model::control::note_input`] by the operator running this command.
@@ -282,8 +295,8 @@ fn load_for_reading(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, 
 /// [`load_for_reading`] for a command that reads what is under the root
 /// or acts on its jobs (`jobs`, `show`, `logs`, `events`, `wait`,
 /// `metrics`, `abort`, `ack`): the root must exist ([`root_must_exist`];
-/// `route`, `retry`, `priority`, `web`, `status` and `history` check it
-/// too).
+/// `route`, `retry`, `priority`, `web`, `status`, `pause`, `resume`,
+/// `limit`, `gc` and `history` check it too).
 fn load_existing(global: &crate::cli::GlobalArgs) -> anyhow::Result<(Config, Layout)> {
     let (config, layout) = load_for_reading(global)?;
     root_must_exist(&layout)?;
@@ -300,6 +313,11 @@ pub(crate) fn root_must_exist(layout: &Layout) -> anyhow::Result<()> {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => anyhow::bail!(
             "no jobwarden root at {}: it is not a folder; check --root, JOBWARDEN_HOME or the config's root",
+            root.display()
+        ),
+        Err(_) if std::fs::symlink_metadata(root).is_ok_and(|m| m.is_symlink()) => anyhow::bail!(
+            "no jobwarden root at {}: it is a symbolic link to nothing that can be read; \
+             check the link, --root, JOBWARDEN_HOME or the config's root",
             root.display()
         ),
         Err(e) => anyhow::bail!(
@@ -358,7 +376,6 @@ fn load_lenient(global: &crate::cli::GlobalArgs) -> anyhow::Result<Loaded> {
         Ok(config) => (config, Vec::new()),
         Err(problems) => (config::parse("", ConfigSource::BuiltIn)?, problems),
     };
-    config::apply_env(&mut config, &env)?;
     if !problems.is_empty() {
         let table = text.ok().flatten().map(|t| t.parse::<toml::Table>());
         if matches!(table, Some(Err(_))) && chosen.root.is_none() && env.jobwarden_home.is_none() {

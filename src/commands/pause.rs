@@ -30,6 +30,8 @@ pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> 
     let loaded = super::load_lenient(global)?;
     super::say_config_problems(&loaded.problems);
     let (config, layout) = (loaded.config, loaded.layout);
+    // A pause under a mistyped root would brake nothing, silently.
+    super::root_must_exist(&layout)?;
     let scope = scope_of(&args.scope);
     // With the file broken its profiles are not known: a pause is a brake,
     // taken as asked.
@@ -84,6 +86,7 @@ pub fn pause(global: &GlobalArgs, args: &PauseArgs) -> anyhow::Result<ExitCode> 
 
 pub fn resume(global: &GlobalArgs, args: &ResumeArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = super::load_for_reading(global)?;
+    super::root_must_exist(&layout)?;
     let scopes = if args.all {
         control::read(&layout)
             .list()
@@ -190,6 +193,7 @@ pub fn limit(global: &GlobalArgs, args: &crate::cli::LimitArgs) -> anyhow::Resul
     let loaded = super::load_lenient(global)?;
     super::say_config_problems(&loaded.problems);
     let (config, layout) = (loaded.config, loaded.layout);
+    super::root_must_exist(&layout)?;
     let scope = scope_of(&args.scope);
     if let Some(n) = args.max_jobs {
         if loaded.problems.is_empty() {

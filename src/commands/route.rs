@@ -116,14 +116,21 @@ fn ignored_name(path: &Path) -> Option<String> {
         return None;
     }
     let ext = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    // An editor's or a tool's copy of a prompt (`x.prompt.md~`,
+    // `x.prompt.md.swp`) is a file too, never a folder of prompts.
+    let copy_of = name
+        .find(layout::PROMPT_SUFFIX)
+        .map(|at| name[..at].to_owned());
     let file_like = ext.is_some_and(|e| FILE_EXTENSIONS.contains(&e.as_str()))
+        || copy_of.is_some()
         || path.symlink_metadata().is_ok_and(|m| !m.is_dir());
     if !file_like {
         return None;
     }
-    let stem = match name.strip_suffix(layout::RUNNING_SUFFIX) {
-        Some(stem) => stem.to_owned(),
-        None => path
+    let stem = match (name.strip_suffix(layout::RUNNING_SUFFIX), copy_of) {
+        (Some(stem), _) => stem.to_owned(),
+        (None, Some(stem)) => stem,
+        (None, None) => path
             .file_stem()
             .map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned()),
     };

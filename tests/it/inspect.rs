@@ -170,6 +170,11 @@ fn a_prompt_waiting_in_the_inbox_is_counted_and_not_all_done() {
     });
     assert_eq!(st["overall_state"], "waiting", "{st:#}");
     assert_eq!(st["waiting"], 1, "{st:#}");
+    let human = sb.run(&["status"]).stdout;
+    assert!(
+        human.contains("1 waiting in the inbox (1 of them deferred)"),
+        "one prompt, said once: {human}"
+    );
 }
 
 #[test]

@@ -131,6 +131,20 @@ fn a_retention_variable_with_a_bad_value_is_an_error_naming_it() {
         out.stderr
     );
     assert!(jobs[0].dir.exists(), "nothing removed");
+    // Only what prunes reads them: the other commands answer as ever.
+    for args in [
+        &["status"][..],
+        &["jobs"],
+        &["history", "list"],
+        &["show", "proj/a"],
+    ] {
+        let out = sb.run_with_env(args, &[("JOBWARDEN_KEEP_RUNS", "lots")]);
+        assert!(matches!(out.code(), 0 | 3), "{args:?}: {out:?}");
+        assert!(
+            !out.stderr.contains("JOBWARDEN_KEEP_RUNS"),
+            "{args:?}: {out:?}"
+        );
+    }
 }
 
 #[test]

@@ -204,6 +204,32 @@ fn short_ids_show_custom_ids_whole_and_retries_by_their_first_attempt() {
         assert_eq!(out.code(), 0, "history show {arg}: {out:?}");
         assert!(out.stdout.contains(id), "history show {arg}: {out:?}");
     }
+
+    // A custom id that starts with another job's short id takes nothing
+    // from it: that short id still names that job.
+    let mine = format!("{tail}-mine");
+    let file = sb.base.join("mine.prompt.md");
+    fs::write(&file, "fails\n").expect("prompt");
+    let file = file.to_string_lossy().into_owned();
+    let out = sb.run(&["submit", "--project", "proj", &file, "--job-id", &mine]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    let ended = |j: &Job| j.id == mine && j.is_terminal();
+    sb.wait_job_where(
+        "the custom job to end",
+        "proj",
+        "mine",
+        &[],
+        secs(20),
+        ended,
+    );
+    for command in [["show", tail, "--json"], ["history", "show", tail]] {
+        let out = sb.run(&command);
+        assert_eq!(out.code(), 0, "{command:?}: {out:?}");
+        assert!(
+            out.stdout.contains(&gen1) && !out.stdout.contains(&mine),
+            "{command:?}: {out:?}"
+        );
+    }
 }
 
 #[test]
@@ -228,6 +254,12 @@ fn commands_that_read_a_root_say_there_is_none_at_a_mistyped_one() {
         &["history", "list"],
         &["history", "stats"],
         &["history", "show", "x"],
+        &["pause"],
+        &["resume"],
+        &["limit", "3"],
+        &["limit"],
+        &["gc"],
+        &["gc", "--dry-run"],
     ];
     for args in commands {
         let out = sb.run(args);
@@ -251,6 +283,8 @@ fn route_of_a_file_name_the_daemon_ignores_says_so_and_the_name_it_needs() {
         ("foo.md", "foo.prompt.md"),
         ("acme/notes.txt", "notes.prompt.md"),
         ("acme/fix.running.md", "fix.prompt.md"),
+        ("x.prompt.md~", "x.prompt.md"),
+        ("acme/x.prompt.md.swp", "x.prompt.md"),
     ] {
         let out = sb.run(&["route", arg]);
         assert_eq!(out.code(), 2, "{arg}: {out:?}");

@@ -654,3 +654,19 @@ fn wait_for_a_project_counts_a_prompt_by_its_last_attempt() {
         .collect();
     assert_eq!(counted, [retried.id.as_str()], "{v:#}");
 }
+
+/// A `*.running.md` no claim made (a careless job wrote it into the
+/// inbox) is no job to wait for: the wait ends, once the file is a few
+/// seconds old, with the project's own result.
+#[test]
+fn wait_for_a_project_ends_beside_a_claimed_name_no_claim_made() {
+    let sb = sandbox_with(|c| c);
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("proj", "ok", "fine\n");
+    sb.wait_done("proj", "ok", secs(15));
+    fs::write(sb.root.join("inbox/proj/ok.running.md"), "a stray\n").expect("stray");
+
+    let out = sb.run(&["wait", "--project", "proj", "--timeout", "60s"]);
+
+    assert_eq!(out.code(), 0, "the stray is not waited for: {out:?}");
+}

@@ -461,9 +461,13 @@ fn by_prefix_or_tail(
     arg: &str,
 ) -> Result<Option<JobId>, LookupError> {
     let limit = MAX_CANDIDATES + 1;
+    // Both: a custom id may start with another job's short id, which then
+    // still names that job exactly.
     let mut found = ledger.jobs_with_prefix(arg, limit)?;
-    if found.is_empty() {
-        found = ledger.jobs_with_short_prefix(arg, limit)?;
+    for j in ledger.jobs_with_short_prefix(arg, limit)? {
+        if !found.iter().any(|f| f.id == j.id) {
+            found.push(j);
+        }
     }
     if found.is_empty() {
         found = scan_run_dirs(layout, arg);

@@ -199,8 +199,8 @@ impl Ledger {
             let mut out = Vec::new();
             while out.len() < limit as usize {
                 let Some(r) = rows.next()? else { break };
-                let packed: Vec<u8> = r.get(COLUMN_COUNT)?;
-                if super::prompt_text::packed_holds(&packed, needle) {
+                let packed = super::prompt_text::packed_of(r.get_ref(COLUMN_COUNT)?);
+                if super::prompt_text::packed_holds(packed, needle) {
                     out.push(execution_from_row(r)?);
                 }
             }

@@ -51,10 +51,11 @@ impl PromptText {
 
     /// Text from `bytes` (cut to [`KEPT_BYTES`], at a character boundary).
     pub fn from_bytes(bytes: &[u8], truncated: bool) -> PromptText {
-        let cut = bytes.len() as u64 > KEPT_BYTES;
+        let cut = truncated || bytes.len() as u64 > KEPT_BYTES;
         let kept = &bytes[..bytes.len().min(KEPT_BYTES as usize)];
         let mut text = String::from_utf8_lossy(kept).into_owned();
-        if cut && text.ends_with(char::REPLACEMENT_CHARACTER) {
+        // A character the cut split in two is left out, not shown as U+FFFD.
+        if cut && std::str::from_utf8(kept).is_err_and(|e| e.error_len().is_none()) {
             text.pop();
         }
         PromptText {
@@ -104,17 +105,60 @@ impl Ledger {
                 "SELECT truncated, text FROM execution_prompts WHERE execution_id = ?1",
             )?
             .query_row([id], |r| {
-                Ok((r.get::<_, bool>(0)?, r.get::<_, Vec<u8>>(1)?))
+                let truncated = r.get::<_, Option<bool>>(0).ok().flatten().unwrap_or(false);
+                Ok((truncated, packed_of(r.get_ref(1)?).map(<[u8]>::to_vec)))
             })
             .optional()
         })?;
-        Ok(row.and_then(|(truncated, packed)| unpack(truncated, &packed)))
+        Ok(row.and_then(|(truncated, packed)| unpack(truncated, &packed?)))
+    }
+}
+
+/// A row's compressed text as stored; anything but a blob (a row written
+/// by hand) is no text, never an error that hides the other rows.
+pub(super) fn packed_of(value: rusqlite::types::ValueRef<'_>) -> Option<&[u8]> {
+    match value {
+        rusqlite::types::ValueRef::Blob(b) => Some(b),
+        _ => None,
     }
 }
 
 /// Does the compressed text of a row hold `needle` (lower-cased), case
 /// ignored? SQLite cannot look into compressed text: each candidate is
 /// inflated and searched here.
-pub(super) fn packed_holds(packed: &[u8], needle: &str) -> bool {
-    unpack(false, packed).is_some_and(|p| p.contains_ignoring_case(needle))
+pub(super) fn packed_holds(packed: Option<&[u8]>, needle: &str) -> bool {
+    packed
+        .and_then(|p| unpack(false, p))
+        .is_some_and(|p| p.contains_ignoring_case(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_the_cut_splits_is_left_out_and_a_whole_one_kept() {
+        // "é" is two bytes: its first at the cut's last place.
+        let mut bytes = vec![b'a'; KEPT_BYTES as usize - 1];
+        bytes.extend("é".as_bytes());
+        let cut = PromptText::from_bytes(&bytes[..KEPT_BYTES as usize], true);
+        assert_eq!(cut.text.len(), KEPT_BYTES as usize - 1);
+        assert!(cut.text.ends_with('a') && cut.truncated);
+        let longer = PromptText::from_bytes(&bytes, false);
+        assert_eq!(longer.text, cut.text, "the same cut, made here");
+        let whole = PromptText::from_bytes("pré\u{fffd}".as_bytes(), false);
+        assert_eq!(whole.text, "pré\u{fffd}", "a text's own U+FFFD stays");
+    }
+
+    #[test]
+    fn only_a_blob_is_a_kept_text() {
+        use rusqlite::types::ValueRef;
+        assert_eq!(packed_of(ValueRef::Text(b"x")), None);
+        assert_eq!(packed_of(ValueRef::Null), None);
+        assert!(!packed_holds(None, "x"));
+        let packed = miniz_oxide::deflate::compress_to_vec(b"Fix The Parser", LEVEL);
+        assert_eq!(packed_of(ValueRef::Blob(&packed)), Some(&packed[..]));
+        assert!(packed_holds(Some(&packed), "the parser"));
+        assert!(!packed_holds(Some(b"not deflate"), "x"));
+    }
 }

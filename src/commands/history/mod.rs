@@ -47,7 +47,8 @@ pub(super) fn open(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledge
 /// daemon's permissions).
 pub(super) fn open_creating(global: &GlobalArgs) -> anyhow::Result<(Config, Layout, Ledger)> {
     let (config, layout) = super::load(global)?;
-    if !layout.root().exists() {
+    // Only where nothing is: a dangling link or a file there is said below.
+    if std::fs::symlink_metadata(layout.root()).is_err() {
         jobwarden_sys::fsio::create_root(layout.root())?;
         tracing::info!(root = %layout.root().display(), "created the root");
     }

@@ -171,6 +171,11 @@ fn prompt_kept(e: &Execution, p: Option<&PromptText>) -> String {
         None if e.source == Source::External => {
             "not kept (`history record` keeps no prompt)".to_owned()
         }
+        None if e.outcome == jobwarden_ledger::Outcome::Rejected => {
+            "not kept (a rejected prompt's text is not kept: its file is under \
+             archive/rejected/ until retention removes it)"
+                .to_owned()
+        }
         None => "not kept (recorded before the ledger kept prompts, \
                  or its prompt copy could not be read)"
             .to_owned(),

@@ -107,11 +107,14 @@ pub(super) fn print_human(s: &Status) -> anyhow::Result<()> {
         s.overall_state,
         n("queued")
     );
-    if s.waiting > 0 {
-        summary.push_str(&format!(", {} waiting in the inbox", s.waiting));
-    }
-    if !s.deferred.is_empty() {
-        summary.push_str(&format!(", {} deferred", s.deferred.len()));
+    // The deferred prompts are among those waiting in the inbox.
+    match (s.waiting, s.deferred.len()) {
+        (0, 0) => {}
+        (0, deferred) => summary.push_str(&format!(", {deferred} deferred")),
+        (waiting, 0) => summary.push_str(&format!(", {waiting} waiting in the inbox")),
+        (waiting, deferred) => summary.push_str(&format!(
+            ", {waiting} waiting in the inbox ({deferred} of them deferred)"
+        )),
     }
     if let Some(u) = d.unsettled.filter(|&u| u > 0) {
         summary.push_str(&format!(", {u} waiting to be recorded"));

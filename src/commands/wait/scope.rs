@@ -14,7 +14,9 @@
 //! deferred prompt is listed, not waited for, since its cooldown may last
 //! hours. A claimed prompt (`*.running.md`) is waited for until its job
 //! moves it on: it covers the moment between the claim and the job's
-//! record, and between the record's end and the archive.
+//! record, and between the record's end and the archive. One no claim
+//! made (a file a job wrote there) is not waited for once it is a few
+//! seconds old ([`claim_under_way`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -193,11 +195,11 @@ impl Scope {
             Scope::Jobs => return found,
             Scope::Projects(projects) => {
                 let mut waiting = Vec::new();
-                let mut claimed = 0;
+                let mut claimed = Vec::new();
                 for project in projects {
                     let (w, c) = folder_files(layout, &layout.inbox_folder(project));
                     waiting.extend(w);
-                    claimed += c;
+                    claimed.extend(c);
                 }
                 (waiting, claimed)
             }
@@ -205,10 +207,14 @@ impl Scope {
                 let inbox = layout.inbox();
                 let waiting = inbox::scan(layout.root(), &inbox);
                 let claimed = inbox::scan_suffix(layout.root(), &inbox, RUNNING_SUFFIX);
-                (waiting.into_iter().map(|f| f.path).collect(), claimed.len())
+                let claimed = claimed.into_iter().map(|f| f.path).collect();
+                (waiting.into_iter().map(|f| f.path).collect(), claimed)
             }
         };
-        found.claimed = claimed;
+        found.claimed = claimed
+            .iter()
+            .filter(|path| claim_under_way(layout, ledger, path, now_ms))
+            .count();
         for path in waiting {
             match layout::classify_inbox_path(&layout.inbox(), &path) {
                 InboxEntry::Prompt(prompt) => {
@@ -281,11 +287,11 @@ fn ended(job: &IndexedJob) -> bool {
         .is_ok_and(JobState::is_terminal)
 }
 
-/// The `*.prompt.md` files of one inbox folder (not below it), and how
-/// many `*.running.md` it holds. A folder that does not exist holds none.
-fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, usize) {
+/// The `*.prompt.md` and the `*.running.md` files of one inbox folder
+/// (not below it). A folder that does not exist holds none.
+fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut waiting = Vec::new();
-    let mut claimed = 0;
+    let mut claimed = Vec::new();
     let entries = match jobwarden_sys::fsio::read_dir(layout.root(), dir) {
         Ok(entries) => entries,
         Err(e) => {
@@ -304,10 +310,57 @@ fn folder_files(layout: &Layout, dir: &Path) -> (Vec<PathBuf>, usize) {
         if bytes.ends_with(PROMPT_SUFFIX.as_bytes()) {
             waiting.push(dir.join(&name));
         } else if bytes.ends_with(RUNNING_SUFFIX.as_bytes()) {
-            claimed += 1;
+            claimed.push(dir.join(&name));
         }
     }
     (waiting, claimed)
+}
+
+/// How long a claimed prompt may be there with no job of it that has not
+/// ended (or just ended): a claim indexes its job moments after its
+/// rename, and an end is archived moments after it is indexed.
+const CLAIM_GRACE_MS: u64 = 10_000;
+
+/// Is the claimed prompt at `path` one whose job has not moved it on yet:
+/// renamed moments ago, or of a prompt with a job that has not ended or
+/// has just ended? A `*.running.md` that is none of these is no claim's
+/// (a file a job wrote there, or a daemon's leftover its next start puts
+/// back): not waited for, or a wait would never end. A ledger that cannot
+/// answer cannot tell: the file is waited for.
+fn claim_under_way(layout: &Layout, ledger: Option<&Ledger>, path: &Path, now_ms: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let renamed_ms = |m: &std::fs::Metadata| {
+        (m.ctime().max(0) as u64) * 1000 + (m.ctime_nsec().max(0) as u64) / 1_000_000
+    };
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return false; // moved on since the scan
+    };
+    if renamed_ms(&meta) + CLAIM_GRACE_MS > now_ms {
+        return true;
+    }
+    let Some(ledger) = ledger else {
+        return true;
+    };
+    let as_prompt = path.with_file_name(
+        path.file_name()
+            .map(|n| n.to_string_lossy().replace(RUNNING_SUFFIX, PROMPT_SUFFIX))
+            .unwrap_or_default(),
+    );
+    let InboxEntry::Prompt(prompt) = layout::classify_inbox_path(&layout.inbox(), &as_prompt)
+    else {
+        return false;
+    };
+    let live = ledger.unended_jobs_of(&prompt.project, &prompt.name, 1);
+    if live.map_or(true, |jobs| !jobs.is_empty()) {
+        return true;
+    }
+    match ledger.newest_job_of(&prompt.project, &prompt.name) {
+        Ok(Some(job)) => job
+            .finished_at
+            .is_some_and(|at| at + CLAIM_GRACE_MS > now_ms),
+        Ok(None) => false,
+        Err(_) => true,
+    }
 }
 
 /// Until when (epoch ms) the daemon defers `prompt`, decided as the daemon

@@ -69,9 +69,12 @@ fn execution_of(ledger: &Ledger, arg: &str) -> Result<Option<JobId>, LookupError
         }
         if arg.len() >= MIN_PREFIX {
             let limit = MAX_CANDIDATES + 1;
+            // Both, as for jobs: a custom id may start with another's short id.
             let mut found = ledger.executions_with_prefix(arg, limit)?;
-            if found.is_empty() {
-                found = ledger.executions_with_short_prefix(arg, limit)?;
+            for e in ledger.executions_with_short_prefix(arg, limit)? {
+                if !found.iter().any(|f| f.id == e.id) {
+                    found.push(e);
+                }
             }
             if let Some(id) = one_of(arg, exactly(arg, found))? {
                 return Ok(Some(id));

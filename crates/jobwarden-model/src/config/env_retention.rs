@@ -2,9 +2,10 @@
 //! replaces allowed: `JOBWARDEN_KEEP_RUNS`, `JOBWARDEN_KEEP_DAYS` and
 //! `JOBWARDEN_KEEP_ARTIFACTS` override the config's `keep_runs`,
 //! `keep_days` and `keep_artifacts` for the process they are set in (a
-//! `jobwarden gc`, or a daemon, whose reloads keep them). The variables are
-//! read once at the CLI edge ([`super::Env`]); a value that is not a
-//! whole number in the key's range is an error naming the variable.
+//! `jobwarden gc`, or a daemon, whose reloads keep them; other commands
+//! leave them out). The variables are read once at the CLI edge
+//! ([`super::Env`]); a value that is not a whole number in the key's range
+//! is an error naming the variable.
 
 use super::{Config, ConfigError, Env};
 

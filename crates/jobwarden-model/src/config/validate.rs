@@ -115,8 +115,8 @@ impl Validator {
             },
             RawSize::Text(t) => match t.parse::<bytesize::ByteSize>() {
                 Ok(b) => b.as_u64(),
-                Err(e) => {
-                    self.fault(key, format!("{key} = {t:?}: not a size ({e}); write e.g. \"64KiB\", \"1MiB\" or a number of bytes"));
+                Err(_) => {
+                    self.fault(key, format!("{key} = {t:?}: not a size; write e.g. \"64KiB\", \"1MiB\" or a number of bytes"));
                     return None;
                 }
             },
