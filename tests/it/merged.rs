@@ -206,11 +206,7 @@ fn a_publish_that_merges_ends_the_job_merged_with_its_commit_everywhere() {
 fn a_branch_merged_later_is_found_by_the_reconcile_merge_commit_or_fast_forward() {
     let sb = Sandbox::new();
     let repos = Repos::new(&sb);
-    configure(&sb, &repos, &[], EDITS);
-    let _d = Daemon::start(&sb);
-    sb.drop_prompt("widgets/main", "one", "first\n");
-    let one = sb.wait_done("widgets/main", "one", secs(60));
-    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    let (_d, one) = one_published(&sb, &repos);
     let tip = one.str_field("result_ref").expect("published commit");
     assert_eq!(one.record["git"]["tip"], tip, "the published tip is kept");
     // Published, not merged: passes come and go, nothing changes.
@@ -514,11 +510,7 @@ fn a_branch_name_git_would_misread_is_a_setup_failure_and_a_broken_repository_ch
 fn the_reconcile_fetches_only_under_the_worktree_scripts_lock() {
     let sb = Sandbox::new();
     let repos = Repos::new(&sb);
-    configure(&sb, &repos, &[], EDITS);
-    let _d = Daemon::start(&sb);
-    sb.drop_prompt("widgets/main", "one", "first\n");
-    let one = sb.wait_done("widgets/main", "one", secs(60));
-    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    let (_d, one) = one_published(&sb, &repos);
     // Held as a worktree script holds it while it pushes.
     let lock = fs::OpenOptions::new()
         .append(true)
@@ -615,11 +607,7 @@ fn a_publish_that_removes_its_own_worktree_is_not_aborted() {
 fn the_completion_summary_names_the_last_job_and_a_merge_learned_later_as_its_end() {
     let sb = Sandbox::new();
     let repos = Repos::new(&sb);
-    configure(&sb, &repos, &[], EDITS);
-    let _d = Daemon::start(&sb);
-    sb.drop_prompt("widgets/main", "one", "first\n");
-    let one = sb.wait_done("widgets/main", "one", secs(60));
-    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    let (_d, one) = one_published(&sb, &repos);
     let finished = one
         .str_field("finished_at")
         .expect("finished_at")
@@ -666,4 +654,15 @@ fn the_completion_summary_names_the_last_job_and_a_merge_learned_later_as_its_en
         words.contains("ended last: widgets/main/one (merged,"),
         "{human}"
     );
+}
+
+/// A daemon on `repos` whose job `widgets/main/one` published its branch
+/// and succeeded; the daemon, kept running, and the job.
+fn one_published(sb: &Sandbox, repos: &Repos) -> (Daemon, Job) {
+    configure(sb, repos, &[], EDITS);
+    let d = Daemon::start(sb);
+    sb.drop_prompt("widgets/main", "one", "first\n");
+    let one = sb.wait_done("widgets/main", "one", secs(60));
+    assert_eq!(one.state(), "succeeded", "{:#}\n{}", one.record, one.log());
+    (d, one)
 }
