@@ -560,3 +560,63 @@ fn first_event_within(web: &WebProcess, path: &str) -> Option<String> {
         .map_while(Result::ok)
         .find_map(|l| l.strip_prefix("data: ").map(str::to_owned))
 }
+
+/// A live list keeps its ledger between looks, and follows the file when
+/// another one is put in its place (as `history repair` does): the job
+/// the daemon records in the new file shows in the same stream.
+#[test]
+fn a_live_list_follows_a_ledger_file_put_in_the_old_ones_place() {
+    let sb = Sandbox::new();
+    sb.configure(&ConfigToml::new(&["/bin/sh", "-c", "cat >/dev/null"]));
+    let mut d = Daemon::start(&sb);
+    let web = WebProcess::start(&sb);
+    sb.drop_prompt("p", "before", "x\n");
+    let before = sb.wait_done("p", "before", secs(20));
+    wait_row(&sb, &before.id);
+
+    let mut s = TcpStream::connect(web.addr()).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /live/jobs HTTP/1.1\r\nHost: x\r\nCookie: {}\r\n\r\n",
+        web.cookie()
+    )
+    .expect("send");
+    // Every line the stream sends, data or keep-alive (at least one each
+    // 15 s), so that a wait for rows can look at its deadline.
+    let mut lines = BufReader::new(s).lines().map_while(Result::ok);
+    let first = lines
+        .find_map(|l| l.strip_prefix("data: ").map(str::to_owned))
+        .expect("the first rows");
+    assert!(first.contains("p/before"), "{first}");
+
+    // The ledger put aside with its sidecars, a copy put in its place.
+    d.sigterm();
+    d.wait_exit(secs(10));
+    let db = sb.root.join("ledger.db");
+    let copy = sb.root.join("ledger.copy");
+    rusqlite::Connection::open(&db)
+        .and_then(|c| c.execute("VACUUM INTO ?1", [copy.to_string_lossy()]))
+        .expect("copy the ledger");
+    for suffix in ["", "-wal", "-shm"] {
+        let from = sb.root.join(format!("ledger.db{suffix}"));
+        if from.exists() {
+            std::fs::rename(&from, sb.root.join(format!("ledger.aside{suffix}"))).expect("aside");
+        }
+    }
+    std::fs::rename(&copy, &db).expect("the copy in its place");
+
+    let _d = Daemon::start(&sb);
+    sb.drop_prompt("p", "after", "x\n");
+    let after = sb.wait_done("p", "after", secs(20));
+    wait_row(&sb, &after.id);
+    let deadline = std::time::Instant::now() + secs(20);
+    let seen = lines.find(|l| {
+        std::time::Instant::now() > deadline || (l.starts_with("data: ") && l.contains("p/after"))
+    });
+    assert!(
+        seen.is_some_and(|l| l.contains("p/after")),
+        "the stream did not show the job recorded in the new file within 20 s"
+    );
+}

@@ -16,7 +16,7 @@ use super::Web;
 use super::html::{Ctx, button, esc, job_cells, page, state, url, when};
 use super::pages::{daemon_running, ledger};
 use jobwarden_engine::waiting::{self, DEFERRED, WAITING};
-use jobwarden_ledger::{IndexedJob, JobFilter, JobOrder};
+use jobwarden_ledger::{IndexedJob, JobFilter, JobOrder, Ledger};
 use jobwarden_model::job::JobState;
 use jobwarden_sys::clock::Timestamp;
 
@@ -135,8 +135,7 @@ pub(super) struct Listed {
 }
 
 /// The rows of the job list: the prompts waiting, then a page of jobs.
-pub(super) fn job_rows(web: &Web, ctx: &Ctx, q: &JobsQuery) -> Listed {
-    let ledger = ledger(web);
+pub(super) fn job_rows(web: &Web, ledger: Option<&Ledger>, ctx: &Ctx, q: &JobsQuery) -> Listed {
     let mut listed = Listed {
         rows: Vec::new(),
         jobs: Vec::new(),
@@ -144,13 +143,13 @@ pub(super) fn job_rows(web: &Web, ctx: &Ctx, q: &JobsQuery) -> Listed {
         total: 0,
     };
     if q.wants_waiting() {
-        for w in waiting_prompts(web, ledger.as_ref(), q) {
+        for w in waiting_prompts(web, ledger, q) {
             listed.rows.push(waiting_row(ctx, &w, daemon_running(web)));
             listed.waiting.push(w.prompt);
         }
     }
     if q.wants_jobs()
-        && let Some(ledger) = &ledger
+        && let Some(ledger) = ledger
     {
         let offset = (q.page() - 1) * ROWS;
         let (jobs, total) = ledger
@@ -175,10 +174,11 @@ fn empty_row(ledger: bool) -> String {
     format!("<tr data-key=\"\"><td colspan=\"{COLUMNS}\" class=\"muted\">{text}</td></tr>")
 }
 
-/// The rows to send: the listed ones, or the message row.
-pub(super) fn keyed(web: &Web, listed: &Listed) -> Vec<(String, String)> {
+/// The rows to send: the listed ones, or the message row (`ledger`: the
+/// root's, if it has one).
+pub(super) fn keyed(ledger: Option<&Ledger>, listed: &Listed) -> Vec<(String, String)> {
     if listed.rows.is_empty() {
-        vec![(String::new(), empty_row(ledger(web).is_some()))]
+        vec![(String::new(), empty_row(ledger.is_some()))]
     } else {
         listed.rows.clone()
     }
@@ -285,8 +285,9 @@ pub async fn jobs(
         SORTS.iter().map(|(name, _)| (*name, *name)),
         Some(JobsQuery::get(&q.sort).unwrap_or("newest")),
     );
-    let listed = job_rows(&web, &ctx, &q);
-    let rows: String = keyed(&web, &listed)
+    let ledger = ledger(&web);
+    let listed = job_rows(&web, ledger.as_ref(), &ctx, &q);
+    let rows: String = keyed(ledger.as_ref(), &listed)
         .into_iter()
         .map(|(_, html)| html)
         .collect();

@@ -22,6 +22,8 @@ use serde::Deserialize;
 use super::Web;
 use super::html::Ctx;
 use super::list::{JobsQuery, job_rows, keyed};
+use super::pages::HeldLedger;
+use jobwarden_ledger::Ledger;
 use jobwarden_model::job::{JobId, JobRecord};
 
 /// How often a stream looks again.
@@ -29,21 +31,23 @@ const EVERY: Duration = Duration::from_millis(500);
 /// The most of a log one event carries.
 const CHUNK: u64 = 256 << 10;
 
-/// A stream of keyed rows: `rows` made again every [`EVERY`], sent when
-/// they differ from the last sent.
+/// A stream of keyed rows: `rows` made again every [`EVERY`] from the
+/// ledger the stream holds, sent when they differ from the last sent.
 fn keyed_stream<F>(web: Arc<Web>, rows: F) -> Sse<impl Stream<Item = Result<Event, Infallible>>>
 where
-    F: Fn(&Web) -> Vec<(String, String)> + Send + Sync + 'static,
+    F: Fn(&Web, Option<&Ledger>) -> Vec<(String, String)> + Send + Sync + 'static,
 {
     let rows = Arc::new(rows);
-    let stream = stream::unfold((web, String::new()), move |(web, mut sent)| {
+    let start = (web, String::new(), HeldLedger::default());
+    let stream = stream::unfold(start, move |(web, mut sent, mut held)| {
         let rows = rows.clone();
         async move {
             loop {
-                let json = serde_json::to_string(&rows(&web)).unwrap_or_default();
+                let made = rows(&web, held.current(&web));
+                let json = serde_json::to_string(&made).unwrap_or_default();
                 if json != sent {
                     sent = json.clone();
-                    return Some((Ok(Event::default().data(json)), (web, sent)));
+                    return Some((Ok(Event::default().data(json)), (web, sent, held)));
                 }
                 tokio::time::sleep(EVERY).await;
             }
@@ -58,9 +62,9 @@ pub async fn jobs(
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     // The rows' forms come back to the list the stream serves.
     let here = format!("/jobs?{}", q.params(q.page()));
-    keyed_stream(web, move |web| {
+    keyed_stream(web, move |web, ledger| {
         let ctx = Ctx::for_stream(web, &here);
-        keyed(web, &job_rows(web, &ctx, &q))
+        keyed(ledger, &job_rows(web, ledger, &ctx, &q))
     })
 }
 
@@ -72,9 +76,9 @@ fn overview_stream(
     web: Arc<Web>,
     rows: Rows,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    keyed_stream(web, move |web| {
+    keyed_stream(web, move |web, ledger| {
         let ctx = Ctx::for_stream(web, "/");
-        rows(web, &ctx, super::pages::ledger(web).as_ref())
+        rows(web, &ctx, ledger)
     })
 }
 

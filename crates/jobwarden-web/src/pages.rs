@@ -25,6 +25,32 @@ pub(super) fn ledger(web: &Web) -> Option<Ledger> {
         .flatten()
 }
 
+/// The ledger a live stream keeps between its looks: opened at its first,
+/// and again only when the file at the ledger's path is another one (a
+/// `history repair` moved the damaged one aside) or could not be opened
+/// the last time. Each look then costs its queries, not an open.
+#[derive(Default)]
+pub(super) struct HeldLedger {
+    held: Option<(Ledger, (u64, u64))>,
+}
+
+impl HeldLedger {
+    /// The root's ledger as it is now, if it has one.
+    pub(super) fn current(&mut self, web: &Web) -> Option<&Ledger> {
+        use std::os::unix::fs::MetadataExt;
+        let path = web.layout.ledger();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            self.held = None;
+            return None;
+        };
+        let file = (meta.dev(), meta.ino());
+        if self.held.as_ref().is_none_or(|(_, was)| *was != file) {
+            self.held = Ledger::open(&path).ok().map(|l| (l, file));
+        }
+        self.held.as_ref().map(|(ledger, _)| ledger)
+    }
+}
+
 /// Does a daemon hold the root's lock? Not when that cannot be told.
 pub(super) fn daemon_running(web: &Web) -> bool {
     jobwarden_engine::cancel::daemon_running(&web.layout) == Some(true)
