@@ -68,6 +68,10 @@ fn the_prompt_text_is_found_by_grep_and_outlives_its_run_folder() {
         0,
     );
     assert_eq!(ids(&found), [jobs[0].id.clone()], "case ignored, substring");
+    // What a limit leaves out is counted by the texts too: both hold "e".
+    let out = sb.run(&["history", "list", "--grep", "E", "--limit", "1"]);
+    assert_eq!(out.code(), 0, "{out:?}");
+    assert!(out.stderr.contains("1 more not shown"), "{out:?}");
     json(
         &sb,
         &["history", "list", "--grep", "no such words", "--json"],

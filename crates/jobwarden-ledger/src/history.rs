@@ -145,7 +145,7 @@ impl Ledger {
     /// wall clock stepped back does not change (see [`crate::execution`]).
     pub fn list(&self, f: &Filter, limit: u32) -> Result<Vec<Execution>, LedgerError> {
         if let Some(needle) = &f.grep {
-            return self.list_grep(f, &needle.to_lowercase(), limit);
+            return Ok(self.list_grep(f, &needle.to_lowercase(), limit, false)?.0);
         }
         let (where_sql, mut params) = f.where_sql(&[]);
         let sql = format!(
@@ -160,28 +160,40 @@ impl Ledger {
         })
     }
 
-    /// How many executions `f` selects.
-    pub fn count(&self, f: &Filter) -> Result<u64, LedgerError> {
+    /// [`Ledger::list`], and how many executions `f` selects in all
+    /// (counted only when `limit` of them were listed).
+    pub fn list_counted(
+        &self,
+        f: &Filter,
+        limit: u32,
+    ) -> Result<(Vec<Execution>, u64), LedgerError> {
         if let Some(needle) = &f.grep {
-            // Only the texts themselves can say: each is inflated and searched.
-            let found = self.list_grep(f, &needle.to_lowercase(), u32::MAX)?;
-            return Ok(found.len() as u64);
+            // Only the texts themselves can say: one walk lists and counts.
+            return self.list_grep(f, &needle.to_lowercase(), limit, true);
+        }
+        let rows = self.list(f, limit)?;
+        if rows.len() < limit as usize {
+            let n = rows.len() as u64;
+            return Ok((rows, n));
         }
         let (where_sql, params) = f.where_sql(&[]);
         let sql = format!("SELECT count(*) FROM executions{where_sql}");
-        self.read(|c| c.query_row(&sql, params_from_iter(params), |r| r.get::<_, i64>(0)))
-            .map(|n| n.max(0) as u64)
+        let total =
+            self.read(|c| c.query_row(&sql, params_from_iter(params), |r| r.get::<_, i64>(0)))?;
+        Ok((rows, total.max(0) as u64))
     }
 
     /// [`Ledger::list`] of the executions whose kept prompt text holds
     /// `needle` (lower-cased): the rows with a text are walked newest
-    /// first, each text inflated and searched, until `limit` matched.
+    /// first, each text inflated and searched, until `limit` matched, or
+    /// with `count_all` to the end; and how many matched.
     fn list_grep(
         &self,
         f: &Filter,
         needle: &str,
         limit: u32,
-    ) -> Result<Vec<Execution>, LedgerError> {
+        count_all: bool,
+    ) -> Result<(Vec<Execution>, u64), LedgerError> {
         let (conds, params): (Vec<String>, Vec<Value>) = f
             .conditions()
             .into_iter()
@@ -197,14 +209,18 @@ impl Ledger {
             let mut stmt = c.prepare(&sql)?;
             let mut rows = stmt.query(params_from_iter(params))?;
             let mut out = Vec::new();
-            while out.len() < limit as usize {
+            let mut matched = 0u64;
+            while count_all || out.len() < limit as usize {
                 let Some(r) = rows.next()? else { break };
                 let packed = super::prompt_text::packed_of(r.get_ref(COLUMN_COUNT)?);
                 if super::prompt_text::packed_holds(packed, needle) {
-                    out.push(execution_from_row(r)?);
+                    matched += 1;
+                    if out.len() < limit as usize {
+                        out.push(execution_from_row(r)?);
+                    }
                 }
             }
-            Ok(out)
+            Ok((out, matched))
         })
     }
 

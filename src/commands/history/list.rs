@@ -37,11 +37,8 @@ pub fn run(global: &GlobalArgs, args: &HistoryListArgs) -> anyhow::Result<ExitCo
     } else {
         args.limit
     };
-    let rows = ledger.list(&filter, limit)?;
-    if rows.len() as u64 == u64::from(limit) {
-        let more = ledger.count(&filter)?.saturating_sub(rows.len() as u64);
-        crate::commands::output::say_more(more, args.limit);
-    }
+    let (rows, total) = ledger.list_counted(&filter, limit)?;
+    crate::commands::output::say_more(total.saturating_sub(rows.len() as u64), args.limit);
     if args.json {
         let view: Vec<ExecutionJson<'_>> = rows.iter().map(ExecutionJson::from).collect();
         print_json(&view)?;
